@@ -1,0 +1,144 @@
+"""Stage fetch: the four upstream files at the pinned revision, verified by sha256.
+
+Local mirrors are tried before the network; the result lands in ``data/raw`` only once every
+file is verified, so a failure leaves the previous ``data/raw`` (or none) untouched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stages.errors import StageError
+from stages.hashing import sha256_bytes, sha256_file
+
+RAW_DIR = Path("data/raw")
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    repo: str
+    revision: str
+    folder: str
+    url_template: str
+    mirrors: tuple[Path, ...]
+    sha256: dict[str, str]
+    timeout_s: float
+
+    @classmethod
+    def from_params(cls, cfg: dict[str, Any]) -> FetchConfig:
+        try:
+            sha = {str(k): str(v).lower() for k, v in cfg["sha256"].items()}
+            return cls(repo=cfg["repo"], revision=str(cfg["revision"]), folder=cfg["folder"],
+                       url_template=cfg["url_template"],
+                       mirrors=tuple(Path(m) for m in cfg.get("mirrors") or ()),
+                       sha256=sha, timeout_s=float(cfg.get("timeout_s", 60)))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise StageError(f"params.yaml: invalid fetch section ({exc!r})") from exc
+
+    def url(self, name: str) -> str:
+        return self.url_template.format(repo=self.repo, revision=self.revision,
+                                        folder=self.folder, file=name)
+
+
+def _log(msg: str) -> None:
+    print(f"fetch: {msg}", file=sys.stderr)
+
+
+def check_mirror(cfg: FetchConfig, mirror: Path) -> list[str]:
+    """Problems that rule a mirror out (empty list: every file is there and matches)."""
+    problems = []
+    for name, expected in cfg.sha256.items():
+        path = mirror / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        actual = sha256_file(path)
+        if actual != expected:
+            problems.append(f"{path}: sha256 mismatch: expected {expected}, got {actual}")
+    return problems
+
+
+def download(url: str, timeout_s: float) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return resp.read()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise StageError(f"{url}: download failed: {exc}") from exc
+
+
+def _stage_from_mirror(cfg: FetchConfig, mirror: Path, staging: Path) -> None:
+    for name, expected in cfg.sha256.items():
+        shutil.copyfile(mirror / name, staging / name)
+        # Re-hash the copy: the mirror could change between the check and the copy.
+        actual = sha256_file(staging / name)
+        if actual != expected:
+            raise StageError(f"{mirror / name}: sha256 mismatch while copying: "
+                             f"expected {expected}, got {actual}")
+
+
+def _stage_from_network(cfg: FetchConfig, staging: Path) -> None:
+    for name, expected in cfg.sha256.items():
+        url = cfg.url(name)
+        _log(f"downloading {url}")
+        data = download(url, cfg.timeout_s)
+        actual = sha256_bytes(data)
+        if actual != expected:
+            raise StageError(f"{name}: sha256 mismatch for {url}: expected {expected}, "
+                             f"got {actual}")
+        (staging / name).write_bytes(data)
+
+
+def _publish(staging: Path, out_dir: Path) -> None:
+    """Swap the verified folder into place; the old one is removed only after the swap."""
+    backup = None
+    if out_dir.exists():
+        backup = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(backup, ignore_errors=True)
+        out_dir.rename(backup)
+    staging.rename(out_dir)
+    if backup is not None:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
+    """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network')."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    rejected: list[str] = []
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=out_dir.parent) as tmp:
+        staging = Path(tmp) / "raw"
+        staging.mkdir()
+        source = None
+        for mirror in cfg.mirrors:
+            if not mirror.is_dir():
+                continue
+            problems = check_mirror(cfg, mirror)
+            if problems:
+                rejected.extend(problems)
+                _log(f"mirror {mirror} not used: " + "; ".join(problems))
+                continue
+            _stage_from_mirror(cfg, mirror, staging)
+            source = str(mirror)
+            break
+        if source is None:
+            try:
+                _stage_from_network(cfg, staging)
+            except StageError as exc:
+                detail = "".join(f"\n  mirror: {p}" for p in rejected)
+                raise StageError(f"fetch failed, nothing written to {out_dir}: {exc}{detail}"
+                                 ) from exc
+            source = "network"
+        _publish(staging, out_dir)
+    _log(f"{len(cfg.sha256)} files verified from {source} at {cfg.repo}@{cfg.revision[:12]}")
+    return source
+
+
+def run(params: dict[str, Any], out_dir: Path = RAW_DIR) -> None:
+    fetch(FetchConfig.from_params(params["fetch"]), out_dir)

@@ -1,0 +1,46 @@
+"""Content hashes and fingerprints used for provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 1 << 20
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def canonical_json(obj: Any) -> str:
+    """One byte-stable serialisation of JSON-like data, the input of every fingerprint."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def fingerprint(obj: Any) -> str:
+    return sha256_bytes(canonical_json(obj).encode("utf-8"))
+
+
+def sha256_tree(path: str | os.PathLike[str]) -> str:
+    """Hash of a file, or of a folder as the sorted (relative path, file hash) pairs."""
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    entries = [
+        [p.relative_to(path).as_posix(), sha256_file(p)]
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    ]
+    return fingerprint(entries)

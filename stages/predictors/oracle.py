@@ -1,0 +1,18 @@
+"""The oracle returns the gold: a pipeline check that must score 1.0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from stages import TRACK_N
+from stages.items import Item
+from stages.predictors.base import Prediction, Predictor
+
+
+class OraclePredictor(Predictor):
+    name = "oracle"
+
+    def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
+        for item in items:
+            gold = item.answer if item.track == TRACK_N else list(item.sub_solutions)
+            yield Prediction(item.track, item.problem_id, gold)

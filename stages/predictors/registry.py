@@ -1,0 +1,34 @@
+"""Backend lookup through the ``rimo_eval.predictors`` entry-point group."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from stages.errors import StageError
+from stages.predictors.base import Predictor
+
+GROUP = "rimo_eval.predictors"
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def available_backends() -> list[str]:
+    return sorted(_entry_points())
+
+
+def predictor_class(name: str) -> type[Predictor]:
+    eps = _entry_points()
+    if name not in eps:
+        known = ", ".join(sorted(eps)) or "none (is rimo-eval installed?)"
+        raise StageError(f"params.yaml: predict.backend '{name}' is not registered; known: {known}")
+    cls = eps[name].load()
+    if not (isinstance(cls, type) and issubclass(cls, Predictor)):
+        raise StageError(f"entry point '{name}' ({eps[name].value}) is not a Predictor subclass")
+    return cls
+
+
+def create_predictor(name: str, config: dict[str, Any] | None = None) -> Predictor:
+    return predictor_class(name)(config)

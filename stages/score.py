@@ -1,0 +1,233 @@
+"""Stage score: per-item grades, headline metrics with bootstrap intervals, plot data."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stages import TRACK_N, TRACK_P, TRACKS
+from stages.atomic import write_json, write_text, write_with
+from stages.errors import StageError
+from stages.items import DOMAINS, ITEMS_DIR, read_items_frame
+from stages.predictions import PREDICTIONS_DIR, read_predictions
+from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUS_OK
+from stages.scoring import grade_n, grade_p_strict, leading_matches, match_parts
+
+SCORES_DIR = Path("data/scores")
+SCORE_FILES = {TRACK_N: "rimo_n.parquet", TRACK_P: "rimo_p.parquet"}
+METRICS_PATH = Path("reports/metrics.json")
+PLOTS_DIR = Path("reports/plots")
+
+SCORE_SCHEMAS = {
+    TRACK_N: pa.schema([
+        ("track", pa.string()), ("problem_id", pa.string()), ("domain", pa.string()),
+        ("item_hash", pa.string()), ("status", pa.string()), ("gold", pa.string()),
+        ("prediction", pa.string()), ("correct", pa.bool_()),
+    ]),
+    TRACK_P: pa.schema([
+        ("track", pa.string()), ("problem_id", pa.string()), ("domain", pa.string()),
+        ("item_hash", pa.string()), ("number_of_parts", pa.int64()), ("gradable", pa.bool_()),
+        ("ungradable_reason", pa.string()), ("status", pa.string()),
+        ("n_predicted", pa.int64()), ("matched", pa.list_(pa.bool_())),
+        ("n_matched", pa.int64()), ("prefix_len", pa.int64()), ("strict", pa.bool_()),
+        ("prefix_score", pa.float64()),
+    ]),
+}
+
+
+def join_predictions(items: pd.DataFrame, preds: pd.DataFrame, track: str) -> pd.DataFrame:
+    """Evaluated items = the rows of the predictions table; each must match an item's content."""
+    dup = preds["problem_id"][preds["problem_id"].duplicated()]
+    if not dup.empty:
+        raise StageError(f"{track} predictions: duplicate problem_id {sorted(set(dup))}")
+    merged = preds.merge(items, on="problem_id", how="left", suffixes=("_pred", ""),
+                         validate="one_to_one", indicator=True)
+    unknown = merged.loc[merged["_merge"] == "left_only", "problem_id"].tolist()
+    if unknown:
+        raise StageError(f"{track} predictions: unknown problem_id {unknown[:10]}")
+    stale = merged.loc[merged["item_hash"] != merged["content_hash"], "problem_id"].tolist()
+    if stale:
+        raise StageError(f"{track} predictions were made for other item contents "
+                         f"({stale[:10]}...): rerun the predict stage")
+    return merged.sort_values("problem_id", kind="stable").reset_index(drop=True)
+
+
+def score_n(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    df = join_predictions(items, preds, TRACK_N)
+    rows = []
+    for r in df.to_dict("records"):
+        raw = r["prediction"]
+        pred = raw if r["status"] == STATUS_OK and isinstance(raw, str) else None
+        rows.append({"track": TRACK_N, "problem_id": r["problem_id"], "domain": r["domain"],
+                     "item_hash": r["item_hash"], "status": r["status"], "gold": r["answer"],
+                     "prediction": pred, "correct": grade_n(pred, r["answer"])})
+    return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_N].names)
+
+
+def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    df = join_predictions(items, preds, TRACK_P)
+    rows = []
+    for r in df.to_dict("records"):
+        raw = r["prediction"]
+        # Parquet lists come back as arrays; a null comes back as None or NaN.
+        ok = r["status"] == STATUS_OK and raw is not None and not isinstance(raw, float)
+        pred = [str(x) for x in raw] if ok else []
+        gold = list(r["sub_solutions"])
+        gradable = bool(r["gradable"])
+        matched = match_parts(pred, gold) if gradable else []
+        prefix = leading_matches(matched)
+        parts = int(r["number_of_parts"])
+        rows.append({
+            "track": TRACK_P, "problem_id": r["problem_id"], "domain": r["domain"],
+            "item_hash": r["item_hash"], "number_of_parts": parts, "gradable": gradable,
+            "ungradable_reason": r["ungradable_reason"], "status": r["status"],
+            "n_predicted": len(pred), "matched": matched, "n_matched": sum(matched),
+            "prefix_len": prefix, "strict": gradable and grade_p_strict(pred, gold),
+            "prefix_score": prefix / parts if gradable else 0.0,
+        })
+    return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_P].names)
+
+
+def bootstrap_ci(num: np.ndarray, den: np.ndarray | None, samples: int, seed: int,
+                 confidence: float) -> dict[str, float | None]:
+    """Percentile interval of sum(num)/sum(den) (or mean(num)) over items resampled with
+    replacement; seeded, so the interval is part of the reproducible output."""
+    n = len(num)
+    if n == 0 or samples <= 0:
+        return {"low": None, "high": None}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(samples, n))
+    stats = num[idx].sum(axis=1) / (den[idx].sum(axis=1) if den is not None else n)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return {"low": _round(low), "high": _round(high)}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 6)
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return _round(num / den) if den else None
+
+
+def _status_counts(df: pd.DataFrame) -> dict[str, int]:
+    return {"missing": int((df["status"] == STATUS_MISSING).sum()),
+            "errors": int((df["status"] == STATUS_ERROR).sum())}
+
+
+def metrics_n(scores: pd.DataFrame, boot: dict[str, Any]) -> dict[str, Any]:
+    correct = scores["correct"].to_numpy(dtype=float)
+    by_domain, by_domain_n = {}, {}
+    for domain in DOMAINS:
+        part = scores[scores["domain"] == domain]
+        if len(part):
+            by_domain[domain] = _ratio(part["correct"].sum(), len(part))
+            by_domain_n[domain] = len(part)
+    return {
+        "accuracy": _ratio(correct.sum(), len(correct)),
+        "n": len(scores),
+        "correct": int(correct.sum()),
+        **_status_counts(scores),
+        "by_domain": by_domain,
+        "by_domain_n": by_domain_n,
+        "ci": {"accuracy": bootstrap_ci(correct, None, **boot)},
+    }
+
+
+def _p_headline(df: pd.DataFrame) -> dict[str, Any]:
+    return {
+        "n": len(df),
+        "strict": _ratio(df["strict"].sum(), len(df)),
+        "sub_problem_accuracy": _ratio(df["n_matched"].sum(), df["number_of_parts"].sum()),
+        "prefix_score": _ratio(df["prefix_score"].sum(), len(df)),
+    }
+
+
+def metrics_p(scores: pd.DataFrame, boot: dict[str, Any]) -> dict[str, Any]:
+    graded = scores[scores["gradable"]]
+    strict = graded["strict"].to_numpy(dtype=float)
+    matched = graded["n_matched"].to_numpy(dtype=float)
+    parts = graded["number_of_parts"].to_numpy(dtype=float)
+    prefix = graded["prefix_score"].to_numpy(dtype=float)
+    by_parts = {str(k): _p_headline(graded[graded["number_of_parts"] == k])
+                for k in sorted(graded["number_of_parts"].unique())}
+    return {
+        **_p_headline(graded),
+        "sub_problems": int(parts.sum()),
+        **_status_counts(graded),
+        "ungradable": int((~scores["gradable"]).sum()),
+        "by_parts": by_parts,
+        "ci": {
+            "strict": bootstrap_ci(strict, None, **boot),
+            "sub_problem_accuracy": bootstrap_ci(matched, parts, **boot),
+            "prefix_score": bootstrap_ci(prefix, None, **boot),
+        },
+    }
+
+
+def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def plot_tables(metrics: dict[str, Any]) -> dict[str, str]:
+    """CSV plot data for ``dvc plots``: RIMO-N accuracy by domain, RIMO-P scores by parts."""
+    n, p = metrics[TRACK_N], metrics[TRACK_P]
+    by_domain = [{"domain": d, "accuracy": acc, "n": n["by_domain_n"][d]}
+                 for d, acc in n["by_domain"].items()]
+    by_parts = [{"parts": k, **{m: v[m] for m in ("strict", "sub_problem_accuracy",
+                                                 "prefix_score", "n")}}
+                for k, v in p["by_parts"].items()]
+    return {
+        "rimo_n_by_domain.csv": _csv(by_domain, ["domain", "accuracy", "n"]),
+        "rimo_p_by_parts.csv": _csv(by_parts, ["parts", "strict", "sub_problem_accuracy",
+                                               "prefix_score", "n"]),
+    }
+
+
+def _boot_params(cfg: dict[str, Any]) -> dict[str, Any]:
+    b = cfg.get("bootstrap") or {}
+    return {"samples": int(b.get("samples", 1000)), "seed": int(b.get("seed", 0)),
+            "confidence": float(b.get("confidence", 0.95))}
+
+
+def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
+          scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
+          plots_dir: Path = PLOTS_DIR) -> dict[str, Any]:
+    boot = _boot_params(cfg)
+    items = {t: read_items_frame(t, items_dir) for t in TRACKS}
+    preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
+    scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
+              TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
+    metrics = {TRACK_N: metrics_n(scores[TRACK_N], boot),
+               TRACK_P: metrics_p(scores[TRACK_P], boot)}
+    evaluated = {t: len(scores[t]) for t in TRACKS}
+    total = {t: len(items[t]) for t in TRACKS}
+    metrics["sample"] = {"evaluated": evaluated, "total": total,
+                         "is_sample": evaluated != total}
+    for track, df in scores.items():
+        table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
+        write_with(scores_dir / SCORE_FILES[track],
+                   lambda tmp, t=table: pq.write_table(t, tmp, compression="zstd"))
+    for name, text in plot_tables(metrics).items():
+        write_text(plots_dir / name, text)
+    write_json(metrics_path, metrics)
+    return metrics
+
+
+def run(params: dict[str, Any]) -> None:
+    metrics = score(params.get("score") or {})
+    n, p = metrics[TRACK_N], metrics[TRACK_P]
+    print(f"score: RIMO-N accuracy {n['accuracy']} over {n['n']}; RIMO-P strict {p['strict']}, "
+          f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")

@@ -1,0 +1,122 @@
+"""Stage score: the benchmark's grading rules, metrics, intervals and guards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stages import TRACK_N, TRACK_P
+from stages.errors import StageError
+from stages.predict import predict
+from stages.score import bootstrap_ci, score
+from stages.scoring import grade_n, grade_p_strict, leading_matches, match_parts
+from tests.factories import n_item, small_benchmark, write_items
+
+BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
+
+
+def test_rimo_n_is_exact_match_after_strip_only() -> None:
+    assert grade_n(" 12\n", "12")
+    assert not grade_n("12.0", "12")
+    assert not grade_n("+12", "12")
+    assert not grade_n("\\boxed{12}", "12")
+    assert not grade_n(None, "12")
+    assert not grade_n("", "12")
+
+
+def test_rimo_p_strict_rejects_empty_and_short_lists() -> None:
+    gold = ["a", "b"]
+    # The seed's all(zip(pred, gold)) passes an empty list; the benchmark's rule must not.
+    assert all(zip([], gold, strict=False))
+    assert not grade_p_strict([], gold)
+    assert not grade_p_strict(["a"], gold)
+    assert not grade_p_strict(["a", "b", "c"], gold)
+    assert grade_p_strict([" a ", "b\n"], gold)
+    assert not grade_p_strict([], [])
+
+
+def test_prefix_counts_leading_matches_only() -> None:
+    matched = match_parts(["a", "x", "c"], ["a", "b", "c"])
+    assert matched == [True, False, True]
+    assert leading_matches(matched) == 1
+    assert leading_matches([False, True]) == 0
+    assert match_parts(None, ["a"]) == [False]
+
+
+def write_replay(path: Path, rows: list[tuple[str, str, object]]) -> Path:
+    path.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
+                            for t, i, p in rows))
+    return path
+
+
+@pytest.fixture
+def scored(tmp_path: Path) -> tuple[Path, dict]:
+    small_benchmark(tmp_path / "items")
+    replay = write_replay(tmp_path / "r.jsonl", [
+        (TRACK_N, "2001a1", " 12 "),      # right (strip)
+        (TRACK_N, "2001a2", "-3.0"),      # wrong
+        (TRACK_N, "2001c1", "7"),         # right
+        # 2001c2 missing -> wrong, still in the denominator
+        (TRACK_P, "2001a1", ["s1"]),                # strict, prefix 1/1
+        (TRACK_P, "2001g1", ["g1", "nope"]),        # matched 1/2, prefix 1/2
+        (TRACK_P, "2001n1", ["x", "n2", "n3"]),     # matched 2/3, prefix 0
+        (TRACK_P, "2005p3", ["anything"]),          # ungradable: not scored
+    ])
+    predict({"backend": "replay", "replay": {"path": str(replay)}}, tmp_path / "items",
+            tmp_path / "preds")
+    metrics = score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
+                    tmp_path / "metrics.json", tmp_path / "plots")
+    return tmp_path, metrics
+
+
+def test_metrics_by_hand(scored: tuple[Path, dict]) -> None:
+    _, m = scored
+    n, p = m[TRACK_N], m[TRACK_P]
+    assert (n["accuracy"], n["n"], n["correct"], n["missing"]) == (0.5, 4, 2, 1)
+    assert n["by_domain"] == {"algebra": 0.5, "combinatorics": 0.5}
+    assert n["by_domain_n"] == {"algebra": 2, "combinatorics": 2}
+    assert p["n"] == 3 and p["ungradable"] == 1 and p["sub_problems"] == 6
+    assert p["strict"] == round(1 / 3, 6)
+    assert p["sub_problem_accuracy"] == round(4 / 6, 6)
+    assert p["prefix_score"] == round((1 + 0.5 + 0) / 3, 6)
+    assert p["by_parts"]["2"] == {"n": 1, "strict": 0.0, "sub_problem_accuracy": 0.5,
+                                  "prefix_score": 0.5}
+    assert m["sample"] == {"evaluated": {TRACK_N: 4, TRACK_P: 4},
+                           "total": {TRACK_N: 4, TRACK_P: 4}, "is_sample": False}
+    for ci in (n["ci"]["accuracy"], p["ci"]["strict"], p["ci"]["prefix_score"]):
+        assert 0.0 <= ci["low"] <= ci["high"] <= 1.0
+
+
+def test_outputs_are_written_and_stable(scored: tuple[Path, dict]) -> None:
+    root, _ = scored
+    first = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "preds" not in p.parts
+             and p.suffix != ".jsonl" and "items" not in p.parts}
+    assert {p.name for p in first} >= {"metrics.json", "rimo_n.parquet", "rimo_p.parquet",
+                                       "rimo_n_by_domain.csv", "rimo_p_by_parts.csv"}
+    score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
+          root / "plots")
+    assert {p: p.read_bytes() for p in first} == first
+    assert (root / "plots/rimo_n_by_domain.csv").read_text().splitlines() == [
+        "domain,accuracy,n", "algebra,0.5,2", "combinatorics,0.5,2"]
+
+
+def test_bootstrap_is_seeded_and_sane() -> None:
+    import numpy as np
+    x = np.array([1.0] * 30 + [0.0] * 70)
+    a = bootstrap_ci(x, None, samples=500, seed=3, confidence=0.95)
+    assert a == bootstrap_ci(x, None, samples=500, seed=3, confidence=0.95)
+    assert a["low"] < 0.3 < a["high"]
+    assert bootstrap_ci(np.ones(5), None, 100, 0, 0.95) == {"low": 1.0, "high": 1.0}
+    assert bootstrap_ci(np.array([]), None, 100, 0, 0.95) == {"low": None, "high": None}
+
+
+def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:
+    write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
+    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
+    write_items(tmp_path / "items", [n_item("2001a1", "2")], [])
+    with pytest.raises(StageError, match="rerun the predict stage"):
+        score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
+              tmp_path / "m.json", tmp_path / "plots")
+    assert not (tmp_path / "m.json").exists()
