@@ -26,10 +26,18 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        # mkstemp creates 0600; artifacts get the usual mode for new files.
+        os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, target)
         _fsync_dir(target.parent)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(path: Path) -> None:
