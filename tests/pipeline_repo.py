@@ -1,0 +1,67 @@
+"""A throwaway git + DVC repo holding the current working tree, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    e["DVC_NO_ANALYTICS"] = "1"
+    e.setdefault("GIT_AUTHOR_NAME", "test")
+    e.setdefault("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    e.setdefault("GIT_COMMITTER_NAME", "test")
+    e.setdefault("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    return e
+
+
+def sh(cwd: Path, *args: str, check: bool = True, timeout: float = 900
+       ) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(args, cwd=cwd, env=env(), capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def tracked_files() -> list[str]:
+    """Tracked and untracked-but-not-ignored files: the tree a fresh clone plus edits has."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    return [f for f in out.decode().split("\0") if f and (REPO_ROOT / f).is_file()]
+
+
+def make_repo(dest: Path, mirror: Path, predict: dict[str, Any] | None = None) -> Path:
+    """Copy the project into ``dest`` as a new git repo, point fetch at ``mirror``."""
+    for rel in tracked_files():
+        if rel.startswith(("data/raw", "data/items", "data/predictions", "data/scores")):
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / rel, target)
+    # Artifacts of the source checkout (lock, metrics) must not leak into the test repo.
+    for rel in ("dvc.lock", "reports/metrics.json", "reports/validation.json"):
+        (dest / rel).unlink(missing_ok=True)
+    params_path = dest / "params.yaml"
+    params = yaml.safe_load(params_path.read_text())
+    params["fetch"]["mirrors"] = [str(mirror)]
+    params["fetch"]["url_template"] = "http://127.0.0.1:9/{file}"  # never the real network
+    params["predict"].update(predict or {"backend": "oracle", "limit": None})
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    sh(dest, "git", "init", "-q", "-b", "main")
+    sh(dest, "git", "add", "-A")
+    sh(dest, "git", "commit", "-qm", "test repo")
+    return dest

@@ -1,0 +1,357 @@
+"""The report stage: a real papermill/ipykernel execution of notebooks/report.ipynb.
+
+One render is shared by the module (a kernel start costs seconds); the other renders are the
+rerun for determinism, the full-run (no banner) case and a notebook that fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from stages import TRACK_N, TRACK_P
+from stages import report as R
+from stages.errors import StageError
+from stages.hashing import sha256_file
+from stages.params import load_params
+from tests.conftest import REPO_ROOT
+from tests.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
+
+
+def _project(root: Path, *, sample: bool = True) -> dict[str, Path]:
+    """A project root with the report inputs and the real notebook at its usual place."""
+    paths = make_report_inputs(root, sample=sample)
+    (root / "notebooks").mkdir(exist_ok=True)
+    shutil.copyfile(REPO_ROOT / R.NOTEBOOK, root / R.NOTEBOOK)
+    return paths
+
+
+def _run_stage(root: Path) -> None:
+    with contextlib.chdir(root):  # the stage, like DVC, runs from the project root
+        R.run(load_params())
+
+
+class _Elements(HTMLParser):
+    """Every element with its attributes, the text of script elements, and the visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self.text: list[str] = []
+        self._open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, dict(attrs)))
+        if tag in ("script", "style"):
+            self._open.append(tag)
+            if tag == "script":
+                self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open and self._open[-1] == tag:
+            self._open.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not self._open:
+            self.text.append(data)
+        elif self._open[-1] == "script":
+            self.scripts[-1] += data
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("report")
+    paths = _project(root)
+    _run_stage(root)
+    html_text = (root / R.OUT_HTML).read_text(encoding="utf-8")
+    parser = _Elements()
+    parser.feed(html_text)
+    return {"root": root, "paths": paths, "html": html_text, "parser": parser,
+            "ipynb": (root / R.OUT_IPYNB).read_bytes(),
+            "html_bytes": (root / R.OUT_HTML).read_bytes()}
+
+
+# --- the rendered report -------------------------------------------------------------------------
+
+def test_html_has_headline_numbers(rendered: dict) -> None:
+    metrics = json.loads(rendered["paths"]["metrics_path"].read_text(encoding="utf-8"))
+    n, p = metrics[TRACK_N], metrics[TRACK_P]
+    expected = [f"{n['accuracy']:.1%}", f"{p['strict']:.1%}", f"{p['sub_problem_accuracy']:.1%}",
+                f"{p['prefix_score']:.1%}"]
+    ci = n["ci"]["accuracy"]
+    expected.append(f"[{ci['low']:.1%}, {ci['high']:.1%}]")
+    ci = p["ci"]["prefix_score"]
+    expected.append(f"[{ci['low']:.1%}, {ci['high']:.1%}]")
+    for value in expected:
+        assert value in rendered["html"], value
+    assert "57.1%" in rendered["html"]  # 4/7, as a cross-check of the formatting itself
+
+
+def test_model_text_is_escaped_not_markup(rendered: dict) -> None:
+    html_text, parser = rendered["html"], rendered["parser"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html_text
+    assert "<script>alert" not in html_text and "<img src=x" not in html_text
+    # No element anywhere carries the injected attributes, and no script (nbconvert's own
+    # MathJax/require ones included) contains the injected code.
+    for tag, attrs in parser.elements:
+        assert "onerror" not in attrs, (tag, attrs)
+        assert not (tag == "img" and attrs.get("src") == "x"), attrs
+    assert not any("alert(" in script for script in parser.scripts)
+    # It is shown as text, verbatim: markdown is not interpreted either.
+    visible = "".join(parser.text)
+    assert XSS_TEXT in visible
+    assert "<strong>bold" not in html_text
+    assert FINDING_MESSAGE in visible and "a&lt;b&gt;c" in html_text
+
+
+def test_charts_are_embedded_pngs_without_software_tag(rendered: dict) -> None:
+    sources = [a.get("src") or "" for tag, a in rendered["parser"].elements if tag == "img"]
+    pngs = [s for s in sources if s.startswith("data:image/png;base64,")]
+    assert len(pngs) == 2
+    for src in pngs:
+        data = base64.b64decode(src.split(",", 1)[1])
+        assert data.startswith(b"\x89PNG") and b"Software" not in data
+
+
+def test_provenance_lists_hashes_backend_and_params(rendered: dict) -> None:
+    html_text, paths = rendered["html"], rendered["paths"]
+    for name in ("items_n_path", "items_p_path", "predictions_n_path", "predictions_p_path",
+                 "scores_n_path", "scores_p_path"):
+        assert sha256_file(paths[name]) in html_text, name
+    params = load_params(paths["params_path"])
+    assert params["fetch"]["revision"] in html_text
+    for digest in params["fetch"]["sha256"].values():
+        assert digest in html_text
+    assert "replay" in html_text and "predict.limit" in html_text
+    assert "score.bootstrap.samples" in html_text
+    assert "git commit" in html_text and "unknown" in html_text  # tmp root: not a repository
+    assert "validated input sha256" in html_text and "e" * 64 in html_text  # errata file
+    assert "packages.pyarrow" in html_text and "p" * 64 in html_text  # score's own record
+
+
+def test_sample_banner_shown_for_sample(rendered: dict) -> None:
+    assert 'class="rimo-banner"' in rendered["html"]
+    assert "7 of 335 RIMO-N and 5 of 456 RIMO-P" in rendered["html"]
+
+
+def test_code_is_hidden_and_sections_present(rendered: dict) -> None:
+    html_text = rendered["html"]
+    for text in ("Errata applied", "E001", "stored text", "text.control_char",
+                 "Findings by rule", "Provenance"):
+        assert text in html_text, text
+    assert "read_parquet" not in html_text and "R.html_table(" not in html_text
+    assert "hl-ipython3" not in html_text  # no highlighted code blocks
+    assert "HTTP 500 from model server" in html_text  # an error item among the failures
+    assert "✗✓" in html_text  # RIMO-P matched pattern of the lowest prefix score
+
+
+def test_no_volatile_metadata(rendered: dict) -> None:
+    text = rendered["ipynb"].decode("utf-8")
+    for key in ("start_time", "end_time", "duration", "iopub.", "shell.execute_reply",
+                "input_path", "output_path", "environment_variables"):
+        assert key not in text, key
+    nb = nbformat.reads(text, as_version=4)
+    assert "version" not in nb.metadata.papermill
+    assert nb.metadata.papermill.parameters["worst_failures"] == 10
+    assert [c.id for c in nb.cells].count("injected-parameters") == 1
+    # Relative paths only: the report does not depend on where the project lives.
+    root = str(rendered["root"])
+    assert root not in text and root not in rendered["html"]
+
+
+def test_rerun_is_byte_identical(rendered: dict) -> None:
+    root = rendered["root"]
+    _run_stage(root)
+    assert (root / R.OUT_IPYNB).read_bytes() == rendered["ipynb"]
+    assert (root / R.OUT_HTML).read_bytes() == rendered["html_bytes"]
+    assert sorted(p.name for p in (root / "reports").iterdir()) == [
+        "metrics.json", "report.html", "report.ipynb", "validation.json"]
+
+
+def test_full_run_has_no_banner(tmp_path: Path) -> None:
+    paths = make_report_inputs(tmp_path, sample=False)
+    out_ipynb, out_html = tmp_path / "out/report.ipynb", tmp_path / "out/report.html"
+    R.render_report(REPO_ROOT / R.NOTEBOOK, out_ipynb, out_html,
+                    {**paths, "worst_failures": 1})  # Path values are accepted
+    html_text = out_html.read_text(encoding="utf-8")
+    assert 'class="rimo-banner"' not in html_text and "SAMPLE RUN" not in html_text
+    assert "57.1%" in html_text and out_ipynb.is_file()
+    assert "2023n1" not in html_text  # worst_failures=1 keeps only the first wrong answer
+
+
+# --- failures leave nothing behind ---------------------------------------------------------------
+
+def test_missing_input_names_file_and_writes_nothing(tmp_path: Path) -> None:
+    paths = _project(tmp_path)
+    paths["scores_p_path"].unlink()
+    with pytest.raises(StageError, match=r"data/scores/rimo_p\.parquet.*score stage"):
+        _run_stage(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
+        "metrics.json", "validation.json"]
+
+
+def test_failing_notebook_raises_stage_error_and_keeps_old_report(tmp_path: Path) -> None:
+    paths = _project(tmp_path)
+    paths["metrics_path"].write_text(json.dumps({TRACK_N: "not a mapping"}), encoding="utf-8")
+    old = tmp_path / R.OUT_HTML
+    old.write_text("previous report", encoding="utf-8")
+    with pytest.raises(StageError, match="AttributeError"):
+        _run_stage(tmp_path)
+    assert old.read_text(encoding="utf-8") == "previous report"
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
+        "metrics.json", "report.html", "validation.json"]
+
+
+def test_unknown_parameter_rejected_before_execution(tmp_path: Path) -> None:
+    with pytest.raises(StageError, match=r"unknown parameter.*worst_failure\b"):
+        R.render_report(REPO_ROOT / R.NOTEBOOK, tmp_path / "a.ipynb", tmp_path / "a.html",
+                        {"worst_failure": 3})
+    assert not list(tmp_path.iterdir())
+
+
+def test_missing_notebook(tmp_path: Path) -> None:
+    with pytest.raises(StageError, match=r"nope\.ipynb: report notebook not found"):
+        R.render_report(tmp_path / "nope.ipynb", tmp_path / "a.ipynb", tmp_path / "a.html", {})
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("value", [-1, "10", True, 2.5])
+def test_invalid_worst_failures(value: object) -> None:
+    with pytest.raises(StageError, match=r"report\.worst_failures"):
+        R.run({"report": {"worst_failures": value}})
+
+
+def test_missing_report_section() -> None:
+    with pytest.raises(StageError, match="section 'report'"):
+        R.run({})
+
+
+# --- helpers, without a kernel -------------------------------------------------------------------
+
+def test_html_table_escapes_headers_and_cells() -> None:
+    import pandas as pd
+
+    table = R.html_table(pd.DataFrame({"<h>": ["<b>x</b>", None], "t": ["a\nb", 0.5]}),
+                         pre=["t"])
+    assert "&lt;h&gt;" in table and "&lt;b&gt;x&lt;/b&gt;" in table and "<b>" not in table
+    assert "<pre>a\nb</pre>" in table and "0.500" in table
+    assert R.html_table(pd.DataFrame(columns=["a"]), empty="nothing") == "<p><em>nothing</em></p>"
+
+
+def test_worst_failures_order_and_limit(tmp_path: Path) -> None:
+    import pandas as pd
+
+    paths = make_report_inputs(tmp_path)
+    frames = {k: pd.read_parquet(v) for k, v in paths.items() if str(v).endswith(".parquet")}
+    fail_n = R.worst_failures_n(frames["scores_n_path"], frames["predictions_n_path"],
+                                frames["items_n_path"], 10)
+    assert list(fail_n["problem_id"]) == ["2023a4", "2023n1", "2023c3"]  # wrong, error, missing
+    assert fail_n["model text"].iloc[0] == XSS_TEXT
+    assert len(R.worst_failures_n(frames["scores_n_path"], frames["predictions_n_path"],
+                                  frames["items_n_path"], 2)) == 2
+    fail_p = R.worst_failures_p(frames["scores_p_path"], frames["predictions_p_path"], 10)
+    # Fully right (2022a2) and ungradable (2022n7) items are not failures.
+    assert list(fail_p["problem_id"]) == ["2022c5", "2022g4", "2022n3"]
+    assert list(fail_p["matched"]) == ["✗✓", "✓✗✗", "✓✗"]
+    # Without raw text: the per-part answers; never a stray "nan" from a null error cell.
+    texts = dict(zip(fail_p["problem_id"], fail_p["model text"], strict=True))
+    assert texts["2022g4"].startswith("--- part 1 ---\nMy proof of part 1 of 2022g4.")
+    assert texts["2022c5"] == "My proof of part 1 of 2022c5.\n\nMy proof of part 2 of 2022c5."
+    assert not any("nan" in t for t in [*texts.values(), *fail_n["model text"]])
+
+
+def test_provenance_rows(tmp_path: Path) -> None:
+    import pandas as pd
+
+    paths = make_report_inputs(tmp_path)
+    preds = {TRACK_N: pd.read_parquet(paths["predictions_n_path"])}
+    rows = R.provenance_rows(load_params(paths["params_path"]),
+                             {"items": paths["items_n_path"]}, preds, "abc123")
+    table = {(s, i): v for s, i, v in rows.itertuples(index=False, name=None)}
+    assert table[("artifact sha256", "items")] == sha256_file(paths["items_n_path"])
+    assert table[("predictions RIMO-N", "backend")] == "replay"
+    assert table[("params", "predict.limit")] == "7"
+    assert table[("params", "predict.replay.path")] == "data/replay/example.jsonl"
+    assert table[("code", "git commit")] == "abc123"
+
+
+def test_git_commit_outside_repository(tmp_path: Path) -> None:
+    assert R.git_commit(tmp_path) == "unknown"
+    assert R.git_commit(tmp_path / "does-not-exist") == "unknown"
+
+
+def test_strip_volatile() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"start_time": "t", "end_time": "t", "duration": 1.0,
+                                "version": "2.7.0", "environment_variables": {},
+                                "input_path": "/abs/in.ipynb", "output_path": None,
+                                "parameters": {"x": 1}}
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.metadata.update(tags=["injected-parameters"], execution={"iopub.status.busy": "t"},
+                         papermill={"start_time": "t", "duration": 0.1, "status": "completed"})
+    nb.cells.append(cell)
+    R.strip_volatile(nb)
+    assert nb.metadata.papermill == {"parameters": {"x": 1}}
+    assert cell.metadata == {"tags": ["injected-parameters"],
+                             "papermill": {"status": "completed"}}
+    assert cell.id == "injected-parameters"
+    # A cell without an id (or a clashing one) gets a positional id, never the injected one.
+    nb.cells.append(nbformat.v4.new_code_cell("y = 2"))
+    nb.cells[1]["id"] = ""
+    nb.cells.append(nbformat.v4.new_code_cell("z = 3"))
+    nb.cells[2]["id"] = "injected-parameters"
+    R.strip_volatile(nb)
+    assert [c.id for c in nb.cells] == ["injected-parameters", "cell-1", "cell-2"]
+
+
+def test_pct_and_banner() -> None:
+    assert R.pct(0.5) == "50.0%" and R.pct(None) == "—" and R.pct(float("nan")) == "—"
+    assert R.sample_banner({"sample": {"is_sample": False}}) == ""
+    assert R.sample_banner({}) == ""
+    banner = R.sample_banner({"sample": {"is_sample": True, "limit": 3,
+                                         "evaluated": {TRACK_N: 3, TRACK_P: 3},
+                                         "total": {TRACK_N: 335, TRACK_P: 456}}})
+    assert "3 of 335 RIMO-N and 3 of 456 RIMO-P" in banner
+
+
+def test_validation_tables_from_validator_report(tmp_path: Path) -> None:
+    paths = make_report_inputs(tmp_path)
+    tables = R.validation_tables(json.loads(paths["validation_path"].read_text("utf-8")))
+    assert tables["errata"].to_dict("records")[0]["covers"] == "answer.mismatch"
+    assert list(tables["findings"]["erratum"]) == ["E001"]  # from "covered_by"
+    assert list(tables["by_rule"].itertuples(index=False, name=None)) == [
+        ("answer.mismatch", 1, 0)]
+    assert ("stored text", "RIMO-N.solution.strip", "2") in set(
+        tables["normalisations"].itertuples(index=False, name=None))
+    assert list(tables["warnings"]["rule"]) == ["text.control_char"]
+
+
+def test_validation_tables_tolerate_other_shapes() -> None:
+    tables = R.validation_tables({
+        "errata_applied": [{"id": "E9", "reason": "r", "covers": ["a", "b"]}],
+        "findings": ["not a dict", {"rule": "x", "erratum": "E9", "line": None},
+                     {"rule": "y", "line": 12}],
+        "findings_by_rule": {"x": "not a dict"}})
+    assert tables["errata"].to_dict("records")[0]["covers"] == "a, b"
+    assert list(tables["findings"]["erratum"]) == ["E9", None]
+    html_text = R.html_table(tables["findings"])
+    assert "<td>12</td>" in html_text and "12.0" not in html_text  # ints stay ints beside None
+    assert tables["counts"].empty and tables["by_rule"].empty
+    assert R.validation_tables({"errata": {"applied": [{"id": "E1"}]}})["errata"]["id"][0] == "E1"
+    assert all(t.empty for t in R.validation_tables({}).values())
+
+
+def test_capped_table_counts_the_rest() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"message": [f"m{i}" for i in range(5)]})
+    out = R.capped_table(frame, "reports/<v>.json", limit=2)
+    assert "m1" in out and "m2" not in out and "3 more in reports/&lt;v&gt;.json" in out
