@@ -17,15 +17,33 @@ STAGES = {
     "score": "Grade predictions; write per-item scores, metrics and plot data",
     "report": "Execute the report notebook with papermill and export HTML",
 }
+# Tools beyond the pipeline: they take their own arguments and return an exit status.
+TOOLS = {
+    "audit": "Recompute every metric and check each hash chain down to the upstream pin",
+    "compare": "Compare two revisions, branches or DVC experiments: metrics, flips, paired tests",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rimo-eval", description=__doc__)
     parser.add_argument("--params", default="params.yaml",
                         help="params file (default: %(default)s)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in STAGES.items():
         sub.add_parser(name, help=help_text, description=help_text)
+    audit = sub.add_parser("audit", help=TOOLS["audit"], description=TOOLS["audit"])
+    audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    compare = sub.add_parser("compare", help=TOOLS["compare"], description=TOOLS["compare"])
+    for side in ("a", "b"):
+        compare.add_argument(side, metavar=side.upper(),
+                             help="git revision, branch, DVC experiment name, or 'workspace'")
+    compare.add_argument("--json", action="store_true", help="JSON instead of Markdown")
+    compare.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
+    compare.add_argument("--samples", type=int, default=1000,
+                         help="paired bootstrap resamples (default: %(default)s)")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    compare.add_argument("--confidence", type=float, default=0.95,
+                         help="bootstrap interval level (default: %(default)s)")
     return parser
 
 
@@ -33,7 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         params = load_params(args.params)
-        importlib.import_module(f"stages.{args.command}").run(params)
+        module = importlib.import_module(f"stages.{args.command}")
+        if args.command in TOOLS:
+            return int(module.main(args, params))
+        module.run(params)
     except StageError as exc:
         print(f"rimo-eval {args.command}: error: {exc}", file=sys.stderr)
         return 1

@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 from stages import TRACK_N, TRACK_P, TRACKS
 from stages.atomic import write_json, write_text, write_with
 from stages.errors import StageError
-from stages.items import DOMAINS, ITEMS_DIR, read_items_frame
-from stages.predictions import PREDICTIONS_DIR, read_predictions
+from stages.items import DOMAINS, ITEMS_DIR, items_path, read_items_frame
+from stages.predictions import PREDICTIONS_DIR, predictions_path, read_predictions
 from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUS_OK
+from stages.provenance import build_provenance
 from stages.scoring import grade_n, grade_p_strict, leading_matches, match_parts
 
 SCORES_DIR = Path("data/scores")
@@ -204,7 +205,8 @@ def _boot_params(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
           scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
-          plots_dir: Path = PLOTS_DIR) -> dict[str, Any]:
+          plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``params`` is the whole params file; only its upstream pin goes into the provenance."""
     boot = _boot_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
@@ -222,12 +224,19 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
                    lambda tmp, t=table: pq.write_table(t, tmp, compression="zstd"))
     for name, text in plot_tables(metrics).items():
         write_text(plots_dir / name, text)
+    # After the scores are written, so the block can name their hashes too.
+    metrics["provenance"] = build_provenance(
+        inputs=[*(items_path(t, items_dir) for t in TRACKS),
+                *(predictions_path(t, preds_dir) for t in TRACKS)],
+        outputs=[scores_dir / SCORE_FILES[t] for t in TRACKS],
+        predictions=preds, score_params={"bootstrap": boot},
+        fetch_cfg=(params or {}).get("fetch"))
     write_json(metrics_path, metrics)
     return metrics
 
 
 def run(params: dict[str, Any]) -> None:
-    metrics = score(params.get("score") or {})
+    metrics = score(params.get("score") or {}, params=params)
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     print(f"score: RIMO-N accuracy {n['accuracy']} over {n['n']}; RIMO-P strict {p['strict']}, "
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")

@@ -1,0 +1,326 @@
+"""``rimo-eval compare``: exact McNemar, paired bootstrap, flips, and the real git/DVC revisions."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stages import TRACK_N, TRACK_P
+from stages.compare import (
+    Revision,
+    Side,
+    compare_sides,
+    mcnemar_exact,
+    paired_bootstrap,
+    render_html,
+    render_markdown,
+)
+from stages.predict import predict
+from stages.score import SCORE_FILES, score
+from tests.factories import n_item, p_item, write_items
+from tests.pipeline_repo import make_repo, sh
+
+# --- exact McNemar -----------------------------------------------------------------------------
+
+
+def test_mcnemar_matches_hand_computed_binomial_tails() -> None:
+    # p = 2 * P(X <= min(b, c)) for X ~ Bin(b + c, 1/2), capped at 1.
+    assert mcnemar_exact(5, 3) == 2 * (1 + 8 + 28 + 56) / 2**8
+    assert mcnemar_exact(3, 5) == mcnemar_exact(5, 3)
+    assert mcnemar_exact(10, 0) == 2 / 2**10
+    assert mcnemar_exact(12, 1) == 2 * (1 + 13) / 2**13
+    assert mcnemar_exact(1, 1) == 1.0  # 2 * 3/4 capped
+    assert mcnemar_exact(0, 0) == 1.0  # no discordant pairs: no evidence
+    assert mcnemar_exact(0, 1) == 1.0
+
+
+def test_mcnemar_equals_brute_force_enumeration() -> None:
+    # Independent definition: total probability of outcomes no more likely than the observed one.
+    for b, c in [(7, 2), (20, 9), (0, 6), (15, 15), (1, 30)]:
+        n = b + c
+        pmf = [math.comb(n, k) / 2**n for k in range(n + 1)]
+        want = min(1.0, sum(q for q in pmf if q <= pmf[b] * (1 + 1e-12)))
+        assert mcnemar_exact(b, c) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError):
+        mcnemar_exact(-1, 2)
+
+
+def test_mcnemar_is_exact_for_large_counts() -> None:
+    # 2 / 2**400 underflows nothing and is not rounded to 0 by a float binomial sum.
+    assert mcnemar_exact(400, 0) == 2.0**-399
+
+
+# --- paired bootstrap --------------------------------------------------------------------------
+
+
+def spec(a: list[float], b: list[float], den: list[float] | None = None
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.array(a, float), np.array(b, float),
+            np.ones(len(a)) if den is None else np.array(den, float))
+
+
+def test_bootstrap_is_paired_seeded_and_sane() -> None:
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 2, 200).astype(float)
+    b = a.copy()
+    b[:20] = 1.0 - b[:20]  # 20 flips out of 200
+    specs = {"acc": (a, b, np.ones(200)), "same": (a, a, np.ones(200))}
+    ci = paired_bootstrap(specs, samples=500, seed=3, confidence=0.95)
+    assert ci == paired_bootstrap(specs, samples=500, seed=3, confidence=0.95)
+    assert ci != paired_bootstrap(specs, samples=500, seed=4, confidence=0.95)
+    # Identical sides: every resample gives delta 0, which an unpaired bootstrap would not.
+    assert ci["same"] == {"low": 0.0, "high": 0.0}
+    point = (b.sum() - a.sum()) / 200
+    assert ci["acc"]["low"] <= point <= ci["acc"]["high"]
+    # Paired: the interval only reflects the 20 discordant items, far narrower than +-0.1.
+    assert ci["acc"]["high"] - ci["acc"]["low"] < 0.12
+
+
+def test_bootstrap_ratio_and_empty_subgroups() -> None:
+    all_right = paired_bootstrap({"x": spec([0, 0, 0], [1, 1, 1])}, 200, 0, 0.9)
+    assert all_right["x"] == {"low": 1.0, "high": 1.0}
+    # A ratio of sums (sub-problem accuracy): 1/2 -> 2/2 on one item, with 2 parts.
+    ratio = paired_bootstrap({"r": spec([1], [2], [2])}, 50, 0, 0.95)
+    assert ratio["r"] == {"low": 0.5, "high": 0.5}
+    # A subgroup absent from every resample (mask all zero) has no interval, not a crash.
+    none = paired_bootstrap({"g": spec([0, 0], [0, 0], [0, 0])}, 50, 0, 0.95)
+    assert none["g"] is None
+    assert paired_bootstrap({"e": spec([], [])}, 50, 0, 0.95) == {"e": None}
+
+
+# --- flips and the table on small real score tables --------------------------------------------
+
+
+def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
+                preds: list[tuple[str, str, Any]]) -> Side:
+    """Run the real predict (replay) and score stages on small items; read what they wrote."""
+    items = root / name / "items"
+    write_items(items, n_rows, p_rows)
+    replay = root / name / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
+                              for t, i, p in preds))
+    predict({"backend": "replay", "replay": {"path": str(replay)}}, items, root / name / "preds")
+    metrics = score({"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}, items,
+                    root / name / "preds", root / name / "scores", root / name / "metrics.json",
+                    root / name / "plots")
+    scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])
+              for t in (TRACK_N, TRACK_P)}
+    return Side(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)), scores)
+
+
+N_ITEMS = [n_item("2001a1", "12"), n_item("2001a2", "-3"), n_item("2001c1", "7", "combinatorics"),
+           n_item("2001c2", "100", "combinatorics"), n_item("2001g1", "5", "geometry")]
+P_ITEMS = [p_item("2001a1", ["s1"]), p_item("2001g1", ["g1", "g2"]),
+           p_item("2001n1", ["n1", "n2", "n3"]), p_item("2005p3", [""], gradable=False)]
+
+
+@pytest.fixture(scope="module")
+def small_sides(tmp_path_factory: pytest.TempPathFactory) -> tuple[Side, Side]:
+    root = tmp_path_factory.mktemp("cmp")
+    a = scored_side(root, "a", N_ITEMS, P_ITEMS, [
+        (TRACK_N, "2001a1", "12"), (TRACK_N, "2001a2", "-3"), (TRACK_N, "2001c1", "0"),
+        (TRACK_N, "2001c2", "100"),  # 2001g1 missing: wrong
+        (TRACK_P, "2001a1", ["s1"]), (TRACK_P, "2001g1", ["g1", "x"]),
+        (TRACK_P, "2001n1", ["n1", "n2", "n3"])])
+    # B: RIMO-N loses 2001a1 and 2001c2, gains 2001c1; RIMO-P gains 2001g1, loses 2001n1
+    # (still 2/3 parts right). 2001a2 changes content in B, so it is not paired.
+    n_b = [*N_ITEMS[:1], n_item("2001a2", "-4"), *N_ITEMS[2:]]
+    b = scored_side(root, "b", n_b, P_ITEMS, [
+        (TRACK_N, "2001a1", "13"), (TRACK_N, "2001a2", "-4"), (TRACK_N, "2001c1", "7"),
+        (TRACK_N, "2001c2", "1000"),
+        (TRACK_P, "2001a1", ["s1"]), (TRACK_P, "2001g1", ["g1", "g2"]),
+        (TRACK_P, "2001n1", ["n1", "n2", "x"]), (TRACK_P, "2005p3", ["?"])])
+    return a, b
+
+
+def test_flips_pairs_and_tests_on_small_tables(small_sides: tuple[Side, Side]) -> None:
+    result = compare_sides(*small_sides, samples=200, seed=1)
+    n, p = result["tracks"][TRACK_N], result["tracks"][TRACK_P]
+    assert n["changed_items"] == ["2001a2"] and n["paired"] == 4
+    assert [(f["problem_id"], f["domain"], f["a"], f["b"]) for f in n["flips"]] == [
+        ("2001a1", "algebra", True, False), ("2001c1", "combinatorics", False, True),
+        ("2001c2", "combinatorics", True, False)]
+    assert (n["test"]["right_in_a_only"], n["test"]["right_in_b_only"]) == (2, 1)
+    assert n["test"]["p_value"] == 1.0  # 2 * (1 + 3) / 8 capped
+    assert p["paired"] == 3  # the ungradable item is not part of strict
+    assert [(f["problem_id"], f["a"], f["b"], f["parts"]) for f in p["flips"]] == [
+        ("2001g1", False, True, 2), ("2001n1", True, False, 3)]
+    assert p["test"]["p_value"] == 1.0
+    rows = {r["name"]: r for r in result["metrics"]}
+    # The table subtracts the metrics.json values; the paired delta is over paired items only.
+    assert rows["RIMO-N.accuracy"]["delta"] == pytest.approx(0.4 - 0.6)
+    assert rows["RIMO-N.accuracy"]["paired_delta"] == pytest.approx(1 / 4 - 2 / 4)
+    assert rows["RIMO-P.sub_problem_accuracy"]["paired_delta"] == pytest.approx((5 - 5) / 6)
+    assert rows["RIMO-P.prefix_score"]["paired_delta"] == pytest.approx(
+        ((1 + 1 + 2 / 3) - (1 + 0.5 + 1)) / 3, abs=1e-6)
+    assert rows["RIMO-N.correct"]["delta"] == 2 - 3 and rows["RIMO-N.correct"]["ci"] is None
+    for name in ("RIMO-N.accuracy", "RIMO-N.by_domain.combinatorics", "RIMO-P.strict",
+                 "RIMO-P.by_parts.3.strict"):
+        ci = rows[name]["ci"]
+        assert ci is not None and ci["low"] <= rows[name]["paired_delta"] <= ci["high"]
+    assert [r["name"] for r in result["metrics"]][:2] == ["RIMO-N.accuracy",
+                                                          "RIMO-N.by_domain.algebra"]
+    assert not any(".ci." in r["name"] or r["name"].startswith("provenance")
+                   for r in result["metrics"])
+
+
+def test_renderings_escape_ids_and_labels(small_sides: tuple[Side, Side]) -> None:
+    a, b = small_sides
+    evil = "<script>alert(1)</script>|x"
+    n = a.scores[TRACK_N]
+    a = Side(Revision(evil, "experiment", "1" * 40), a.metrics,
+             {**a.scores, TRACK_N: n.assign(domain=n["domain"].where(n["problem_id"] != "2001a1",
+                                                                    evil))})
+    result = compare_sides(a, b, samples=50)
+    page = render_html(result)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;|x" in page
+    assert page.startswith("<!DOCTYPE html>") and "http" not in page  # nothing external
+    md = render_markdown(result)
+    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt;\\|x" in md
+    assert "| 2001c1 | combinatorics | wrong | right |" in md
+    assert "exact McNemar on correct" in md
+
+
+# --- end to end: branches and an experiment in a real repo -------------------------------------
+
+ReplayRows = list[dict[str, Any]]
+
+
+def replay_rows(gold_n: dict[str, str], gold_p: dict[str, list[str]], wrong_n: set[str],
+                missing_n: set[str], wrong_p: set[str]) -> ReplayRows:
+    rows: ReplayRows = []
+    for pid, ans in gold_n.items():
+        if pid not in missing_n:
+            rows.append({"track": TRACK_N, "problem_id": pid,
+                         "prediction": ans + "1" if pid in wrong_n else ans})
+    for pid, sols in gold_p.items():
+        pred = [*sols[:-1], "wrong"] if pid in wrong_p else list(sols)
+        rows.append({"track": TRACK_P, "problem_id": pid, "prediction": pred})
+    return rows
+
+
+def write_jsonl(path: Path, rows: ReplayRows) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def commit_all(repo: Path, message: str) -> None:
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-qm", message)
+
+
+@pytest.fixture(scope="module")
+def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
+             ) -> tuple[Path, dict[str, Any]]:
+    """Branches a and b and experiment exp-c (on b), whose replays differ in known items."""
+    repo = make_repo(tmp_path_factory.mktemp("compare") / "repo", mirror_dir,
+                     predict={"backend": "replay", "limit": None,
+                              "replay": {"path": "replay.jsonl"}})
+    sh(repo, "dvc", "repro", "validate")
+    items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
+    items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
+    gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
+    domain_n = dict(zip(items_n["problem_id"], items_n["domain"], strict=True))
+    graded = items_p[items_p["gradable"]]
+    gold_p = {r.problem_id: list(r.sub_solutions) for r in graded.itertuples()}
+    ids_n, ids_p = sorted(gold_n), sorted(gold_p)
+    known = {"ids_n": ids_n, "ids_p": ids_p, "domain_n": domain_n}
+
+    sh(repo, "git", "checkout", "-qb", "a")
+    write_jsonl(repo / "replay.jsonl", replay_rows(
+        gold_n, gold_p, wrong_n=set(ids_n[1:4]), missing_n={ids_n[0]}, wrong_p=set(ids_p[0:6])))
+    sh(repo, "dvc", "repro")
+    commit_all(repo, "a: replay A")
+
+    sh(repo, "git", "checkout", "-qb", "b")
+    wrong_b = set(ids_n[2:15])
+    write_jsonl(repo / "replay.jsonl", replay_rows(
+        gold_n, gold_p, wrong_n=wrong_b, missing_n=set(), wrong_p=set(ids_p[5:8])))
+    # exp-c: B with ids_n[10:15] fixed and ids_n[100] broken.
+    write_jsonl(repo / "replay_c.jsonl", replay_rows(
+        gold_n, gold_p, wrong_n=(wrong_b - set(ids_n[10:15])) | {ids_n[100]}, missing_n=set(),
+        wrong_p=set(ids_p[5:8])))
+    sh(repo, "dvc", "repro")
+    commit_all(repo, "b: replay B")
+    sh(repo, "dvc", "exp", "run", "-n", "exp-c", "-S", "predict.replay.path=replay_c.jsonl")
+    return repo, known
+
+
+def run_compare(repo: Path, *args: str) -> dict[str, Any]:
+    return json.loads(sh(repo, "rimo-eval", "compare", *args, "--json").stdout)
+
+
+def flip_ids(result: dict[str, Any], track: str, a: bool) -> list[str]:
+    return [f["problem_id"] for f in result["tracks"][track]["flips"] if f["a"] is a]
+
+
+@pytest.mark.slow
+def test_branches_report_exactly_the_known_flips(branches: tuple[Path, dict[str, Any]]) -> None:
+    repo, known = branches
+    ids_n, ids_p = known["ids_n"], known["ids_p"]
+    result = run_compare(repo, "a", "b")
+    assert result["a"]["kind"] == result["b"]["kind"] == "git"
+    # RIMO-N: A wrong on ids 0-3, B wrong on 2-14.
+    assert flip_ids(result, TRACK_N, a=True) == ids_n[4:15]
+    assert flip_ids(result, TRACK_N, a=False) == ids_n[0:2]
+    assert all(f["domain"] == known["domain_n"][f["problem_id"]]
+               for f in result["tracks"][TRACK_N]["flips"])
+    n_test = result["tracks"][TRACK_N]["test"]
+    assert (n_test["right_in_a_only"], n_test["right_in_b_only"]) == (11, 2)
+    # By hand: 2 * P(X <= 2), X ~ Bin(13, 1/2) = 2 * (1 + 13 + 78) / 8192.
+    assert n_test["p_value"] == pytest.approx(184 / 8192, rel=1e-12)
+    # RIMO-P strict: A wrong on 0-5, B wrong on 5-7 -> 2 lost, 5 gained; 2 * (1+7+21) / 128.
+    assert flip_ids(result, TRACK_P, a=True) == ids_p[6:8]
+    assert flip_ids(result, TRACK_P, a=False) == ids_p[0:5]
+    assert result["tracks"][TRACK_P]["test"]["p_value"] == pytest.approx(58 / 128, rel=1e-12)
+    rows = {r["name"]: r for r in result["metrics"]}
+    acc = rows["RIMO-N.accuracy"]
+    assert acc["delta"] == pytest.approx((322 - 331) / 335, abs=2e-6)
+    assert acc["ci"]["low"] <= acc["delta"] <= acc["ci"]["high"] < 0
+
+
+@pytest.mark.slow
+def test_markdown_and_html_outputs(branches: tuple[Path, dict[str, Any]], tmp_path: Path
+                                   ) -> None:
+    repo, known = branches
+    page = tmp_path / "cmp.html"
+    md = sh(repo, "rimo-eval", "compare", "a", "b", "--html", str(page)).stdout
+    assert md.startswith("## RIMO comparison: A = a, B = b")
+    assert "| RIMO-N | exact McNemar on correct | 335 | 11 | 2 | 0.02246 |" in md
+    assert f"| {known['ids_n'][0]} | {known['domain_n'][known['ids_n'][0]]} | wrong | right |" in md
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "RIMO-P: 7 flipped on strict" in text
+
+
+@pytest.mark.slow
+def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, Any]]) -> None:
+    repo, known = branches
+    ids_n = known["ids_n"]
+    shown = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
+    assert "exp-c" in json.dumps(shown)
+    result = run_compare(repo, "b", "exp-c")
+    assert result["b"]["kind"] == "experiment" and result["b"]["ref"].startswith("refs/exps/")
+    assert result["b"]["predictions"][TRACK_N]["backend"] == "replay"
+    assert flip_ids(result, TRACK_N, a=False) == ids_n[10:15]
+    assert flip_ids(result, TRACK_N, a=True) == [ids_n[100]]
+    assert result["tracks"][TRACK_N]["test"]["p_value"] == pytest.approx(2 * (1 + 6) / 64)
+    assert result["tracks"][TRACK_P]["flips"] == []
+    assert result["tracks"][TRACK_P]["test"]["p_value"] == 1.0
+    # Reading through DVC left the work tree alone: still branch b's checkout + exp results.
+    assert sh(repo, "git", "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == "b"
+    a_vs_c = run_compare(repo, "a", "exp-c")
+    assert flip_ids(a_vs_c, TRACK_N, a=False) == ids_n[0:2]
+    assert flip_ids(a_vs_c, TRACK_N, a=True) == [*ids_n[4:10], ids_n[100]]
+
+
+@pytest.mark.slow
+def test_unknown_revision_is_a_clear_error(branches: tuple[Path, dict[str, Any]]) -> None:
+    repo, _ = branches
+    proc = sh(repo, "rimo-eval", "compare", "a", "no-such-exp", check=False)
+    assert proc.returncode == 1
+    assert "no-such-exp: not a git revision, branch or DVC experiment" in proc.stderr
