@@ -1,0 +1,87 @@
+"""A content-addressed response cache: one JSON file per request, named by its sha256.
+
+The key is the sha256 of the canonical JSON of everything that determines the reply: the
+endpoint identity chosen by the transport, the model, the messages, the sampling parameters
+and ``extra_body``; never the API key. Each entry also stores the full request and is only
+served when that request equals the one asked for, so a renamed, copied or corrupt file is a
+miss, never a wrong answer. Entries are written atomically (temporary file, fsync, rename): a
+``kill -9`` leaves either no entry or a complete one, and an unreadable entry is simply
+re-fetched and rewritten. Failed requests are never cached.
+
+The folder lives outside DVC's outputs on purpose, so every ``dvc exp run`` shares it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from stages.hashing import canonical_json, fingerprint
+
+DEFAULT_CACHE_DIR = Path(".rimo_cache/responses")
+FORMAT = 1
+
+
+def request_key(request: dict[str, Any]) -> str:
+    return fingerprint(request)
+
+
+class ResponseCache:
+    """``root=None`` disables caching (every lookup misses, nothing is written)."""
+
+    def __init__(self, root: str | os.PathLike[str] | None) -> None:
+        self.root = Path(root) if root is not None else None
+        self.hits = 0
+        self.misses = 0
+
+    def path(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / f"{key}.json"  # sharded so no folder grows huge
+
+    def get(self, key: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        entry = self._read(key)
+        if (entry is None or entry.get("format") != FORMAT or entry.get("key") != key
+                or canonical_json(entry.get("request")) != canonical_json(request)
+                or not isinstance(entry.get("response"), dict)):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return entry["response"]
+
+    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
+        """Write one entry: temporary file, fsync, rename.
+
+        Lighter than ``stages.atomic`` on purpose (no folder fsync, compact JSON): this runs
+        once per request, hundreds of times a second. A rename lost to a power cut only costs
+        a cache miss; a process kill never leaves a torn entry.
+        """
+        if self.root is None:
+            return
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = canonical_json({"format": FORMAT, "key": key, "request": request,
+                               "response": response}).encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        if self.root is None:
+            return None
+        try:
+            entry = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None  # absent, unreadable or torn: a miss, rewritten after the request
+        return entry if isinstance(entry, dict) else None

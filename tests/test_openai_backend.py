@@ -1,0 +1,407 @@
+"""The OpenAI-compatible backend, driven through the real ``openai`` client against a loopback
+server (``chat_server.py``): retries, failures, cache, resume after ``kill -9``, RIMO-P chaining
+and keeping the API key out of every artifact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages import TRACK_N, TRACK_P
+from stages.errors import StageError
+from stages.hashing import fingerprint
+from stages.items import Item
+from stages.predictors import create_predictor
+from stages.predictors.base import Prediction
+from stages.predictors.openai_chat import OpenAIPredictor, Redactor
+from tests.chat_server import ChatServer, echo_reply
+
+KEY_ENV = "RIMO_TEST_API_KEY"
+SECRET = "sk-rimo-test-7f3c9d2e1b5a4f60SECRET"
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    srv = ChatServer(hang_s=60.0).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    return SECRET
+
+
+def make_config(server: ChatServer, tmp_path: Path, **overrides: Any) -> dict[str, Any]:
+    config = {"base_url": server.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
+              "cache_dir": str(tmp_path / "cache"), "timeout_s": 10.0, "max_retries": 3,
+              "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "concurrency": 8}
+    return {**config, **overrides}
+
+
+def n_item(pid: str, problem: str, gold: str = "0") -> Item:
+    return Item(TRACK_N, pid, problem, "algebra", 1, True, f"hash-{pid}", answer=gold)
+
+
+def p_item(pid: str, parts: list[str], problem: str | None = None) -> Item:
+    return Item(TRACK_P, pid, problem or f"Problem {pid}: prove all parts.", "geometry",
+                len(parts), True, f"hash-{pid}", sub_problems=tuple(parts),
+                sub_solutions=tuple("ref" for _ in parts))
+
+
+def gold_items(count: int, prefix: str = "n") -> list[Item]:
+    return [n_item(f"{prefix}{i}", f"Compute thing {i}. [[gold:{i * 7}]]", str(i * 7))
+            for i in range(count)]
+
+
+def run(config: dict[str, Any], items: list[Item]) -> dict[str, Prediction]:
+    preds = OpenAIPredictor(config).predict(items)
+    assert len(preds) == len(items)
+    return {p.problem_id: p for p in preds}
+
+
+def cache_files(config: dict[str, Any]) -> list[Path]:
+    return sorted(Path(config["cache_dir"]).rglob("*.json"))
+
+
+# --- answers, details, extraction ------------------------------------------------------------
+def test_rimo_n_predictions_and_details(server: ChatServer, tmp_path: Path) -> None:
+    items = [n_item("a", "Find x. [[gold:2^{10}]]"), n_item("b", "Find y, no box in reply")]
+    preds = run(make_config(server, tmp_path), items)
+    a, b = preds["a"], preds["b"]
+    assert (a.status, a.prediction) == ("ok", "2^{10}")
+    assert a.details["extraction"] == "boxed"
+    assert a.details["raw_text"].endswith(r"\boxed{2^{10}}.")
+    assert a.details["finish_reason"] == "stop"
+    assert a.details["usage"]["completion_tokens"] > 0
+    assert a.details["latency_s"] >= 0
+    assert len(a.details["request_sha256"]) == 64
+    # No box: the call succeeded, the answer is empty (scored wrong), and the details say why.
+    assert (b.status, b.prediction, b.details["extraction"]) == ("ok", "", "none")
+    prompt = server.ok_records()[0].prompt
+    assert r"\boxed{}" in prompt and "Problem:" in prompt
+
+
+def test_registry_builds_the_backend(server: ChatServer, tmp_path: Path) -> None:
+    predictor = create_predictor("openai", make_config(server, tmp_path))
+    assert isinstance(predictor, OpenAIPredictor)
+
+
+def test_system_prompt_and_sampling_are_sent(server: ChatServer, tmp_path: Path) -> None:
+    config = make_config(server, tmp_path, system_prompt="You are careful.", temperature=0.7,
+                         top_p=0.9, max_tokens=321, seed=5, extra_body={"top_k": 20})
+    run(config, [n_item("a", "[[gold:1]]")])
+    body = server.ok_records()[0].body
+    assert body is not None
+    assert body["messages"][0] == {"role": "system", "content": "You are careful."}
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"],
+            body["top_k"]) == (0.7, 0.9, 321, 5, 20)
+    assert "n" not in body  # n=1 is the default and not sent
+
+
+def test_n_samples_kept_first_is_prediction(server: ChatServer, tmp_path: Path) -> None:
+    preds = run(make_config(server, tmp_path, n=3),
+                [n_item("a", "[[gold:5]]"), p_item("p", ["A", "B"])])
+    samples = preds["a"].details["samples"]
+    assert len(samples) == 3 and preds["a"].prediction == samples[0]["answer"] == "5"
+    assert [s["raw_text"].endswith("(sample 2)") for s in samples] == [False, False, True]
+    parts = preds["p"].details["parts"]
+    assert all(len(part["samples"]) == 3 for part in parts)
+    # The first sample of part 1 is what part 2 was told had been proved.
+    second = next(r for r in server.ok_records() if "Part 2 of 2" in r.prompt)
+    assert parts[0]["samples"][0]["raw_text"] in second.prompt
+    assert "(sample 1)" not in second.prompt
+
+
+# --- retries and failures --------------------------------------------------------------------
+@pytest.mark.parametrize("fault", ["fail:429:2", "fail:503:3", "fail:500:1", "drop:2",
+                                   "malformed:1", "empty:2", "hang:1"])
+def test_transient_faults_are_retried(server: ChatServer, tmp_path: Path, fault: str) -> None:
+    items = [n_item("bad", f"Flaky [[{fault}]] [[gold:11]]"), *gold_items(3)]
+    timeout = 0.5 if fault.startswith("hang") else 10.0  # generous unless a timeout is the point
+    preds = run(make_config(server, tmp_path, timeout_s=timeout), items)
+    assert all(p.status == "ok" for p in preds.values()), preds["bad"].error
+    assert preds["bad"].prediction == "11"
+    faulty = [r for r in server.records if "Flaky" in r.prompt]
+    expected_failures = int(fault.rsplit(":", 1)[1])
+    assert len(faulty) == expected_failures + 1
+    assert [r.outcome for r in faulty].count("ok") == 1
+
+
+def test_persistent_failure_is_recorded_for_that_item_only(server: ChatServer,
+                                                           tmp_path: Path) -> None:
+    items = [n_item("bad", "Broken [[fail:500:*]]"), p_item("pbad", ["A [[fail:503:*]]", "B"]),
+             *gold_items(4)]
+    preds = run(make_config(server, tmp_path, max_retries=2), items)
+    bad, pbad = preds.pop("bad"), preds.pop("pbad")
+    assert bad.status == "error" and bad.prediction is None
+    assert "500" in bad.error and "3 attempt" in bad.error
+    assert pbad.status == "error" and pbad.error.startswith("part 1 of 2:")
+    assert len([r for r in server.records if "Broken" in r.prompt]) == 3
+    assert all(p.status == "ok" and p.prediction for p in preds.values())
+    # A failed request is not cached: the next run asks again.
+    server.reset()
+    run(make_config(server, tmp_path, max_retries=0), items)
+    assert len(server.records) == 2
+
+
+def test_timeout_that_persists_is_an_error(server: ChatServer, tmp_path: Path) -> None:
+    preds = run(make_config(server, tmp_path, timeout_s=0.3, max_retries=1),
+                [n_item("slow", "Slow [[hang:*]]"), *gold_items(2)])
+    assert preds["slow"].status == "error" and "Timeout" in preds["slow"].error
+    assert preds["n1"].prediction == "7"
+
+
+def test_client_errors_are_not_retried(server: ChatServer, tmp_path: Path) -> None:
+    preds = run(make_config(server, tmp_path), [n_item("bad", "Too long [[fail:400:*]]")])
+    assert preds["bad"].status == "error" and "1 attempt" in preds["bad"].error
+    assert len(server.records) == 1
+
+
+@pytest.mark.parametrize("code", [401, 403, 404])
+def test_configuration_errors_stop_the_stage(server: ChatServer, tmp_path: Path,
+                                             code: int) -> None:
+    with pytest.raises(StageError, match=str(code)) as info:
+        run(make_config(server, tmp_path), [n_item("x", f"[[fail:{code}:*]]"), *gold_items(3)])
+    assert SECRET not in str(info.value)
+
+
+def test_concurrency_is_bounded_and_used(server: ChatServer, tmp_path: Path) -> None:
+    server.latency_s = 0.1
+    run(make_config(server, tmp_path, concurrency=4), gold_items(16))
+    events = sorted([(r.started, 1) for r in server.records]
+                    + [(r.finished or 0.0, -1) for r in server.records])
+    in_flight = peak = 0
+    for _, step in events:
+        in_flight += step
+        peak = max(peak, in_flight)
+    assert peak == 4
+
+
+# --- RIMO-P chaining -------------------------------------------------------------------------
+def test_rimo_p_parts_chain_in_order(server: ChatServer, tmp_path: Path) -> None:
+    server.latency_s = 0.05
+    parts = ["Show that K lies on AD.", "Prove PDC ~ PAX.", "Conclude the angle equality."]
+    items = [p_item("p3", parts), p_item("q2", ["First claim.", "Second claim."]),
+             p_item("one", ["Prove it all."], problem="Prove it all.")]
+    preds = run(make_config(server, tmp_path, concurrency=3), items)
+    for item in items:
+        records = [r for r in server.ok_records() if item.problem in r.prompt]
+        replies = [r.reply for r in records]
+        assert len(records) == len(item.sub_problems)
+        assert preds[item.problem_id].prediction == [echo_reply(r.prompt) for r in records]
+        for k, record in enumerate(records):
+            # Request k holds the replies to parts 1..k-1, in order, and part k itself.
+            positions = [record.prompt.index(reply) for reply in replies[:k]]
+            assert positions == sorted(positions)
+            assert all(reply not in record.prompt for reply in replies[k:])
+            assert item.sub_problems[k] in record.prompt
+            if k:
+                assert record.started >= records[k - 1].finished  # sequential within an item
+        assert [p["raw_text"] for p in preds[item.problem_id].details["parts"]] == replies
+    one = next(r for r in server.ok_records() if "Prove it all." in r.prompt)
+    assert one.prompt.count("Prove it all.") == 1  # a one-part item is not repeated as Part 1
+    first = [r for r in server.ok_records() if "Part 1 of" in r.prompt]
+    assert first and all("already proved" not in r.prompt for r in first)
+
+
+# --- cache -----------------------------------------------------------------------------------
+def test_second_run_is_served_from_cache(server: ChatServer, tmp_path: Path) -> None:
+    items = [*gold_items(5), p_item("p", ["A", "B", "C"]), n_item("x", "no box")]
+    config = make_config(server, tmp_path)
+    first = run(config, items)
+    sent = len(server.records)
+    assert sent == 9 and len(cache_files(config)) == 9
+    second = run(config, items)
+    assert len(server.records) == sent  # zero requests
+    # Byte-identical predictions: details are a function of the cached replies only.
+    assert [asdict(second[k]) for k in sorted(second)] == [asdict(first[k]) for k in sorted(first)]
+    assert not list(Path(config["cache_dir"]).rglob("*.tmp"))
+
+
+def test_cache_key_follows_request_not_operational_knobs(server: ChatServer,
+                                                         tmp_path: Path) -> None:
+    items = gold_items(3)
+    base = make_config(server, tmp_path)
+    run(base, items)
+    run({**base, "concurrency": 2, "timeout_s": 5.0, "max_retries": 1}, items)
+    assert len(server.records) == 3
+    run({**base, "temperature": 0.5}, items)
+    assert len(server.records) == 6
+    fp = fingerprint(OpenAIPredictor(base).identity())
+    assert fp == fingerprint(OpenAIPredictor({**base, "concurrency": 3}).identity())
+    assert fp != fingerprint(OpenAIPredictor({**base, "temperature": 0.5}).identity())
+    assert fp != fingerprint(OpenAIPredictor({**base, "model": "other"}).identity())
+
+
+def test_corrupt_cache_entry_is_a_miss_and_rewritten(server: ChatServer, tmp_path: Path) -> None:
+    config = make_config(server, tmp_path)
+    items = gold_items(3)
+    run(config, items)
+    torn, wrong, other = cache_files(config)
+    torn.write_text(torn.read_text()[:40])  # a torn write
+    entry = json.loads(wrong.read_text())
+    entry["request"]["request"]["messages"][0]["content"] = "other"  # right name, wrong content
+    wrong.write_text(json.dumps(entry))
+    (other.parent / ".leftover.json.tmp").write_text("{")  # debris of a killed write
+    server.reset()
+    preds = run(config, items)
+    assert len(server.records) == 2
+    assert all(p.status == "ok" for p in preds.values())
+    assert json.loads(torn.read_text())["key"] == torn.stem  # rewritten whole
+
+
+def test_identical_requests_in_one_run_are_sent_once(server: ChatServer, tmp_path: Path) -> None:
+    server.latency_s = 0.1  # both items are in flight together
+    twins = [n_item("a", "Same text [[gold:4]]"), n_item("b", "Same text [[gold:4]]")]
+    preds = run(make_config(server, tmp_path, cache_dir=None), twins)
+    assert len(server.records) == 1
+    assert preds["a"].prediction == preds["b"].prediction == "4"
+
+
+def test_no_cache_dir_disables_caching(server: ChatServer, tmp_path: Path) -> None:
+    config = make_config(server, tmp_path, cache_dir=None)
+    run(config, gold_items(2))
+    run(config, gold_items(2))
+    assert len(server.records) == 4
+
+
+# --- resume after kill -9 --------------------------------------------------------------------
+DRIVER = """
+import json, sys
+from stages.items import Item
+from stages.predictors.openai_chat import OpenAIPredictor
+config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
+                 "sub_solutions": tuple(d["sub_solutions"])}) for d in json.load(open(items_path))]
+preds = OpenAIPredictor(config).predict(items)
+json.dump({p.problem_id: [p.status, p.prediction] for p in preds}, open(out_path, "w"))
+"""
+
+
+def test_resume_after_sigkill_sends_no_answered_request_twice(server: ChatServer,
+                                                              tmp_path: Path) -> None:
+    items = [*gold_items(16), *(p_item(f"p{i}", ["A", "B", "C"]) for i in range(4))]
+    total_requests = 16 + 4 * 3
+    config = make_config(server, tmp_path, concurrency=4, timeout_s=60.0)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "config.json"),
+            str(tmp_path / "items.json"), str(tmp_path / "out.json")]
+    env = {**os.environ, KEY_ENV: SECRET}
+
+    server.hang_after = 10  # after 10 answers every request hangs: the client stalls mid-way
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:  # wait until every answer is cached and all 4 slots hang: then kill -9
+        hanging = [r for r in server.records if r.outcome == "hanging"]
+        busy = [r for r in server.records if r.outcome == "pending"]
+        if (len(hanging) == 4 and not busy
+                and len(cache_files(config)) == len(server.ok_records()) >= 10):
+            break
+        assert proc.poll() is None and time.monotonic() < deadline, "client never stalled"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    hung = {r.key for r in hanging}  # in flight at the kill, never answered
+    answered_before = len(server.ok_records())
+    assert 10 <= answered_before < total_requests
+    assert not (tmp_path / "out.json").exists()
+    for path in cache_files(config):  # no torn entries
+        assert json.loads(path.read_text())["key"] == path.stem
+
+    server.hang_after = None
+    subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL, timeout=120)
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert {pid: status for pid, (status, _) in out.items()} == {it.problem_id: "ok"
+                                                                 for it in items}
+    assert all(out[f"n{i}"][1] == str(i * 7) for i in range(16))
+    assert all(len(out[f"p{i}"][1]) == 3 for i in range(4))
+    answered = server.answered()
+    assert len(answered) == total_requests  # every distinct request answered...
+    assert set(answered.values()) == {1}  # ...exactly once over both runs
+    assert len(hung) == 4 and hung <= set(answered)  # ...including those cut off by the kill
+
+
+# --- the API key -----------------------------------------------------------------------------
+def test_api_key_never_written_anywhere(server: ChatServer, tmp_path: Path,
+                                        capfd: pytest.CaptureFixture[str]) -> None:
+    items = [n_item("echo", "Echo my credentials [[echo_auth]]"),
+             n_item("dead", "[[fail:500:*]]"), p_item("p", ["A", "B [[fail:502:*]]"]),
+             *gold_items(2)]
+    predictor = OpenAIPredictor(make_config(server, tmp_path, max_retries=1))
+    preds = predictor.predict(items)
+    assert server.records[0].headers["authorization"] == f"Bearer {SECRET}"  # it was used
+    by_id = {p.problem_id: p for p in preds}
+    assert by_id["echo"].status == "error" and "[REDACTED]" in by_id["echo"].error
+    dumped = json.dumps([asdict(p) for p in preds]) + json.dumps(predictor.identity())
+    files = "".join(p.read_text() for p in Path(tmp_path / "cache").rglob("*") if p.is_file())
+    captured = capfd.readouterr()
+    for text in (dumped, files, captured.out, captured.err):
+        assert SECRET not in text and SECRET[8:20] not in text
+
+
+def test_redactor_masks_key_and_token_shapes() -> None:
+    redact = Redactor(SECRET)
+    assert SECRET not in redact(f"bad key {SECRET}; header Bearer {SECRET}")
+    assert redact("Incorrect API key provided: sk-abc***wxyz") == (
+        "Incorrect API key provided: [REDACTED]")
+
+
+def test_missing_key_for_remote_server_is_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    monkeypatch.delenv(KEY_ENV)
+    predictor = OpenAIPredictor({"base_url": "https://api.example.com/v1", "model": "m",
+                                 "api_key_env": KEY_ENV, "cache_dir": str(tmp_path)})
+    with pytest.raises(StageError, match=KEY_ENV):
+        predictor.predict([n_item("a", "x")])
+
+
+def test_missing_key_for_local_server_uses_a_dummy(server: ChatServer, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_ENV)
+    preds = run(make_config(server, tmp_path), [n_item("a", "[[gold:3]]")])
+    assert preds["a"].prediction == "3"
+    assert server.records[0].headers["authorization"] == "Bearer EMPTY"
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ({"temprature": 0.1}, "unknown keys"),
+    ({"model": None}, "model"),
+    ({"base_url": "http://user:pw@127.0.0.1:1/v1"}, "credentials"),
+    ({"base_url": "ftp://x"}, "http"),
+    ({"n": 0}, "n must"),
+    ({"concurrency": 0}, "concurrency"),
+])
+def test_bad_config_is_rejected(server: ChatServer, tmp_path: Path, override: dict[str, Any],
+                                message: str) -> None:
+    with pytest.raises(StageError, match=message):
+        OpenAIPredictor(make_config(server, tmp_path, **override))
+
+
+# --- prompt templates ------------------------------------------------------------------------
+def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
+    from stages.hashing import sha256_file
+    from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
+
+    tricky = n_item("t", r"Find $\{x\}$ with {{problem}} and {{index}} literally.")
+    assert rimo_n_messages(tricky)[0]["content"].count("{{problem}}") == 1
+    item = p_item("p", ["First {{solution}}.", "Second."])
+    text = rimo_p_messages(item, 1, ["proof {{index}}"])[0]["content"]
+    assert "First {{solution}}." in text and "proof {{index}}" in text
+    prompts = Path(__file__).resolve().parents[1] / "stages" / "prompts"
+    assert template_hashes() == {p.name: sha256_file(p) for p in sorted(prompts.glob("*.txt"))}
+    with pytest.raises(ValueError):
+        rimo_p_messages(item, 1, [])
