@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup repro test lint clean
+.PHONY: setup browser repro test lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,11 +16,22 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The report test opens the HTML in headless Chromium (Debian packages).
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq chromium chromium-driver >/dev/null; \
+		else \
+			echo "install chromium and chromium-driver (Debian) for the browser test" >&2; exit 1; \
+		fi; \
+	fi
+
 repro: $(STAMP)
 	dvc repro
 	dvc metrics show
 
-test: $(STAMP)
+test: $(STAMP) browser
 	ruff check .
 	pytest
 
