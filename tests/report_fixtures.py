@@ -19,26 +19,15 @@ from stages.atomic import write_json
 from stages.hashing import canonical_json, fingerprint
 from stages.items import ITEM_SCHEMAS
 from stages.predictions import PREDICTION_SCHEMAS
+from stages.score import SCORE_SCHEMAS
 
 # The RIMO-N wrong answer whose text must come out escaped, never as markup.
 XSS_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)> **bold**"
 # A validation finding carrying markup-like upstream text, also to be escaped.
 FINDING_MESSAGE = "answer 'a<b>c' differs between CSV and JSONL"
 
-SCORES_SCHEMAS = {
-    TRACK_N: pa.schema([
-        ("track", pa.string()), ("problem_id", pa.string()), ("domain", pa.string()),
-        ("item_hash", pa.string()), ("status", pa.string()), ("gold", pa.string()),
-        ("prediction", pa.string()), ("correct", pa.bool_()),
-    ]),
-    TRACK_P: pa.schema([
-        ("track", pa.string()), ("problem_id", pa.string()), ("domain", pa.string()),
-        ("item_hash", pa.string()), ("number_of_parts", pa.int64()), ("gradable", pa.bool_()),
-        ("ungradable_reason", pa.string()), ("status", pa.string()), ("n_predicted", pa.int64()),
-        ("matched", pa.list_(pa.bool_())), ("n_matched", pa.int64()), ("prefix_len", pa.int64()),
-        ("strict", pa.bool_()), ("prefix_score", pa.float64()),
-    ]),
-}
+# The fixtures must track the score stage's real output schema, so take it from there.
+SCORES_SCHEMAS = SCORE_SCHEMAS
 
 # RIMO-N: (problem_id, domain, gold, status, prediction, raw_text or None, error or None)
 _N_ROWS: list[tuple[str, str, str, str, str | None, str | None, str | None]] = [
