@@ -1,17 +1,29 @@
 """Atomic artifact writes: a temporary file in the target folder, fsync, then rename.
 
-A crash at any point leaves either the previous artifact or the new one, never a torn file.
+A crash at any point leaves either the previous artifact or the new one, never a torn file;
+the temporary file a killed run leaves behind is removed by the next write of that target.
+
+Test hook: with ``RIMO_EVAL_TEST_PAUSE_BEFORE_REPLACE=<seconds>[@<n>]`` in the environment, each
+write prints ``rimo-eval test hook: before replace <target>`` on stderr and sleeps that long just
+before the rename (only before the n-th one, with ``@<n>``), so a test can kill a stage at a
+known point (tests/test_atomicity.py). Unset, it costs one environment lookup.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+PAUSE_ENV = "RIMO_EVAL_TEST_PAUSE_BEFORE_REPLACE"
+_publishes: list[Path] = []  # this process's publishes so far, for the test hook
 
 
 @contextlib.contextmanager
@@ -28,10 +40,25 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
             os.fsync(fh.fileno())
         # mkstemp creates 0600; artifacts get the usual mode for new files.
         os.chmod(tmp_path, 0o666 & ~_umask())
+        _test_pause(target)
         os.replace(tmp_path, target)
         _fsync_dir(target.parent)
+        # Temporary files of this target left by a killed run (the finally below never ran).
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+            stale.unlink(missing_ok=True)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _test_pause(target: Path) -> None:
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    _publishes.append(target)
+    seconds, _, nth = spec.partition("@")
+    print(f"rimo-eval test hook: before replace {target}", file=sys.stderr, flush=True)
+    if not nth or int(nth) == len(_publishes):
+        time.sleep(float(seconds))
 
 
 def _umask() -> int:

@@ -9,7 +9,6 @@ StageError, as nothing can be checked without it.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from stages.validate_rules import Finding, show
 
 BOM = b"\xef\xbb\xbf"
 _PID = re.compile(r'"problem_id"\s*:\s*"([^"\\]*)"')
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # only these can decode to a surrogate
 
 
 @dataclass(frozen=True)
@@ -119,14 +119,27 @@ def _parse_line(name: str, track: str, number: int, text: str
     try:
         record = json.loads(text, object_pairs_hook=_dict_noting(dups),
                             parse_constant=_reject_constant)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         return JsonlRow(number, None, pid), [
             Finding(name, number, track, pid, "json.parse", f"invalid JSON: {exc}")]
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(record):
+        # A \ud800-style escape without its pair decodes to a string no UTF-8 file can hold.
+        return JsonlRow(number, None, pid), [
+            Finding(name, number, track, pid, "encoding.utf8",
+                    "a \\u escape is an unpaired UTF-16 surrogate, not a character")]
     if isinstance(record, dict) and isinstance(record.get("problem_id"), str):
         pid = record["problem_id"]
     findings = [Finding(name, number, track, pid, "json.duplicate_key",
                         f"key {key!r} occurs more than once", key) for key in sorted(set(dups))]
     return JsonlRow(number, record, pid), findings
+
+
+def _has_lone_surrogate(record: Any) -> bool:
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _dict_noting(dups: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
@@ -149,7 +162,10 @@ def read_csv(raw: RawFile, track: str, columns: tuple[str, ...]
              ) -> tuple[CsvTable, list[Finding]]:
     """Records keyed by header name, each with the line it starts on."""
     lines, findings = decode_lines(raw, track)
-    reader = csv.reader(io.StringIO("\n".join(lines), newline=""), strict=True)
+    # One LF-terminated physical line per item, so reader.line_num counts LFs only (from a
+    # StringIO it would also count each lone CR inside a quoted field as a line).
+    source = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    reader = csv.reader(source, strict=True)
     table = CsvTable()
     last_line = 0
     try:

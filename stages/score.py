@@ -17,7 +17,7 @@ from stages.atomic import write_json, write_text, write_with
 from stages.errors import StageError
 from stages.items import DOMAINS, ITEMS_DIR, items_path, read_items_frame
 from stages.predictions import PREDICTIONS_DIR, predictions_path, read_predictions
-from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUS_OK
+from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUS_OK, STATUSES
 from stages.provenance import build_provenance
 from stages.scoring import grade_n, grade_p_strict, leading_matches, match_parts
 
@@ -53,6 +53,10 @@ def join_predictions(items: pd.DataFrame, preds: pd.DataFrame, track: str) -> pd
     unknown = merged.loc[merged["_merge"] == "left_only", "problem_id"].tolist()
     if unknown:
         raise StageError(f"{track} predictions: unknown problem_id {unknown[:10]}")
+    bad = sorted(set(merged["status"]) - set(STATUSES))
+    if bad:
+        raise StageError(f"{track} predictions: unknown status {bad} (expected one of "
+                         f"{list(STATUSES)})")
     stale = merged.loc[merged["item_hash"] != merged["content_hash"], "problem_id"].tolist()
     if stale:
         raise StageError(f"{track} predictions were made for other item contents "

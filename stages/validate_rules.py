@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 
 from stages import TRACK_N, TRACK_P
 from stages.items import DOMAINS
@@ -59,7 +59,7 @@ CSV_COLUMNS = {TRACK_N: N_FIELDS, TRACK_P: P_FIELDS}
 SCHEMA_FILES = {TRACK_N: "rimo_n.schema.json", TRACK_P: "rimo_p.schema.json"}
 # RIMO-P ids carry the shortlist domain as a letter; 'p' (an IMO problem) has none.
 ID_LETTER_DOMAIN = {"a": "algebra", "c": "combinatorics", "g": "geometry", "n": "number theory"}
-_INTEGER = re.compile(r"-?\d+")
+_INTEGER = re.compile(r"-?[0-9]+")  # ASCII only: \d also matches fullwidth, Arabic-Indic digits
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # all but TAB and LF
 _REQUIRED = re.compile(r"^'(.+)' is a required property$")
 _SHOW = 60
@@ -113,11 +113,19 @@ def schema(track: str) -> dict[str, Any]:
     return json.loads(ref.read_text(encoding="utf-8"))
 
 
+# JSON Schema counts 2.0 as an integer; a JSONL "number_of_parts": 2.0 is not one (and would
+# reach range() and the int64 column), so "integer" here means a JSON number without a fraction
+# or exponent, i.e. what json.loads returns as int.
+_STRICT = validators.extend(Draft202012Validator, type_checker=(
+    Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, x: isinstance(x, int) and not isinstance(x, bool))))
+
+
 @cache
 def _validator(track: str) -> Draft202012Validator:
     doc = schema(track)
     Draft202012Validator.check_schema(doc)
-    return Draft202012Validator(doc)
+    return _STRICT(doc)
 
 
 def schema_errors(track: str, record: Any) -> list[tuple[str, str | None, str]]:

@@ -120,3 +120,18 @@ def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:
         score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
               tmp_path / "m.json", tmp_path / "plots")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from stages.predictions import predictions_path
+    write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
+    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
+    path = predictions_path(TRACK_N, tmp_path / "preds")
+    df = pd.read_parquet(path)
+    df.loc[0, "status"] = "maybe"
+    df.to_parquet(path)
+    with pytest.raises(StageError, match="unknown status"):
+        score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
+              tmp_path / "m.json", tmp_path / "plots")

@@ -8,6 +8,7 @@ for RIMO-P). CSVs are ``problem_id,llm_answer`` (RIMO-N) or ``problem_id,llm_sol
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from stages.items import Item
 from stages.predictors.base import STATUS_MISSING, Prediction, Predictor
 
 P_COLUMNS = [f"llm_solution{i}" for i in range(1, 5)]
+MAX_CSV_FIELD = 1 << 30  # characters in one CSV field
 
 
 def _files(path: Path) -> list[Path]:
@@ -45,15 +47,36 @@ def _check_value(track: str, value: Any, where: str) -> str | list[str]:
     return value
 
 
+def _check_text(value: str | list[str], where: str) -> None:
+    """A JSON escape like \\ud800 without its pair gives a string no UTF-8 file can hold."""
+    for text in [value] if isinstance(value, str) else value:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise StageError(f"{where}: rule replay.encoding: unpaired UTF-16 surrogate "
+                             f"{text[exc.start]!r} at character {exc.start}") from exc
+
+
+def _decode(path: Path) -> str:
+    """The file as text (a leading UTF-8 BOM dropped); bad bytes are an error naming the line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise StageError(f"{path}:{line}: rule replay.encoding: invalid UTF-8 at byte offset "
+                         f"{exc.start} ({exc.reason})") from exc
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
-    with open(path, encoding="utf-8") as fh:
+    with io.StringIO(_decode(path), newline=None) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
             try:
                 rec = json.loads(line, parse_constant=_reject_constant)
-            except (json.JSONDecodeError, ValueError) as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
                 raise StageError(f"{where}: rule replay.json: {exc}") from exc
             if not isinstance(rec, dict) or not {"track", "problem_id", "prediction"} <= rec.keys():
                 raise StageError(f"{where}: rule replay.fields: need track, problem_id and "
@@ -63,7 +86,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
                 raise StageError(f"{where}: rule replay.fields: track must be one of {TRACKS} "
                                  f"and problem_id a string")
             where = f"{where} id={pid}"
-            yield track, pid, _check_value(track, rec["prediction"], where), where
+            value = _check_value(track, rec["prediction"], where)
+            _check_text(value, where)
+            yield track, pid, value, where
 
 
 def _reject_constant(name: str) -> float:
@@ -71,26 +96,38 @@ def _reject_constant(name: str) -> float:
 
 
 def read_csv(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols = reader.fieldnames or []
-        if "problem_id" in cols and "llm_answer" in cols:
-            track = TRACK_N
-        elif "problem_id" in cols and set(P_COLUMNS) & set(cols):
-            track = TRACK_P
+    # strict: an unterminated quote is an error, not a field that runs to the end of the file.
+    reader = csv.reader(io.StringIO(_decode(path), newline=""), strict=True)
+    old_limit = csv.field_size_limit(MAX_CSV_FIELD)  # model output can pass the 128 KiB default
+    try:
+        records = [(reader.line_num, rec) for rec in reader if rec]  # blank lines: no record
+    except csv.Error as exc:
+        raise StageError(f"{path}:{reader.line_num}: rule replay.csv: {exc}") from exc
+    finally:
+        csv.field_size_limit(old_limit)
+    cols = records[0][1] if records else []
+    if "problem_id" in cols and "llm_answer" in cols:
+        track = TRACK_N
+    elif "problem_id" in cols and set(P_COLUMNS) & set(cols):
+        track = TRACK_P
+    else:
+        raise StageError(f"{path}: rule replay.columns: expected problem_id with llm_answer "
+                         f"(RIMO-N) or llm_solution1..4 (RIMO-P), got {cols}")
+    for line_num, rec in records[1:]:
+        row = dict(zip(cols, rec, strict=False))
+        where = f"{path}:{line_num} id={row.get('problem_id')}"
+        # An unquoted comma or a cut-off record must not quietly become another prediction.
+        if len(rec) != len(cols):
+            raise StageError(f"{where}: rule replay.csv: {len(rec)} fields, the header has "
+                             f"{len(cols)}")
+        if track == TRACK_N:
+            value: str | list[str] = row["llm_answer"]
         else:
-            raise StageError(f"{path}: rule replay.columns: expected problem_id with llm_answer "
-                             f"(RIMO-N) or llm_solution1..4 (RIMO-P), got {cols}")
-        for row in reader:
-            where = f"{path}:{reader.line_num} id={row['problem_id']}"
-            if track == TRACK_N:
-                value: str | list[str] = row["llm_answer"] or ""
-            else:
-                parts = [row.get(c) or "" for c in P_COLUMNS]
-                while parts and not parts[-1]:  # unused trailing columns are empty
-                    parts.pop()
-                value = parts
-            yield track, row["problem_id"], value, where
+            parts = [row.get(c) or "" for c in P_COLUMNS]
+            while parts and not parts[-1]:  # unused trailing columns are empty
+                parts.pop()
+            value = parts
+        yield track, row["problem_id"], value, where
 
 
 def load_replay(path: Path, known: frozenset[tuple[str, str]]

@@ -1,0 +1,205 @@
+"""The rendered report in a real browser: headless Chromium driven by Selenium.
+
+tests/test_report.py checks the HTML as text; here a browser runs it. Model text carrying
+``<script>``, event handlers, an iframe, SVG, a javascript: link, MathJax and Markdown must show
+up as plain text: no dialog opens, no injected element exists in the DOM. Both charts must
+render (decoded images with real pixels in their colours), and a screenshot of the page must be
+a non-blank PNG. A control page with the same payload left unescaped proves each check can fail.
+
+Needs /usr/bin/chromium and /usr/bin/chromedriver (Debian packages chromium, chromium-driver)
+and selenium; without them the test fails, unless RIMO_EVAL_NO_BROWSER=1 is set (then skips).
+The browser is kept off the network: every host name fails to resolve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from matplotlib import image as mpimg
+
+from stages import report as R
+from stages.params import load_params
+from tests.conftest import REPO_ROOT
+from tests.report_fixtures import XSS_TEXT, make_report_inputs
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--disable-default-apps", "--disable-extensions", "--window-size=1280,1000",
+         # Hermetic: the CDN scripts nbconvert links (MathJax, require.js) fail at once.
+         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
+
+# Model text for a failing RIMO-P item, on top of the fixtures' RIMO-N XSS_TEXT.
+PAYLOAD_P = ('</pre></td></tr></table><script>alert("p")</script>'
+             '<iframe src="javascript:alert(4)"></iframe><svg onload="alert(5)"></svg>'
+             '<b onmouseover="alert(6)">hover</b> [link](javascript:alert(7)) '
+             "$\\href{javascript:alert(8)}{x}$ *emphasis* <!-- comment -->")
+FAILING_P = "2022c5"  # prefix score 0: listed under the worst RIMO-P failures
+
+# Runs before any script of every page and frame: records dialogs instead of opening them.
+SPY = """
+window.__rimo_dialogs = [];
+for (const name of ["alert", "confirm", "prompt", "print"]) {
+  window[name] = function (message) { window.__rimo_dialogs.push(name + ":" + message); };
+}
+"""
+INJECTED = """
+const hits = [];
+const selector = "[onerror],[onload],[onmouseover],[onclick],iframe,svg,img[src='x'],"
+  + "a[href^='javascript:'],b";
+for (const el of document.querySelectorAll(selector)) hits.push(el.outerHTML.slice(0, 120));
+for (const s of document.querySelectorAll("script"))
+  if (s.textContent.includes("alert(")) hits.push("script: " + s.textContent.slice(0, 80));
+for (const el of document.querySelectorAll("strong,em"))
+  if (/bold|emphasis/.test(el.textContent)) hits.push(el.outerHTML);
+return hits;
+"""
+CHART_COLOURS = {  # stages/report.py: domain_chart and parts_chart bar colours
+    0: [(0x48, 0x78, 0xA8)],
+    1: [(0x48, 0x78, 0xA8), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
+}
+
+
+def _inject_payload(predictions_p: Path) -> None:
+    table = pq.read_table(predictions_p)
+    rows = table.to_pylist()
+    (row,) = [r for r in rows if r["problem_id"] == FAILING_P]
+    row["details"] = json.dumps({"raw_text": PAYLOAD_P}, sort_keys=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), predictions_p)
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("browser_report")
+    paths = make_report_inputs(root)
+    _inject_payload(paths["predictions_p_path"])
+    (root / "notebooks").mkdir()
+    shutil.copyfile(REPO_ROOT / R.NOTEBOOK, root / R.NOTEBOOK)
+    with contextlib.chdir(root):
+        R.run(load_params())
+    return root / R.OUT_HTML
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
+        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"the browser test needs {', '.join(missing)}: apt-get install chromium "
+                    "chromium-driver (or set RIMO_EVAL_NO_BROWSER=1 to skip it)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("the browser test needs selenium: pip install selenium==4.51.0")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    options.unhandled_prompt_behavior = "ignore"  # a dialog stays open, to be detected
+    with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
+        for flag in [*FLAGS, f"--user-data-dir={profile}"]:
+            options.add_argument(flag)
+        browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+        try:
+            browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": SPY})
+            yield browser
+        finally:
+            browser.quit()
+
+
+def load(driver: Any, path: Path) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(path.as_uri())
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def open_dialog(driver: Any) -> str | None:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        return driver.switch_to.alert.text
+    except NoAlertPresentException:
+        return None
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    pixels = mpimg.imread(io.BytesIO(data), format="png")
+    return np.round(pixels[..., :3] * 255).astype(np.int32)  # RGB, 0..255
+
+
+def colour_count(pixels: np.ndarray, rgb: tuple[int, int, int], tol: int = 6) -> int:
+    return int((np.abs(pixels - np.array(rgb)).max(axis=-1) <= tol).sum())
+
+
+def test_payload_survives_the_parquet_round_trip(report_html: Path) -> None:
+    preds = pq.read_table(report_html.parents[1] / "data/predictions/rimo_p.parquet").to_pylist()
+    (row,) = [r for r in preds if r["problem_id"] == FAILING_P]
+    assert json.loads(row["details"])["raw_text"] == PAYLOAD_P
+
+
+def test_control_page_trips_every_check(driver: Any, tmp_path: Path) -> None:
+    """The same payloads left unescaped: the dialog spy and the DOM query must both see them
+    (otherwise the report test below could pass without checking anything)."""
+    page = tmp_path / "control.html"
+    page.write_text(f"<!doctype html><html><body><pre>{XSS_TEXT}</pre><pre>{PAYLOAD_P}</pre>"
+                    "<strong>bold</strong></body></html>", encoding="utf-8")
+    load(driver, page)
+    dialogs = driver.execute_script("return window.__rimo_dialogs")
+    assert any(d.startswith("alert:") for d in dialogs), dialogs
+    hits = driver.execute_script(INJECTED)
+    assert any("onerror" in h for h in hits) and any("iframe" in h for h in hits), hits
+    assert any(h.startswith("script:") for h in hits), hits
+
+
+def test_report_in_chromium_escapes_model_text_and_renders_charts(
+        driver: Any, report_html: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(driver, report_html)
+    assert open_dialog(driver) is None
+    assert driver.execute_script("return window.__rimo_dialogs") == []
+    assert driver.execute_script(INJECTED) == []
+    text = driver.execute_script("return document.body.innerText")
+    assert XSS_TEXT in text and PAYLOAD_P in text  # shown verbatim, as text
+
+    charts = driver.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png']")
+    assert len(charts) == 2
+    for index, chart in enumerate(charts):
+        size = driver.execute_script(
+            "const i = arguments[0]; return [i.complete, i.naturalWidth, i.naturalHeight,"
+            " i.getBoundingClientRect().width]", chart)
+        assert size[0] is True and size[1] > 0 and size[2] > 0 and size[3] > 0, size
+        driver.execute_script("arguments[0].scrollIntoView()", chart)
+        pixels = decode_png(chart.screenshot_as_png)
+        for rgb in CHART_COLOURS[index]:
+            assert colour_count(pixels, rgb) > 200, (index, rgb)  # bars drawn, not an icon
+
+    height = min(int(driver.execute_script("return document.body.scrollHeight")), 12000)
+    driver.set_window_size(1280, height)
+    shot = tmp_path / "report.png"
+    assert driver.save_screenshot(str(shot))
+    data = shot.read_bytes()
+    assert len(data) > 20_000
+    pixels = decode_png(data)
+    assert pixels.shape[0] >= 500 and pixels.shape[1] >= 1000, pixels.shape
+    packed = (pixels[..., 0] << 16) | (pixels[..., 1] << 8) | pixels[..., 2]
+    assert len(np.unique(packed)) > 50 and pixels.std() > 10  # text, tables, charts: not one colour
+    assert colour_count(pixels, (0x48, 0x78, 0xA8)) > 400  # the charts are in the page itself
+    assert open_dialog(driver) is None
+    assert driver.execute_script("return window.__rimo_dialogs") == []
