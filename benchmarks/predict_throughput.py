@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from stages import TRACK_N, TRACK_P  # noqa: E402
 from stages.items import Item  # noqa: E402
+from stages.predictors.chat_engine import calls_needed  # noqa: E402
 from stages.predictors.openai_chat import OpenAIPredictor  # noqa: E402
 
 N_ITEMS = 791
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         report(f"upstream loop, sleep {args.pause}s", args.subset, elapsed, 1, args.latency)
         if args.mixed:
             items = mixed_items()
-            requests = sum(1 if it.track == TRACK_N else len(it.sub_problems) for it in items)
+            requests = calls_needed(items)
             bound = max(requests * args.latency / 64, max(PARTS) * args.latency)
             elapsed = run_backend(base_url, items, 64)
             report(f"backend  c=64, RIMO-shaped ({requests} req)", len(items), elapsed, 64,

