@@ -95,11 +95,22 @@ def _stage_from_network(cfg: FetchConfig, staging: Path) -> None:
         (staging / name).write_bytes(data)
 
 
+def _backup_of(out_dir: Path) -> Path:
+    return out_dir.with_name(f".{out_dir.name}.old")
+
+
+def _recover(out_dir: Path) -> None:
+    """Undo a swap killed between its two renames: the backup is the previous folder."""
+    backup = _backup_of(out_dir)
+    if backup.is_dir() and not out_dir.exists():
+        backup.rename(out_dir)
+
+
 def _publish(staging: Path, out_dir: Path) -> None:
     """Swap the verified folder into place; the old one is removed only after the swap."""
     backup = None
     if out_dir.exists():
-        backup = out_dir.with_name(f".{out_dir.name}.old")
+        backup = _backup_of(out_dir)
         shutil.rmtree(backup, ignore_errors=True)
         out_dir.rename(backup)
     staging.rename(out_dir)
@@ -111,6 +122,7 @@ def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
     """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network')."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _recover(out_dir)
     rejected: list[str] = []
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=out_dir.parent) as tmp:
         staging = Path(tmp) / "raw"

@@ -96,3 +96,15 @@ def test_network_hash_mismatch_names_file_and_hashes(tmp_path: Path, raw_dir: Pa
     assert "RIMO-N.csv" in msg and cfg.sha256["RIMO-N.csv"] in msg
     assert sha256_file(raw_dir / "RIMO-N.csv") in msg
     assert not out.exists()
+
+
+def test_swap_killed_between_renames_is_undone(tmp_path: Path, mirror_dir: Path,
+                                               raw_dir: Path) -> None:
+    out = tmp_path / "data" / "raw"
+    fetch(config([mirror_dir]), out)
+    before = {p.name: sha256_file(p) for p in out.iterdir()}
+    out.rename(out.with_name(".raw.old"))  # where a kill after the first rename leaves it
+    (raw_dir / "RIMO-N.jsonl").write_text("{}\n")
+    with pytest.raises(StageError):
+        fetch(config([raw_dir]), out)
+    assert {p.name: sha256_file(p) for p in out.iterdir()} == before
