@@ -14,7 +14,7 @@ from stages.hashing import fingerprint, sha256_bytes
 from stages.items import ITEMS_DIR, Item, load_items
 from stages.predictions import PREDICTIONS_DIR, build_table, predictions_path, write_table
 from stages.predictors import Prediction, Predictor, create_predictor
-from stages.predictors.base import STATUS_MISSING, STATUSES
+from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUSES
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
@@ -49,6 +49,25 @@ def _check_prediction(pred: Prediction, item: Item) -> None:
         raise StageError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
 
 
+def _encodable(value: str | list[str] | None) -> bool:
+    texts = [value] if isinstance(value, str) else value or []
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unicode_safe(pred: Prediction) -> Prediction:
+    """A model reply with a lone surrogate cannot be stored; record it as that item's error
+    rather than failing the whole run after every request was made."""
+    if _encodable(pred.prediction):
+        return pred
+    return Prediction(pred.track, pred.problem_id, None, status=STATUS_ERROR,
+                      error="prediction is not valid Unicode (lone surrogate)")
+
+
 def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str
             ) -> dict[tuple[str, str], Prediction]:
     """Exactly one prediction per requested item; an item the backend skipped is 'missing'."""
@@ -63,7 +82,7 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str
             raise StageError(f"backend {backend}: two predictions for {pred.track} "
                              f"{pred.problem_id}")
         _check_prediction(pred, item)
-        out[pred.key] = pred
+        out[pred.key] = _unicode_safe(pred)
     for key in wanted.keys() - out.keys():
         out[key] = Prediction(key[0], key[1], None, status=STATUS_MISSING,
                               error="no prediction from backend")

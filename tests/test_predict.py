@@ -154,3 +154,13 @@ def test_replay_csv_with_unknown_columns(bench: Path) -> None:
     f.write_text("id,answer\n2001a1,12\n")
     with pytest.raises(StageError, match=r"x\.csv: rule replay\.columns"):
         run_predict(bench, {"backend": "replay", "replay": {"path": str(f)}})
+
+
+def test_prediction_with_lone_surrogate_becomes_an_item_error() -> None:
+    from stages.items import Item
+    from stages.predict import collect
+    from stages.predictors import Prediction
+    item = Item(TRACK_N, "2001a1", "p", "algebra", 1, True, "h", answer="1")
+    out = collect([Prediction(TRACK_N, "2001a1", "4\ud800")], [item], "test")
+    assert out[item.key].status == "error" and out[item.key].prediction is None
+    assert "surrogate" in out[item.key].error
