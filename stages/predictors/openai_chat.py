@@ -176,8 +176,7 @@ class OpenAITransport(ChatTransport):
                     finally:
                         self._slots.put_nowait(client)
                     reply = _parse(response, latency)
-                    reply.texts = [self._redact.exact(t) for t in reply.texts]  # echoed key
-                    return reply
+                    return self._scrub(reply)
         except openai.APIStatusError as exc:
             if exc.status_code in _FATAL_STATUS:
                 raise StageError(f"{self.base_url}: HTTP {exc.status_code} "
@@ -187,6 +186,16 @@ class OpenAITransport(ChatTransport):
         except (openai.OpenAIError, MalformedResponse, ValueError) as exc:
             raise TransportError(self._describe(exc, attempts)) from None
         raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
+
+    def _scrub(self, reply: ChatReply) -> ChatReply:
+        """A server may echo the key in any string field; none of them may reach the cache."""
+        def clean(value: str | None) -> str | None:
+            return None if value is None else self._redact.exact(value)
+
+        reply.texts = [self._redact.exact(t) for t in reply.texts]
+        reply.finish_reasons = [clean(f) for f in reply.finish_reasons]
+        reply.model = clean(reply.model)
+        return reply
 
     def _describe(self, exc: BaseException, attempts: int) -> str:
         text = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,347 @@
+"""The predict stage under fire: a faulty model server and ``kill -9`` at seeded-random points.
+
+One loopback ``ChatServer`` (tests/chat_server.py) serves ~80 items whose problem texts carry
+fault directives (429/5xx bursts, hangs past the client timeout, dropped connections, malformed
+bodies, empty choices, and a few persistent failures that must end as recorded errors). The
+predict stage runs as a real subprocess (``python -m stages --params ... predict`` in a scratch
+project dir) and is SIGKILLed several times: once during start-up, several times with requests
+in flight, and twice inside the publish step (through the ``stages.atomic`` test hook). After
+every kill: the predictions tables are byte for byte the previous complete ones (never torn;
+the kill between the two renames leaves the new RIMO-N table beside the old RIMO-P one, each
+whole), every cache entry parses and matches its key, and nothing cached is requested again. The run
+that finally completes must equal an uninterrupted reference run item by item and metric by
+metric (``stages.score.score``, provenance excluded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from stages import TRACK_N, TRACK_P, TRACKS
+from stages.atomic import PAUSE_ENV
+from stages.hashing import fingerprint
+from stages.items import DOMAINS
+from stages.predict import predict
+from stages.predictions import predictions_path
+from stages.score import score
+from tests.chat_server import ChatServer, prompt_text
+from tests.conftest import REPO_ROOT
+from tests.factories import write_items
+
+SEED = 20250907
+N_COUNT, P_COUNT = 60, 20
+MAX_RETRIES = 5  # every finite burst below is shorter (with room for a stray timeout)
+CONCURRENCY = 4
+TIMEOUT_S = 1.0  # a [[hang]] costs one client timeout
+KEY_ENV = "RIMO_FAULTS_TEST_UNSET_KEY"  # unset: a loopback server gets the dummy key
+
+# Fault directives and how many items carry each (RIMO-N: in the problem; RIMO-P: in the last
+# part, or the problem of a one-part item). "*" bursts never end: the item must be an error.
+N_FAULTS = {"fail:429:2": 5, "fail:500:3": 3, "fail:503:1": 3, "fail:502:2": 2, "drop:2": 5,
+            "hang:1": 3, "malformed:2": 5, "empty:2": 4, "fail:500:*": 2, "fail:400:*": 1}
+P_FAULTS = {"fail:429:2": 2, "fail:503:1": 2, "drop:1": 2, "malformed:1": 2, "empty:1": 2,
+            "hang:1": 1, "fail:503:*": 1}
+# Kills: one during start-up, some with requests in flight, two inside the publish step.
+STARTUP_KILLS, INFLIGHT_KILLS = 1, 5
+HOOK_LINE = "rimo-eval test hook: before replace"  # printed by stages.atomic before a rename
+
+
+def gold_reply(value: str) -> str:
+    """What ChatServer answers to ``[[gold:value]]`` (the RIMO-P reference when it should match)."""
+    return f"Working through it carefully, the answer is \\boxed{{{value}}}."
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "content_hash": fingerprint(row)}
+
+
+def build_items(rng: random.Random) -> tuple[list[dict], list[dict]]:
+    n_faults = [d for d, k in N_FAULTS.items() for _ in range(k)]
+    n_faults += [""] * (N_COUNT - len(n_faults))
+    rng.shuffle(n_faults)
+    n_rows = []
+    for i, fault in enumerate(n_faults):
+        gold = str((i * 37) % 1000)
+        # Some replies carry no box (prediction ""), some golds differ from the boxed value.
+        boxed = "" if i % 9 == 4 else f"[[gold:{gold}]]"
+        answer = str(int(gold) + 1) if i % 4 == 1 else gold
+        text = f"Quantity {i}: compute it. {boxed} {f'[[{fault}]]' if fault else ''}".strip()
+        n_rows.append(_row({
+            "track": TRACK_N, "problem_id": f"f{i:03d}", "problem": text,
+            "domain": DOMAINS[i % len(DOMAINS)], "number_of_parts": 1, "gradable": True,
+            "ungradable_reason": None, "solution": "Because.", "answer": answer}))
+    p_faults = [d for d, k in P_FAULTS.items() for _ in range(k)]
+    p_faults += [""] * (P_COUNT - len(p_faults))
+    rng.shuffle(p_faults)
+    p_rows = []
+    for j, fault in enumerate(p_faults):
+        pid = f"q{j:02d}"
+        parts = 1 + j % 4
+        tag = f" [[{fault}]]" if fault else ""
+        wrong = j % 3 == 0  # one reference sub-solution the model will not reproduce
+        miss = rng.randrange(parts)
+        if parts == 1:
+            problem = f"Prove claim {pid}. [[gold:{pid}.1]]{tag}"
+            subs = [problem]
+        else:
+            problem = f"Prove the {parts} claims of {pid} in order."
+            subs = [f"Claim {k + 1} of {pid}. [[gold:{pid}.{k + 1}]]"
+                    + (tag if k == parts - 1 else "") for k in range(parts)]
+        sols = [("an unrelated proof" if wrong and k == miss else gold_reply(f"{pid}.{k + 1}"))
+                for k in range(parts)]
+        p_rows.append(_row({
+            "track": TRACK_P, "problem_id": pid, "problem": problem, "domain": None,
+            "number_of_parts": parts, "gradable": True, "ungradable_reason": None,
+            "sub_problems": subs, "sub_solutions": sols}))
+    return n_rows, p_rows
+
+
+def openai_config(server: ChatServer, cache_dir: Path) -> dict[str, Any]:
+    """The full predict.openai section of params.yaml with this test's overrides."""
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    return {**params["predict"]["openai"], "base_url": server.base_url, "model": "fake",
+            "api_key_env": KEY_ENV, "cache_dir": str(cache_dir), "timeout_s": TIMEOUT_S,
+            "max_retries": MAX_RETRIES, "backoff_initial_s": 0.01, "backoff_max_s": 0.05,
+            "concurrency": CONCURRENCY}
+
+
+def predict_cfg(openai_cfg: dict[str, Any]) -> dict[str, Any]:
+    return {"backend": "openai", "limit": None, "sample_seed": 0, "openai": openai_cfg}
+
+
+# --- checks ----------------------------------------------------------------------------------
+def cache_state(cache_dir: Path) -> tuple[set[str], list[Path]]:
+    """The prompts in the cache, after checking every entry is whole and under its own key.
+
+    Returns (cached prompts, debris): the only other files allowed are the ``.*.tmp`` of a
+    write the kill interrupted, which the cache never reads.
+    """
+    prompts: set[str] = set()
+    debris = []
+    for path in sorted(p for p in cache_dir.rglob("*") if p.is_file()):
+        if path.name.startswith(".") and path.name.endswith(".tmp"):
+            debris.append(path)
+            continue
+        assert path.suffix == ".json", f"unexpected file in the cache: {path}"
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            pytest.fail(f"torn cache entry {path.relative_to(cache_dir)}: {exc}")
+        assert entry["key"] == path.stem, path
+        assert fingerprint(entry["request"]) == path.stem, f"{path}: key does not match request"
+        assert path.parent.name == path.stem[:2], path
+        texts = entry["response"]["texts"]
+        assert texts and all(isinstance(t, str) and t for t in texts), path
+        prompts.add(prompt_text(entry["request"]["request"]))
+    return prompts, debris
+
+
+def file_bytes(out_dir: Path) -> dict[str, bytes | None]:
+    paths = {t: predictions_path(t, out_dir) for t in TRACKS}
+    return {t: p.read_bytes() if p.exists() else None for t, p in paths.items()}
+
+
+def predictions(out_dir: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """(track, id) -> (status, prediction, error, fingerprint); each item exactly once."""
+    out: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for track in TRACKS:
+        for row in pq.read_table(predictions_path(track, out_dir)).to_pylist():
+            key = (track, row["problem_id"])
+            assert key not in out, f"two predictions for {key}"
+            out[key] = (row["status"], row["prediction"], row["error"], row["fingerprint"])
+    return out
+
+
+def outcomes_of(server: ChatServer) -> Counter[str]:
+    """What the server did, per kind (a hang still waiting out hang_s counts as a hang)."""
+    return Counter("hang" if r.outcome == "hanging" else r.outcome for r in server.records)
+
+
+def metrics_of(root: Path, items_dir: Path, preds_dir: Path) -> dict[str, Any]:
+    metrics = score({"bootstrap": {"samples": 200, "seed": 0, "confidence": 0.95}},
+                    items_dir=items_dir, preds_dir=preds_dir, scores_dir=root / "scores",
+                    metrics_path=root / "metrics.json", plots_dir=root / "plots")
+    return {k: v for k, v in metrics.items() if k != "provenance"}
+
+
+# --- the subprocess --------------------------------------------------------------------------
+class Stage:
+    """One ``python -m stages --params P predict`` process in ``workdir``, its stderr in a file."""
+
+    live: ClassVar[list[subprocess.Popen[bytes]]] = []  # killed at teardown if still running
+
+    def __init__(self, workdir: Path, params: Path, index: int, pause: str | None = None):
+        env = {k: v for k, v in os.environ.items() if k not in (PAUSE_ENV, KEY_ENV)}
+        if pause:
+            env[PAUSE_ENV] = pause
+        self.log = workdir / f"stage-{index}.log"
+        with open(self.log, "wb") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "stages", "--params", str(params), "predict"],
+                cwd=workdir, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        Stage.live.append(self.proc)
+        self.started = time.monotonic()
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def wait_until(self, cond: Any, limit_s: float, what: str) -> None:
+        deadline = time.monotonic() + limit_s
+        while not cond():
+            assert self.proc.poll() is None, f"predict exited ({self.proc.returncode}) " \
+                                             f"before {what}:\n{self.text()[-3000:]}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.005)
+
+    def kill(self) -> None:
+        assert self.proc.poll() is None, f"predict already exited:\n{self.text()[-3000:]}"
+        os.kill(self.proc.pid, signal.SIGKILL)
+        assert self.proc.wait(timeout=10) == -signal.SIGKILL
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    srv = ChatServer(latency_s=0.03, hang_s=3.0).start()
+    yield srv
+    while Stage.live:  # a failed test must not leave a predict process behind
+        proc = Stage.live.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    srv.stop()
+
+
+def test_predict_survives_faults_and_sigkill_loop(server: ChatServer, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    began = time.monotonic()
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(PAUSE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # score's provenance asks git about the cwd: not /work/main
+    rng = random.Random(SEED)
+    n_rows, p_rows = build_items(rng)
+    items_dir = tmp_path / "work" / "data" / "items"
+    write_items(items_dir, n_rows, p_rows)
+    wanted = {(TRACK_N, r["problem_id"]) for r in n_rows} | {(TRACK_P, r["problem_id"])
+                                                            for r in p_rows}
+
+    # 1. The reference: the same faults, one uninterrupted run, in-process.
+    ref = tmp_path / "ref"
+    predict(predict_cfg(openai_config(server, ref / "cache")), items_dir, ref / "preds")
+    ref_preds = predictions(ref / "preds")
+    ref_metrics = metrics_of(ref, items_dir, ref / "preds")
+    ref_ok = {r.prompt for r in server.ok_records()}
+    ref_outcomes = outcomes_of(server)
+    distinct = len(ref_ok)
+    # The comparison below means something only if faults fired and metrics are not trivial.
+    assert set(ref_preds) == wanted
+    statuses = Counter(v[0] for v in ref_preds.values())
+    assert statuses["error"] == 2 + 1 + 1 and statuses["ok"] == len(wanted) - 4, statuses
+    assert 0 < ref_metrics[TRACK_N]["accuracy"] < 1
+    assert 0 < ref_metrics[TRACK_P]["prefix_score"] < ref_metrics[TRACK_P]["n"]
+    assert 0 < ref_metrics[TRACK_P]["strict"] < 1
+    for outcome in ("http-429", "http-500", "http-502", "http-503", "http-400", "drop", "hang",
+                    "malformed", "empty"):
+        assert ref_outcomes[outcome] > 0, ref_outcomes
+
+    # 2. The interrupted run: a scratch project whose previous predictions come from another
+    # backend, so "unchanged" is observable; same server, fresh attempt counters and cache.
+    server.reset()
+    work = tmp_path / "work"
+    out_dir = work / "data" / "predictions"
+    predict({"backend": "constant", "limit": None, "constant": {"answer": "0", "solution": ""}},
+            items_dir, out_dir)
+    previous = file_bytes(out_dir)
+    cache_dir = work / "cache"
+    params = work / "params.yaml"
+    params.write_text(yaml.safe_dump({"predict": predict_cfg(openai_config(server, cache_dir))}))
+
+    kills: list[dict[str, Any]] = []  # per kill: server records so far, prompts cached
+
+    def after_kill(kind: str, expect_tables: dict[str, bytes | None]) -> None:
+        time.sleep(0.05)  # let a request that was still being read be recorded before the cut
+        cached, debris = cache_state(cache_dir)
+        answered = {r.prompt for r in server.ok_records()}
+        assert cached <= answered, "a cache entry the server never answered"
+        assert file_bytes(out_dir) == expect_tables, f"predictions changed by the {kind} kill"
+        kills.append({"kind": kind, "records": len(server.records), "cached": cached,
+                      "lost": {r.prompt for r in server.records} - cached,
+                      "debris": len(debris)})
+
+    index = 0
+    for _ in range(STARTUP_KILLS):  # most likely while importing or loading the items
+        stage = Stage(work, params, index := index + 1)
+        time.sleep(rng.uniform(0.2, 1.0))
+        stage.kill()
+        after_kill("startup", previous)
+    for _ in range(INFLIGHT_KILLS):
+        # Kill once this process has sent a random number of requests, after a random delay;
+        # the budget leaves work undone, so no kill here can land in the publish step.
+        stage = Stage(work, params, index := index + 1)
+        before, target = len(server.records), rng.randint(3, 9)
+        stage.wait_until(lambda b=before, t=target: len(server.records) - b >= t, 30,
+                         f"{target} requests")
+        time.sleep(rng.uniform(0.0, 0.04))
+        stage.kill()
+        after_kill("in-flight", previous)
+        assert len(kills[-1]["cached"]) < distinct, "the run finished before it was killed"
+    # Inside the publish step: before the first rename (both tables must stay the previous
+    # ones), then between the two renames (each table whole: the new RIMO-N, the old RIMO-P).
+    for nth in (1, 2):
+        stage = Stage(work, params, index := index + 1, pause=f"60@{nth}")
+        stage.wait_until(lambda s=stage, n=nth: s.text().count(HOOK_LINE) >= n, 40,
+                         f"publish {nth}")
+        stage.kill()
+        expect = dict(previous)
+        if nth == 2:
+            expect[TRACK_N] = predictions_path(TRACK_N, out_dir).read_bytes()
+            assert expect[TRACK_N] != previous[TRACK_N]
+            assert len(pq.read_table(predictions_path(TRACK_N, out_dir))) == N_COUNT
+        after_kill(f"publish-{nth}", expect)
+        assert kills[-1]["cached"] == ref_ok  # everything was answered before publishing
+        assert list(out_dir.glob(".*.tmp")), "the kill should leave the unpublished temp file"
+
+    # 3. The re-run that completes.
+    final = Stage(work, params, index + 1)
+    assert final.proc.wait(timeout=60) == 0, final.text()[-3000:]
+    assert not list(out_dir.glob(".*.tmp")), "stale temporary tables left behind"
+    got = predictions(out_dir)
+    assert set(got) == wanted  # every item, exactly once
+    assert got == ref_preds  # status, prediction, error and fingerprint, item by item
+    assert metrics_of(work, items_dir, out_dir) == ref_metrics
+    cached, debris = cache_state(cache_dir)
+    assert cached == ref_ok
+
+    # Nothing answered and cached before a kill was ever requested again.
+    for kill in kills:
+        resent = {r.prompt for r in server.records[kill["records"]:]} & kill["cached"]
+        assert not resent, f"{len(resent)} cached prompts re-sent after a {kill['kind']} kill"
+    # A prompt answered twice was in flight (sent, not yet cached) at some kill; at most one
+    # slot's worth per kill.
+    answered = Counter(r.prompt for r in server.ok_records())
+    assert set(answered) == ref_ok
+    twice = {p for p, c in answered.items() if c > 1}
+    assert twice <= set().union(*(k["lost"] for k in kills))
+    assert sum(answered.values()) - len(answered) <= CONCURRENCY * len(kills)
+    assert len(server.records) < 2000  # bounded traffic
+
+    outcomes = outcomes_of(server)
+    elapsed = time.monotonic() - began
+    print(f"\nfaults (reference run): {dict(sorted(ref_outcomes.items()))}"
+          f"\nfaults (killed runs):   {dict(sorted(outcomes.items()))}"
+          f"\nkills survived: {len(kills)} {dict(Counter(k['kind'] for k in kills))}; "
+          f"items {len(wanted)}, distinct requests {distinct}, answered twice {len(twice)}, "
+          f"cache debris {kills[-1]['debris']} -> {len(debris)}; {elapsed:.1f}s")
