@@ -64,6 +64,16 @@ def join_predictions(items: pd.DataFrame, preds: pd.DataFrame, track: str) -> pd
     return merged.sort_values("problem_id", kind="stable").reset_index(drop=True)
 
 
+def check_one_run(preds: dict[str, pd.DataFrame]) -> None:
+    """Both tables must come from one predict run; a predict killed between publishing the two
+    files would otherwise let one run's RIMO-N be scored beside another's RIMO-P."""
+    fps = {t: sorted(set(df["fingerprint"])) for t, df in preds.items() if len(df)}
+    if len({fp for v in fps.values() for fp in v}) > 1:
+        shown = {t: [f[:12] for f in v] for t, v in fps.items()}
+        raise StageError(f"predictions come from more than one predict run {shown}: "
+                         f"rerun the predict stage")
+
+
 def score_n(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     df = join_predictions(items, preds, TRACK_N)
     rows = []
@@ -214,6 +224,7 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     boot = _boot_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
+    check_one_run(preds)
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
     metrics = {TRACK_N: metrics_n(scores[TRACK_N], boot),

@@ -135,3 +135,17 @@ def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StageError, match="unknown status"):
         score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
               tmp_path / "m.json", tmp_path / "plots")
+
+
+def test_tables_from_two_predict_runs_are_refused(tmp_path: Path) -> None:
+    import shutil
+
+    from stages.predictions import predictions_path
+    small_benchmark(tmp_path / "items")
+    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "a")
+    predict({"backend": "constant"}, tmp_path / "items", tmp_path / "b")
+    shutil.copyfile(predictions_path(TRACK_P, tmp_path / "b"),
+                    predictions_path(TRACK_P, tmp_path / "a"))
+    with pytest.raises(StageError, match="more than one predict run"):
+        score(BOOT, tmp_path / "items", tmp_path / "a", tmp_path / "scores",
+              tmp_path / "m.json", tmp_path / "plots")
