@@ -23,6 +23,7 @@ from stages.hashing import fingerprint
 from stages.items import Item
 from stages.predictors import create_predictor
 from stages.predictors.base import Prediction
+from stages.predictors.cache import ResponseCache
 from stages.predictors.openai_chat import OpenAIPredictor
 from stages.predictors.redact import Redactor
 from tests.chat_server import ChatServer, echo_reply
@@ -86,8 +87,12 @@ def test_rimo_n_predictions_and_details(server: ChatServer, tmp_path: Path) -> N
     assert a.details["raw_text"].endswith(r"\boxed{2^{10}}.")
     assert a.details["finish_reason"] == "stop"
     assert a.details["usage"]["completion_tokens"] > 0
-    assert a.details["latency_s"] >= 0
     assert len(a.details["request_sha256"]) == 64
+    # Timing lives in the cache entry, so identical runs give byte-identical predictions.
+    assert "latency_s" not in a.details
+    entry = json.loads(ResponseCache(tmp_path / "cache").path(a.details["request_sha256"])
+                       .read_text())
+    assert entry["response"]["latency_s"] >= 0
     # No box: the call succeeded, the answer is empty (scored wrong), and the details say why.
     assert (b.status, b.prediction, b.details["extraction"]) == ("ok", "", "none")
     prompt = server.ok_records()[0].prompt
@@ -406,3 +411,23 @@ def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
     assert template_hashes() == {p.name: sha256_file(p) for p in sorted(prompts.glob("*.txt"))}
     with pytest.raises(ValueError):
         rimo_p_messages(item, 1, [])
+
+
+def test_fresh_runs_give_byte_identical_predictions(server: ChatServer, tmp_path: Path) -> None:
+    """Same inputs and params, cold caches, different latencies: the same Parquet bytes."""
+    from stages.predict import predict
+    from stages.predictions import predictions_path
+    from tests.factories import n_item as n_row
+    from tests.factories import p_item as p_row
+    from tests.factories import write_items
+    write_items(tmp_path / "items", [n_row("2001a1", "12"), n_row("2001a2", "5")],
+                [p_row("2001g1", ["g1", "g2"])])
+    outputs = []
+    for run_no, latency in enumerate((0.0, 0.05)):
+        server.latency_s = latency
+        cfg = make_config(server, tmp_path, cache_dir=str(tmp_path / f"cache{run_no}"))
+        predict({"backend": "openai", "openai": cfg}, tmp_path / "items",
+                tmp_path / f"preds{run_no}")
+        outputs.append([predictions_path(t, tmp_path / f"preds{run_no}").read_bytes()
+                        for t in (TRACK_N, TRACK_P)])
+    assert outputs[0] == outputs[1]

@@ -290,9 +290,11 @@ class _Run:
 
 
 def _reply_details(reply: ChatReply, key: str) -> dict[str, Any]:
+    # Latency is kept with the reply in the cache entry named by request_sha256, not here:
+    # wall-clock time would make the predictions differ byte-wise between identical runs.
     return {"request_sha256": key, "raw_text": reply.texts[0],
             "finish_reason": reply.finish_reasons[0], "usage": reply.usage,
-            "latency_s": round(reply.latency_s, 4), "model": reply.model}
+            "model": reply.model}
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
