@@ -29,7 +29,7 @@ import yaml
 from stages import TRACK_N, TRACK_P, TRACKS
 from stages.errors import StageError
 from stages.fetch import RAW_DIR
-from stages.hashing import fingerprint, sha256_file
+from stages.hashing import file_digest, fingerprint, sha256_file
 from stages.items import ITEMS_DIR, items_path
 from stages.predictions import PREDICTIONS_DIR, predictions_path
 from stages.provenance import package_versions, params_fingerprint, predictions_identity
@@ -105,11 +105,7 @@ class Ledger:
 
 
 def md5_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_digest(path, "md5")
 
 
 class DvcHasher:

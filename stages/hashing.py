@@ -15,12 +15,17 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
+def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
+    """Hex digest of a file read in chunks (md5 is what dvc.lock records)."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    return file_digest(path, "sha256")
 
 
 def canonical_json(obj: Any) -> str:
