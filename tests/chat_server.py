@@ -153,12 +153,18 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
+            self._serve(*self._read_request())
+
+        def _read_request(self) -> tuple[Any, dict[str, str]]:
+            """The JSON body (None if it is not JSON) and the lower-cased headers."""
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             try:
                 body = json.loads(raw)
             except ValueError:
                 body = None
-            headers = {k.lower(): v for k, v in self.headers.items()}
+            return body, {k.lower(): v for k, v in self.headers.items()}
+
+        def _serve(self, body: Any, headers: dict[str, str]) -> None:
             if not self.path.endswith("/chat/completions") or not isinstance(body, dict):
                 rec = Record(None, "", "", headers, time.monotonic())
                 server._begin(rec)

@@ -14,7 +14,6 @@ hex or base64 forms (base64 at all three byte alignments).
 from __future__ import annotations
 
 import base64
-import io
 import json
 import secrets
 import subprocess
@@ -142,20 +141,11 @@ class LeakyServer(ChatServer):
 
         class Handler(base):  # type: ignore[misc, valid-type]
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = None
+                body, headers = self._read_request()
                 mode = server.mode_for(body)
-                if mode is None:  # replay the body to the ordinary handler
-                    rfile, self.rfile = self.rfile, io.BytesIO(raw)
-                    try:
-                        super().do_POST()
-                    finally:
-                        self.rfile = rfile
+                if mode is None:  # the ordinary fake server's behaviour
+                    self._serve(body, headers)
                     return
-                headers = {k.lower(): v for k, v in self.headers.items()}
                 rec = Record(body, request_fingerprint(body), prompt_text(body), headers,
                              time.monotonic())
                 server._begin(rec)
