@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages import TRACK_N, TRACK_P, TRACKS
+from stages import TRACK_N, TRACK_P
 from stages.atomic import write_with
 from stages.errors import StageError
 from stages.hashing import canonical_json
@@ -75,6 +75,3 @@ def read_predictions(track: str, out_dir: str | os.PathLike[str] = PREDICTIONS_D
         raise StageError(f"{path}: predictions not found (run the predict stage first)")
     return pd.read_parquet(path)
 
-
-__all__ = ["PREDICTION_SCHEMAS", "TRACKS", "build_table", "predictions_path", "read_predictions",
-           "write_table"]
