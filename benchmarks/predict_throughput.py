@@ -37,8 +37,8 @@ import openai
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages import TRACK_N, TRACK_P  # noqa: E402
-from stages.items import Item  # noqa: E402
+from stages.core.items import Item  # noqa: E402
+from stages.core.tracks import TRACK_N, TRACK_P  # noqa: E402
 from stages.predictors.chat_engine import calls_needed  # noqa: E402
 from stages.predictors.openai_chat import OpenAIPredictor  # noqa: E402
 

@@ -7,8 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from stages.errors import StageError
-from stages.params import load_params
+from stages.core.config import load_params
+from stages.core.errors import StageError
 
 STAGES = {
     "fetch": "Download the pinned upstream files (mirrors first) and verify their sha256",
@@ -16,6 +16,16 @@ STAGES = {
     "predict": "Run the configured predictor backend over the items",
     "score": "Grade predictions; write per-item scores, metrics and plot data",
     "report": "Execute the report notebook with papermill and export HTML",
+}
+# Where each command lives: a stage is a module or a package's ``stage`` module.
+MODULES = {
+    "fetch": "stages.fetch",
+    "validate": "stages.validate.stage",
+    "predict": "stages.predict",
+    "score": "stages.score.stage",
+    "report": "stages.report.stage",
+    "audit": "stages.commands.audit.command",
+    "compare": "stages.commands.compare.command",
 }
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
@@ -51,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         params = load_params(args.params)
-        module = importlib.import_module(f"stages.{args.command}")
+        module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, params))
         module.run(params)

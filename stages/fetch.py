@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages.errors import StageError
-from stages.hashing import sha256_bytes, sha256_file
-
-RAW_DIR = Path("data/raw")
+from stages.core.artifacts import RAW_DIR
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_bytes, sha256_file
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.errors import StageError
-from stages.hashing import fingerprint, sha256_bytes
-from stages.items import ITEMS_DIR, Item, load_items
-from stages.predictions import PREDICTIONS_DIR, build_table, predictions_path, write_table
+from stages.core.errors import StageError
+from stages.core.hashing import fingerprint, sha256_bytes
+from stages.core.items import ITEMS_DIR, Item, load_items
+from stages.core.predictions import (
+    PREDICTIONS_DIR,
+    STATUS_ERROR,
+    STATUS_MISSING,
+    STATUSES,
+    build_table,
+    predictions_path,
+    write_table,
+)
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor, create_predictor
-from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUSES
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from stages.core.artifacts import UPSTREAM_NAMES
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM_FILES = ("RIMO-N.jsonl", "RIMO-N.csv", "RIMO-P.jsonl", "RIMO-P.csv")
+UPSTREAM_FILES = UPSTREAM_NAMES
 
 
 def find_mirror() -> Path:
     """The byte-exact upstream mirror every developer and CI machine has beside the repo."""
     env = os.environ.get("RIMO_MIRROR")
     candidates = [Path(env)] if env else []
-    candidates += [REPO_ROOT.parent / "shared/rimo/upstream", Path("/work/shared/rimo/upstream")]
+    # The mirror lies beside the checkout (../shared/rimo/upstream), wherever that is.
+    candidates.append(REPO_ROOT.parent / "shared/rimo/upstream")
     for cand in candidates:
         if all((cand / name).is_file() for name in UPSTREAM_FILES):
             return cand.resolve()

@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from stages import TRACK_N, TRACK_P
-from stages.atomic import write_json
-from stages.hashing import canonical_json, fingerprint
-from stages.items import ITEM_SCHEMAS
-from stages.predictions import PREDICTION_SCHEMAS
-from stages.score import SCORE_SCHEMAS
+from stages.core.atomic import write_json
+from stages.core.hashing import canonical_json, fingerprint
+from stages.core.items import ITEM_SCHEMAS
+from stages.core.predictions import PREDICTION_SCHEMAS
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.score.stage import SCORE_SCHEMAS
 
 # The RIMO-N wrong answer whose text must come out escaped, never as markup.
 XSS_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)> **bold**"

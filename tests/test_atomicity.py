@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.atomic import PAUSE_ENV
+from stages.core.atomic import PAUSE_ENV
 from tests.pipeline_repo import env, make_repo, sh
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.audit import (
+from stages.commands.audit.command import (
     DvcHasher,
     Ledger,
     check_items,
@@ -28,11 +27,12 @@ from stages.audit import (
     recompute_metrics,
     upstream_stages,
 )
-from stages.hashing import sha256_file
+from stages.core.hashing import sha256_file
+from stages.core.predictions import PREDICTION_SCHEMAS
+from stages.core.provenance import build_provenance, git_state, params_fingerprint
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predict import predict
-from stages.predictions import PREDICTION_SCHEMAS
-from stages.provenance import build_provenance, git_state, params_fingerprint
-from stages.score import SCORE_FILES, score
+from stages.score.stage import SCORE_FILES, score
 from tests.factories import n_item, small_benchmark, write_items
 from tests.pipeline_repo import make_repo, sh
 

@@ -24,18 +24,19 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
-from stages.hashing import sha256_bytes
-from stages.items import DOMAINS
-from stages.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
-from stages.validate import SOURCES, ValidationResult, run, validate
-from stages.validate_rules import CSV_COLUMNS, RULES, Finding
+from stages.core.artifacts import ITEMS_DIR, VALIDATION_PATH
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_bytes
+from stages.core.items import DOMAINS
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
+from stages.validate.rules import CSV_COLUMNS, RULES, Finding
+from stages.validate.stage import SOURCES, ValidationResult, run, validate
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 from tests.corrupt import FAULTS, N_JSONL, Fault, deep_nesting
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
-ITEMS, REPORT = Path("data/items"), Path("reports/validation.json")
+ITEMS, REPORT = ITEMS_DIR, VALIDATION_PATH
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -22,11 +22,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
+from stages.core.errors import StageError
+from stages.core.predictions import predictions_path
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
-from stages.predictions import predictions_path
-from stages.score import score
+from stages.score.stage import score
 from tests.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages.compare import (
+from stages.commands.compare.command import (
     Revision,
     Side,
     compare_sides,
@@ -21,8 +20,9 @@ from stages.compare import (
     render_html,
     render_markdown,
 )
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
-from stages.score import SCORE_FILES, score
+from stages.score.stage import SCORE_FILES, score
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import make_repo, sh
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.errors import StageError
+from stages.core.config import load_params
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_file
 from stages.fetch import FetchConfig, fetch
-from stages.hashing import sha256_file
-from stages.params import load_params
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 from tests.http_files import serve_directory
 

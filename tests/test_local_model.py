@@ -13,9 +13,9 @@ from types import ModuleType
 
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
-from stages.items import Item
+from stages.core.errors import StageError
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.local_model import (
     LlamaTransport,

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
-from stages.hashing import fingerprint
-from stages.items import Item
+from stages.core.errors import StageError
+from stages.core.hashing import fingerprint
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.base import Prediction
 from stages.predictors.cache import ResponseCache
@@ -286,7 +286,7 @@ def test_no_cache_dir_disables_caching(server: ChatServer, tmp_path: Path) -> No
 # --- resume after kill -9 --------------------------------------------------------------------
 DRIVER = """
 import json, sys
-from stages.items import Item
+from stages.core.items import Item
 from stages.predictors.openai_chat import OpenAIPredictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
@@ -399,7 +399,7 @@ def test_bad_config_is_rejected(server: ChatServer, tmp_path: Path, override: di
 
 # --- prompt templates ------------------------------------------------------------------------
 def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
-    from stages.hashing import sha256_file
+    from stages.core.hashing import sha256_file
     from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 
     tricky = n_item("t", r"Find $\{x\}$ with {{problem}} and {{index}} literally.")
@@ -415,8 +415,8 @@ def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
 
 def test_fresh_runs_give_byte_identical_predictions(server: ChatServer, tmp_path: Path) -> None:
     """Same inputs and params, cold caches, different latencies: the same Parquet bytes."""
+    from stages.core.predictions import predictions_path
     from stages.predict import predict
-    from stages.predictions import predictions_path
     from tests.factories import n_item as n_row
     from tests.factories import p_item as p_row
     from tests.factories import write_items

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
+from stages.core.errors import StageError
+from stages.core.predictions import predictions_path
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict, select_sample
-from stages.predictions import predictions_path
 from stages.predictors import available_backends, create_predictor
 from stages.predictors.registry import predictor_class
 from tests.factories import small_benchmark
@@ -70,7 +70,7 @@ def test_predictions_are_byte_identical_across_runs(bench: Path) -> None:
 
 
 def test_sample_is_seeded_and_nested(bench: Path) -> None:
-    from stages.items import load_items
+    from stages.core.items import load_items
     items = load_items(TRACK_N, bench / "items")
     two, three = select_sample(items, 2, 0), select_sample(items, 3, 0)
     assert [i.problem_id for i in two] == [i.problem_id for i in three][:2]
@@ -157,7 +157,7 @@ def test_replay_csv_with_unknown_columns(bench: Path) -> None:
 
 
 def test_prediction_with_lone_surrogate_becomes_an_item_error() -> None:
-    from stages.items import Item
+    from stages.core.items import Item
     from stages.predict import collect
     from stages.predictors import Prediction
     item = Item(TRACK_N, "2001a1", "p", "algebra", 1, True, "h", answer="1")

@@ -31,13 +31,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.atomic import PAUSE_ENV
-from stages.hashing import fingerprint
-from stages.items import DOMAINS
+from stages.core.atomic import PAUSE_ENV
+from stages.core.hashing import fingerprint
+from stages.core.items import DOMAINS
+from stages.core.predictions import predictions_path
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predict import predict
-from stages.predictions import predictions_path
-from stages.score import score
+from stages.score.stage import score
 from tests.chat_server import ChatServer, prompt_text
 from tests.conftest import REPO_ROOT
 from tests.factories import write_items

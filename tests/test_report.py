@@ -16,11 +16,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages import report as R
-from stages.errors import StageError
-from stages.hashing import sha256_file
-from stages.params import load_params
+from stages.core.config import load_params
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_file
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.report import stage as R
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 

@@ -29,8 +29,8 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib import image as mpimg
 
-from stages import report as R
-from stages.params import load_params
+from stages.core.config import load_params
+from stages.report import stage as R
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import XSS_TEXT, make_report_inputs
 

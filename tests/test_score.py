@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
+from stages.core.errors import StageError
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
-from stages.score import bootstrap_ci, score
-from stages.scoring import grade_n, grade_p_strict, leading_matches, match_parts
+from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
+from stages.score.stage import bootstrap_ci, score
 from tests.factories import n_item, small_benchmark, write_items
 
 BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
@@ -125,7 +125,7 @@ def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:
 def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
     import pandas as pd
 
-    from stages.predictions import predictions_path
+    from stages.core.predictions import predictions_path
     write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
     path = predictions_path(TRACK_N, tmp_path / "preds")
@@ -140,7 +140,7 @@ def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
 def test_tables_from_two_predict_runs_are_refused(tmp_path: Path) -> None:
     import shutil
 
-    from stages.predictions import predictions_path
+    from stages.core.predictions import predictions_path
     small_benchmark(tmp_path / "items")
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "a")
     predict({"backend": "constant"}, tmp_path / "items", tmp_path / "b")

@@ -4,32 +4,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from stages.items import Item
+from stages.core.items import Item
 
-STATUS_OK = "ok"
-STATUS_MISSING = "missing"  # the backend has no prediction for the item (counted wrong)
-STATUS_ERROR = "error"  # the backend failed on the item (counted wrong, reason kept)
-STATUSES = (STATUS_OK, STATUS_MISSING, STATUS_ERROR)
-
-
-@dataclass
-class Prediction:
-    """A prediction: a string for RIMO-N, an ordered list of strings for RIMO-P."""
-
-    track: str
-    problem_id: str
-    prediction: str | list[str] | None
-    status: str = STATUS_OK
-    error: str | None = None
-    # Backend-specific record of how the prediction came about (raw text, usage, latency...).
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.track, self.problem_id)
+# Re-exported: backends build these.
+from stages.core.predictions import (  # noqa: F401
+    STATUS_ERROR,
+    STATUS_MISSING,
+    STATUS_OK,
+    STATUSES,
+    Prediction,
+)
 
 
 class Predictor(ABC):

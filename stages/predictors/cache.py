@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stages.hashing import canonical_json, fingerprint
+from stages.core.hashing import canonical_json, fingerprint
 
 DEFAULT_CACHE_DIR = Path(".rimo_cache/responses")
 FORMAT = 1

@@ -35,9 +35,10 @@ from typing import Any, ClassVar, TypeVar
 
 from tqdm import tqdm
 
-from stages import TRACK_N, TRACK_P, __version__
-from stages.errors import StageError
-from stages.items import Item
+from stages import __version__
+from stages.core.errors import StageError
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
 from stages.predictors.base import STATUS_ERROR, Prediction, Predictor
 from stages.predictors.cache import ResponseCache, request_key

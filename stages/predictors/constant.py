@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from stages import TRACK_N
-from stages.errors import StageError
-from stages.items import Item
+from stages.core.errors import StageError
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N
 from stages.predictors.base import Prediction, Predictor
 
 

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from stages.atomic import atomic_path
-from stages.errors import StageError
-from stages.hashing import sha256_file
+from stages.core.atomic import atomic_path
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_file
 from stages.predictors.cache import DEFAULT_CACHE_DIR
 from stages.predictors.chat_engine import (
     ChatPredictor,

@@ -31,7 +31,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from stages.errors import StageError
+from stages.core.errors import StageError
 from stages.predictors.cache import DEFAULT_CACHE_DIR
 from stages.predictors.chat_engine import (
     ChatPredictor,

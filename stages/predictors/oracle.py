@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from stages import TRACK_N
-from stages.items import Item
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N
 from stages.predictors.base import Prediction, Predictor
 
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 
-from stages.errors import StageError
-from stages.hashing import sha256_bytes
-from stages.items import Item
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_bytes
+from stages.core.items import Item
 
 RIMO_N = "rimo_n.txt"
 RIMO_P_SINGLE = "rimo_p_single.txt"  # a one-part RIMO-P item: its sub-problem is the problem

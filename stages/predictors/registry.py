@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from stages.errors import StageError
+from stages.core.errors import StageError
 from stages.predictors.base import Predictor
 
 GROUP = "rimo_eval.predictors"

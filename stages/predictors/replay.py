@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.errors import StageError
-from stages.hashing import sha256_file
-from stages.items import Item
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_file
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors.base import STATUS_MISSING, Prediction, Predictor
 
 P_COLUMNS = [f"llm_solution{i}" for i in range(1, 5)]

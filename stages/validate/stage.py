@@ -20,14 +20,16 @@ import pyarrow.parquet as pq
 import yaml
 from jsonschema import Draft202012Validator
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.atomic import write_json, write_with
-from stages.errors import StageError
-from stages.hashing import fingerprint, sha256_file
-from stages.items import ITEM_SCHEMAS, ITEMS_DIR, items_path
-from stages.params import load_params, section
-from stages.rawio import CsvTable, JsonlRow, RawFile, read_csv, read_jsonl, read_raw
-from stages.validate_rules import (
+from stages.core.artifacts import RAW_DIR, UPSTREAM_FILES
+from stages.core.artifacts import VALIDATION_PATH as REPORT_PATH
+from stages.core.atomic import write_json, write_with
+from stages.core.config import load_params, section
+from stages.core.errors import StageError
+from stages.core.hashing import fingerprint, sha256_file
+from stages.core.items import ITEM_SCHEMAS, ITEMS_DIR, items_path
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.validate.rawio import CsvTable, JsonlRow, RawFile, read_csv, read_jsonl, read_raw
+from stages.validate.rules import (
     CSV_COLUMNS,
     EXPECTED_COUNTS,
     ID_LETTER_DOMAIN,
@@ -43,10 +45,8 @@ from stages.validate_rules import (
     show,
 )
 
-RAW_DIR = Path("data/raw")
-REPORT_PATH = Path("reports/validation.json")
 REPORT_VERSION = 1
-SOURCES = {track: (f"{track}.jsonl", f"{track}.csv") for track in TRACKS}
+SOURCES = UPSTREAM_FILES
 
 # --- errata ---------------------------------------------------------------------------------------
 

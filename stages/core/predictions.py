@@ -4,22 +4,43 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages import TRACK_N, TRACK_P
-from stages.atomic import write_with
-from stages.errors import StageError
-from stages.hashing import canonical_json
-from stages.items import Item
-from stages.predictors.base import Prediction
+from stages.core.artifacts import PREDICTION_FILES, PREDICTIONS_DIR, predictions_path  # noqa: F401
+from stages.core.atomic import write_with
+from stages.core.errors import StageError
+from stages.core.hashing import canonical_json
+from stages.core.items import Item
+from stages.core.tracks import TRACK_N, TRACK_P
 
-PREDICTIONS_DIR = Path("data/predictions")
-PREDICTION_FILES = {TRACK_N: "rimo_n.parquet", TRACK_P: "rimo_p.parquet"}
+STATUS_OK = "ok"
+STATUS_MISSING = "missing"  # the backend has no prediction for the item (counted wrong)
+STATUS_ERROR = "error"  # the backend failed on the item (counted wrong, reason kept)
+STATUSES = (STATUS_OK, STATUS_MISSING, STATUS_ERROR)
+
+
+@dataclass
+class Prediction:
+    """A prediction: a string for RIMO-N, an ordered list of strings for RIMO-P."""
+
+    track: str
+    problem_id: str
+    prediction: str | list[str] | None
+    status: str = STATUS_OK
+    error: str | None = None
+    # Backend-specific record of how the prediction came about (raw text, usage, latency...).
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.track, self.problem_id)
+
+
 
 _COMMON = [
     ("track", pa.string()),
@@ -36,10 +57,6 @@ PREDICTION_SCHEMAS = {
     TRACK_N: pa.schema([*_COMMON[:3], ("prediction", pa.string()), *_COMMON[3:]]),
     TRACK_P: pa.schema([*_COMMON[:3], ("prediction", pa.list_(pa.string())), *_COMMON[3:]]),
 }
-
-
-def predictions_path(track: str, out_dir: str | os.PathLike[str] = PREDICTIONS_DIR) -> Path:
-    return Path(out_dir) / PREDICTION_FILES[track]
 
 
 def build_table(track: str, items: Sequence[Item], preds: dict[tuple[str, str], Prediction],

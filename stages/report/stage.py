@@ -22,27 +22,27 @@ from typing import Any
 
 import pandas as pd
 
-from stages import TRACK_N, TRACK_P
-from stages.atomic import write_text
-from stages.errors import StageError
-from stages.hashing import canonical_json, sha256_file
-from stages.params import section
-
-NOTEBOOK = Path("notebooks/report.ipynb")
-OUT_IPYNB = Path("reports/report.ipynb")
-OUT_HTML = Path("reports/report.html")
+from stages.core import artifacts as A
+from stages.core.artifacts import NOTEBOOK
+from stages.core.artifacts import REPORT_HTML as OUT_HTML
+from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
+from stages.core.atomic import write_text
+from stages.core.config import section
+from stages.core.errors import StageError
+from stages.core.hashing import canonical_json, sha256_file
+from stages.core.tracks import TRACK_N, TRACK_P
 
 # Notebook parameter -> (default path, the stage that produces it: named in the error message).
 INPUTS: dict[str, tuple[Path, str]] = {
-    "items_n_path": (Path("data/items/rimo_n.parquet"), "validate"),
-    "items_p_path": (Path("data/items/rimo_p.parquet"), "validate"),
-    "predictions_n_path": (Path("data/predictions/rimo_n.parquet"), "predict"),
-    "predictions_p_path": (Path("data/predictions/rimo_p.parquet"), "predict"),
-    "scores_n_path": (Path("data/scores/rimo_n.parquet"), "score"),
-    "scores_p_path": (Path("data/scores/rimo_p.parquet"), "score"),
-    "metrics_path": (Path("reports/metrics.json"), "score"),
-    "validation_path": (Path("reports/validation.json"), "validate"),
-    "params_path": (Path("params.yaml"), ""),
+    "items_n_path": (A.items_path(TRACK_N), "validate"),
+    "items_p_path": (A.items_path(TRACK_P), "validate"),
+    "predictions_n_path": (A.predictions_path(TRACK_N), "predict"),
+    "predictions_p_path": (A.predictions_path(TRACK_P), "predict"),
+    "scores_n_path": (A.scores_path(TRACK_N), "score"),
+    "scores_p_path": (A.scores_path(TRACK_P), "score"),
+    "metrics_path": (A.METRICS_PATH, "score"),
+    "validation_path": (A.VALIDATION_PATH, "validate"),
+    "params_path": (A.PARAMS_PATH, ""),
 }
 
 CELL_TIMEOUT_S = 600  # a report cell takes seconds; a hang should fail the stage, not block it

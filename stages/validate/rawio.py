@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.errors import StageError
-from stages.hashing import sha256_bytes
-from stages.validate_rules import Finding, show
+from stages.core.errors import StageError
+from stages.core.hashing import sha256_bytes
+from stages.validate.rules import Finding, show
 
 BOM = b"\xef\xbb\xbf"
 _PID = re.compile(r'"problem_id"\s*:\s*"([^"\\]*)"')

@@ -25,15 +25,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.atomic import write_text
-from stages.errors import StageError
-from stages.items import DOMAINS
-from stages.score import METRICS_PATH, SCORE_FILES, SCORES_DIR
+from stages.core.atomic import write_text
+from stages.core.errors import StageError
+from stages.core.items import DOMAINS
+from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.score.stage import METRICS_PATH, SCORE_FILES, SCORES_DIR
 
 WORKSPACE = "workspace"
 TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
-HEADLINE = {TRACK_N: ("accuracy",), TRACK_P: ("strict", "sub_problem_accuracy", "prefix_score")}
 
 
 # --- statistics --------------------------------------------------------------------------------

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
-from stages import TRACK_N, TRACK_P
-from stages.errors import StageError
+from stages.core.artifacts import ITEM_FILES, ITEMS_DIR, items_path  # noqa: F401
+from stages.core.errors import StageError
+from stages.core.tracks import TRACK_N, TRACK_P
 
-ITEMS_DIR = Path("data/items")
-ITEM_FILES = {TRACK_N: "rimo_n.parquet", TRACK_P: "rimo_p.parquet"}
 DOMAINS = ("algebra", "combinatorics", "geometry", "number theory")
 
 _COMMON = [
@@ -54,10 +52,6 @@ class Item:
     @property
     def key(self) -> tuple[str, str]:
         return (self.track, self.problem_id)
-
-
-def items_path(track: str, items_dir: str | os.PathLike[str] = ITEMS_DIR) -> Path:
-    return Path(items_dir) / ITEM_FILES[track]
 
 
 def read_items_frame(track: str, items_dir: str | os.PathLike[str] = ITEMS_DIR) -> pd.DataFrame:

@@ -12,19 +12,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.atomic import write_json, write_text, write_with
-from stages.errors import StageError
-from stages.items import DOMAINS, ITEMS_DIR, items_path, read_items_frame
-from stages.predictions import PREDICTIONS_DIR, predictions_path, read_predictions
-from stages.predictors.base import STATUS_ERROR, STATUS_MISSING, STATUS_OK, STATUSES
-from stages.provenance import build_provenance
-from stages.scoring import grade_n, grade_p_strict, leading_matches, match_parts
-
-SCORES_DIR = Path("data/scores")
-SCORE_FILES = {TRACK_N: "rimo_n.parquet", TRACK_P: "rimo_p.parquet"}
-METRICS_PATH = Path("reports/metrics.json")
-PLOTS_DIR = Path("reports/plots")
+from stages.core.artifacts import METRICS_PATH, PLOT_FILES, PLOTS_DIR, SCORE_FILES, SCORES_DIR
+from stages.core.atomic import write_json, write_text, write_with
+from stages.core.errors import StageError
+from stages.core.items import DOMAINS, ITEMS_DIR, items_path, read_items_frame
+from stages.core.predictions import (
+    PREDICTIONS_DIR,
+    STATUS_ERROR,
+    STATUS_MISSING,
+    STATUS_OK,
+    STATUSES,
+    predictions_path,
+    read_predictions,
+)
+from stages.core.provenance import build_provenance
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 
 SCORE_SCHEMAS = {
     TRACK_N: pa.schema([
@@ -205,8 +208,8 @@ def plot_tables(metrics: dict[str, Any]) -> dict[str, str]:
                                                  "prefix_score", "n")}}
                 for k, v in p["by_parts"].items()]
     return {
-        "rimo_n_by_domain.csv": _csv(by_domain, ["domain", "accuracy", "n"]),
-        "rimo_p_by_parts.csv": _csv(by_parts, ["parts", "strict", "sub_problem_accuracy",
+        PLOT_FILES[TRACK_N]: _csv(by_domain, ["domain", "accuracy", "n"]),
+        PLOT_FILES[TRACK_P]: _csv(by_parts, ["parts", "strict", "sub_problem_accuracy",
                                                "prefix_score", "n"]),
     }
 

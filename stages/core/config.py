@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from stages.errors import StageError
+from stages.core.errors import StageError
 
 DEFAULT_PARAMS = Path("params.yaml")
 

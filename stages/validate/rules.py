@@ -15,8 +15,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, validators
 
-from stages import TRACK_N, TRACK_P
-from stages.items import DOMAINS
+from stages.core.items import DOMAINS
+from stages.core.tracks import TRACK_N, TRACK_P
 
 # Every rule a finding can carry, with what it means (the report lists them).
 RULES: dict[str, str] = {

@@ -26,15 +26,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from stages import TRACK_N, TRACK_P, TRACKS
-from stages.errors import StageError
+from stages.core.artifacts import LOCK_PATH, UPSTREAM_FILES
+from stages.core.errors import StageError
+from stages.core.hashing import file_digest, fingerprint, sha256_file
+from stages.core.items import ITEMS_DIR, items_path
+from stages.core.predictions import PREDICTIONS_DIR, predictions_path
+from stages.core.provenance import package_versions, params_fingerprint, predictions_identity
+from stages.core.provenance import upstream_pin as make_upstream_pin
+from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.fetch import RAW_DIR
-from stages.hashing import file_digest, fingerprint, sha256_file
-from stages.items import ITEMS_DIR, items_path
-from stages.predictions import PREDICTIONS_DIR, predictions_path
-from stages.provenance import package_versions, params_fingerprint, predictions_identity
-from stages.provenance import upstream_pin as make_upstream_pin
-from stages.score import (
+from stages.score.stage import (
     METRICS_PATH,
     PLOTS_DIR,
     SCORE_FILES,
@@ -49,9 +50,6 @@ from stages.score import (
     score_p,
 )
 
-LOCK_PATH = Path("dvc.lock")
-HEADLINE = {TRACK_N: ("accuracy",), TRACK_P: ("strict", "sub_problem_accuracy", "prefix_score")}
-UPSTREAM_FILES = {track: (f"{track}.jsonl", f"{track}.csv") for track in TRACKS}
 _MISSING = object()
 Status = Literal["ok", "break", "warning"]
 

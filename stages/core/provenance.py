@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from stages.hashing import fingerprint, sha256_file
+from stages.core.hashing import fingerprint, sha256_file
 
 PROVENANCE_VERSION = 1
 # The packages whose behaviour decides the stored scores and metrics.

@@ -1,0 +1,1 @@
+"""Tools that are not DVC stages."""

@@ -1,0 +1,1 @@
+"""rimo-eval audit: recompute every metric and check each hash chain."""

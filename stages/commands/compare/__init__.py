@@ -1,0 +1,1 @@
+"""rimo-eval compare: two revisions side by side, with paired tests."""

@@ -1,0 +1,1 @@
+"""The report stage: tables, charts, the papermill runner."""

@@ -1,0 +1,1 @@
+"""The score stage: grading, metrics, statistics."""

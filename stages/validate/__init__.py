@@ -1,0 +1,1 @@
+"""The validate stage: benchmark rules, raw file I/O, errata."""
