@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from stages.commands.audit.command import (
-    DvcHasher,
+    DvcHashes,
     Ledger,
     check_items,
     check_lock,
@@ -201,9 +201,15 @@ def test_lock_chain_md5s_and_params(tmp_path: Path) -> None:
             entry["md5"] = md5[entry["path"]]
     assert upstream_stages(lock, "m.json") == ["make", "use"]
 
+    sh(tmp_path, "dvc", "init", "--no-scm", "-q")  # hashes come from DVC, for its repo
+
     def breaks() -> list[str]:
         ledger = Ledger()
-        check_lock(ledger, tmp_path, lock, ["make", "use"], DvcHasher(tmp_path), {"out"})
+        hashes = DvcHashes(tmp_path)
+        try:
+            check_lock(ledger, tmp_path, lock, ["make", "use"], hashes, {"out"})
+        finally:
+            hashes.close()
         return [c.message for c in ledger.breaks]
 
     assert breaks() == []
