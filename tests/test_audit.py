@@ -27,6 +27,8 @@ from stages.commands.audit.command import (
     recompute_metrics,
     upstream_stages,
 )
+from stages.commands.audit.command import audit as run_audit
+from stages.core.errors import DataError
 from stages.core.hashing import sha256_file
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.provenance import build_provenance, git_state, params_fingerprint
@@ -165,6 +167,19 @@ def test_item_content_hashes_are_checked(tmp_path: Path) -> None:
     check_items(ledger, path, "items.parquet")
     [broken] = ledger.breaks
     assert broken.path == "items.parquet" and "2001a2" in broken.message
+
+
+def test_unreadable_inputs_are_data_errors(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"reports/metrics\.json: not found"):
+        run_audit(tmp_path)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports/metrics.json").write_text("{not json")
+    with pytest.raises(DataError, match=r"reports/metrics\.json: not valid JSON"):
+        run_audit(tmp_path)
+    (tmp_path / "reports/metrics.json").write_text("{}")
+    (tmp_path / "dvc.lock").write_text("stages: [unclosed\n")
+    with pytest.raises(DataError, match=r"dvc\.lock: invalid YAML"):
+        run_audit(tmp_path)
 
 
 # --- dvc.lock checks on a hand-written lock ----------------------------------------------------

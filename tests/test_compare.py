@@ -22,8 +22,9 @@ from stages.commands.compare.command import (
     compare_sides,
     render_html,
     render_markdown,
+    resolve,
 )
-from stages.core.errors import ConfigError
+from stages.core.errors import ConfigError, DataError
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.stage import SCORE_FILES, score
@@ -136,6 +137,15 @@ def test_bad_bootstrap_settings_are_a_config_error(small_sides: tuple[Side, Side
     with pytest.raises(ConfigError, match=re.escape("confidence in (0, 1), got samples=10, "
                                                          "confidence=1.5")):
         compare_sides(*small_sides, samples=10, confidence=1.5)
+
+
+def test_duplicate_ids_in_a_scores_table_are_a_data_error(small_sides: tuple[Side, Side]
+                                                          ) -> None:
+    a, b = small_sides
+    n = a.scores[TRACK_N]
+    doubled = Side(a.revision, a.metrics, {**a.scores, TRACK_N: pd.concat([n, n.iloc[:1]])})
+    with pytest.raises(DataError, match="scores of A: duplicate problem_id \\['2001a1'\\]"):
+        compare_sides(doubled, b, samples=10)
 
 
 # --- end to end: branches and an experiment in a real repo -------------------------------------
@@ -275,6 +285,8 @@ def test_unknown_revision_is_a_clear_error(branches: tuple[Path, dict[str, Any]]
     proc = sh(repo, "rimo-eval", "compare", "a", "no-such-exp", check=False)
     assert proc.returncode == 1
     assert "no-such-exp: not a git revision, branch or DVC experiment" in proc.stderr
+    with pytest.raises(ConfigError):
+        resolve(repo, "no-such-exp")
 
 
 @pytest.mark.slow

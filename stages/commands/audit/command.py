@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dvc.exceptions import DvcException
+
 from stages.commands.audit.content import (
     check_items,
     check_predictions,
@@ -87,7 +89,12 @@ def _check_lock_chain(ledger: Ledger, root: Path, shown: Mapping[str, dict[str, 
                           f"{LOCK_PATH}: stages {', '.join(stages)} made {metrics_shown}",
                           f"{LOCK_PATH}: no stage outputs {metrics_shown}"):
         return lock, MISSING
-    hashes = DvcHashes(root)
+    try:
+        hashes = DvcHashes(root)
+    except DvcException as exc:
+        ledger.broke("lock.md5", str(LOCK_PATH), f"{LOCK_PATH}: DVC cannot open the repository "
+                     f"to hash its files: {exc}")
+        return lock, MISSING
     try:
         check_lock(ledger, root, lock, stages, hashes, artifacts)
     finally:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from stages.commands.compare.revisions import Side
 from stages.core.dicts import flatten
-from stages.core.errors import ConfigError
+from stages.core.errors import ConfigError, DataError
 from stages.core.items import DOMAINS
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.score.statistics import bootstrap, mcnemar_exact
@@ -38,6 +38,11 @@ def _domain(value: Any) -> str | None:
 def pair(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """Inner join on (problem_id, item_hash): an item whose content changed between A and B is
     a different question, so it is reported, not paired."""
+    for side, frame in (("A", a), ("B", b)):
+        dup = sorted(set(frame["problem_id"][frame["problem_id"].duplicated()]))
+        if dup:
+            raise DataError(f"scores of {side}: duplicate problem_id {dup[:10]}: not a table "
+                            f"the score stage writes")
     merged = a.merge(b, on=["problem_id", "item_hash"], suffixes=("_a", "_b"), how="inner",
                      validate="one_to_one")
     ids_a, ids_b = set(a["problem_id"]), set(b["problem_id"])
