@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from stages.core.config import load_params
 from stages.core.errors import StageError
@@ -27,6 +28,8 @@ MODULES = {
     "audit": "stages.commands.audit.command",
     "compare": "stages.commands.compare.command",
 }
+# Commands that run without a params file (they use one when it is there).
+PARAMS_OPTIONAL = {"compare"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -49,18 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
                              help="git revision, branch, DVC experiment name, or 'workspace'")
     compare.add_argument("--json", action="store_true", help="JSON instead of Markdown")
     compare.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
-    compare.add_argument("--samples", type=int, default=1000,
-                         help="paired bootstrap resamples (default: %(default)s)")
-    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
-    compare.add_argument("--confidence", type=float, default=0.95,
-                         help="bootstrap interval level (default: %(default)s)")
+    compare.add_argument("--samples", type=int,
+                         help="paired bootstrap resamples (default: score.bootstrap, or 1000)")
+    compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")
+    compare.add_argument("--confidence", type=float,
+                         help="bootstrap interval level (default: score.bootstrap, or 0.95)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        params = load_params(args.params)
+        # compare reads each side's own artifacts: a params file is optional for it.
+        optional = args.command in PARAMS_OPTIONAL and not Path(args.params).exists()
+        params = None if optional else load_params(args.params)
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, params))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from stages.commands.audit.command import (
-    DvcHasher,
+    DvcHashes,
     Ledger,
     check_items,
     check_lock,
@@ -27,6 +27,8 @@ from stages.commands.audit.command import (
     recompute_metrics,
     upstream_stages,
 )
+from stages.commands.audit.command import audit as run_audit
+from stages.core.errors import DataError
 from stages.core.hashing import sha256_file
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.provenance import build_provenance, git_state, params_fingerprint
@@ -167,6 +169,19 @@ def test_item_content_hashes_are_checked(tmp_path: Path) -> None:
     assert broken.path == "items.parquet" and "2001a2" in broken.message
 
 
+def test_unreadable_inputs_are_data_errors(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"reports/metrics\.json: not found"):
+        run_audit(tmp_path)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports/metrics.json").write_text("{not json")
+    with pytest.raises(DataError, match=r"reports/metrics\.json: not valid JSON"):
+        run_audit(tmp_path)
+    (tmp_path / "reports/metrics.json").write_text("{}")
+    (tmp_path / "dvc.lock").write_text("stages: [unclosed\n")
+    with pytest.raises(DataError, match=r"dvc\.lock: invalid YAML"):
+        run_audit(tmp_path)
+
+
 # --- dvc.lock checks on a hand-written lock ----------------------------------------------------
 
 
@@ -201,9 +216,15 @@ def test_lock_chain_md5s_and_params(tmp_path: Path) -> None:
             entry["md5"] = md5[entry["path"]]
     assert upstream_stages(lock, "m.json") == ["make", "use"]
 
+    sh(tmp_path, "dvc", "init", "--no-scm", "-q")  # hashes come from DVC, for its repo
+
     def breaks() -> list[str]:
         ledger = Ledger()
-        check_lock(ledger, tmp_path, lock, ["make", "use"], DvcHasher(tmp_path), {"out"})
+        hashes = DvcHashes(tmp_path)
+        try:
+            check_lock(ledger, tmp_path, lock, ["make", "use"], hashes, {"out"})
+        finally:
+            hashes.close()
         return [c.message for c in ledger.breaks]
 
     assert breaks() == []

@@ -1,98 +1,35 @@
-"""``rimo-eval compare``: exact McNemar, paired bootstrap, flips, and the real git/DVC revisions."""
+"""``rimo-eval compare``: pairing, flips, tests, renderings, and the real git/DVC revisions.
+
+The statistics themselves (bootstrap, exact McNemar) are tested in tests/test_statistics.py.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
-import math
+import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from stages.commands.compare.command import (
     Revision,
     Side,
+    bootstrap_settings,
     compare_sides,
-    mcnemar_exact,
-    paired_bootstrap,
     render_html,
     render_markdown,
+    resolve,
 )
+from stages.core.errors import ConfigError, DataError
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.stage import SCORE_FILES, score
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import make_repo, sh
-
-# --- exact McNemar -----------------------------------------------------------------------------
-
-
-def test_mcnemar_matches_hand_computed_binomial_tails() -> None:
-    # p = 2 * P(X <= min(b, c)) for X ~ Bin(b + c, 1/2), capped at 1.
-    assert mcnemar_exact(5, 3) == 2 * (1 + 8 + 28 + 56) / 2**8
-    assert mcnemar_exact(3, 5) == mcnemar_exact(5, 3)
-    assert mcnemar_exact(10, 0) == 2 / 2**10
-    assert mcnemar_exact(12, 1) == 2 * (1 + 13) / 2**13
-    assert mcnemar_exact(1, 1) == 1.0  # 2 * 3/4 capped
-    assert mcnemar_exact(0, 0) == 1.0  # no discordant pairs: no evidence
-    assert mcnemar_exact(0, 1) == 1.0
-
-
-def test_mcnemar_equals_brute_force_enumeration() -> None:
-    # Independent definition: total probability of outcomes no more likely than the observed one.
-    for b, c in [(7, 2), (20, 9), (0, 6), (15, 15), (1, 30)]:
-        n = b + c
-        pmf = [math.comb(n, k) / 2**n for k in range(n + 1)]
-        want = min(1.0, sum(q for q in pmf if q <= pmf[b] * (1 + 1e-12)))
-        assert mcnemar_exact(b, c) == pytest.approx(want, rel=1e-12)
-    with pytest.raises(ValueError):
-        mcnemar_exact(-1, 2)
-
-
-def test_mcnemar_is_exact_for_large_counts() -> None:
-    # 2 / 2**400 underflows nothing and is not rounded to 0 by a float binomial sum.
-    assert mcnemar_exact(400, 0) == 2.0**-399
-
-
-# --- paired bootstrap --------------------------------------------------------------------------
-
-
-def spec(a: list[float], b: list[float], den: list[float] | None = None
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (np.array(a, float), np.array(b, float),
-            np.ones(len(a)) if den is None else np.array(den, float))
-
-
-def test_bootstrap_is_paired_seeded_and_sane() -> None:
-    rng = np.random.default_rng(5)
-    a = rng.integers(0, 2, 200).astype(float)
-    b = a.copy()
-    b[:20] = 1.0 - b[:20]  # 20 flips out of 200
-    specs = {"acc": (a, b, np.ones(200)), "same": (a, a, np.ones(200))}
-    ci = paired_bootstrap(specs, samples=500, seed=3, confidence=0.95)
-    assert ci == paired_bootstrap(specs, samples=500, seed=3, confidence=0.95)
-    assert ci != paired_bootstrap(specs, samples=500, seed=4, confidence=0.95)
-    # Identical sides: every resample gives delta 0, which an unpaired bootstrap would not.
-    assert ci["same"] == {"low": 0.0, "high": 0.0}
-    point = (b.sum() - a.sum()) / 200
-    assert ci["acc"]["low"] <= point <= ci["acc"]["high"]
-    # Paired: the interval only reflects the 20 discordant items, far narrower than +-0.1.
-    assert ci["acc"]["high"] - ci["acc"]["low"] < 0.12
-
-
-def test_bootstrap_ratio_and_empty_subgroups() -> None:
-    all_right = paired_bootstrap({"x": spec([0, 0, 0], [1, 1, 1])}, 200, 0, 0.9)
-    assert all_right["x"] == {"low": 1.0, "high": 1.0}
-    # A ratio of sums (sub-problem accuracy): 1/2 -> 2/2 on one item, with 2 parts.
-    ratio = paired_bootstrap({"r": spec([1], [2], [2])}, 50, 0, 0.95)
-    assert ratio["r"] == {"low": 0.5, "high": 0.5}
-    # A subgroup absent from every resample (mask all zero) has no interval, not a crash.
-    none = paired_bootstrap({"g": spec([0, 0], [0, 0], [0, 0])}, 50, 0, 0.95)
-    assert none["g"] is None
-    assert paired_bootstrap({"e": spec([], [])}, 50, 0, 0.95) == {"e": None}
-
 
 # --- flips and the table on small real score tables --------------------------------------------
 
@@ -185,6 +122,30 @@ def test_renderings_escape_ids_and_labels(small_sides: tuple[Side, Side]) -> Non
     assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt;\\|x" in md
     assert "| 2001c1 | combinatorics | wrong | right |" in md
     assert "exact McNemar on correct" in md
+
+
+def test_bootstrap_settings_come_from_params_and_options_override() -> None:
+    params = {"score": {"bootstrap": {"samples": 40, "seed": 3, "confidence": 0.8}}}
+    none = argparse.Namespace(samples=None, seed=None, confidence=None)
+    assert bootstrap_settings(params, none) == {"samples": 40, "seed": 3, "confidence": 0.8}
+    assert bootstrap_settings(None, none) == {"samples": 1000, "seed": 0, "confidence": 0.95}
+    some = argparse.Namespace(samples=None, seed=9, confidence=0.5)
+    assert bootstrap_settings(params, some) == {"samples": 40, "seed": 9, "confidence": 0.5}
+
+
+def test_bad_bootstrap_settings_are_a_config_error(small_sides: tuple[Side, Side]) -> None:
+    with pytest.raises(ConfigError, match=re.escape("confidence in (0, 1), got samples=10, "
+                                                         "confidence=1.5")):
+        compare_sides(*small_sides, samples=10, confidence=1.5)
+
+
+def test_duplicate_ids_in_a_scores_table_are_a_data_error(small_sides: tuple[Side, Side]
+                                                          ) -> None:
+    a, b = small_sides
+    n = a.scores[TRACK_N]
+    doubled = Side(a.revision, a.metrics, {**a.scores, TRACK_N: pd.concat([n, n.iloc[:1]])})
+    with pytest.raises(DataError, match="scores of A: duplicate problem_id \\['2001a1'\\]"):
+        compare_sides(doubled, b, samples=10)
 
 
 # --- end to end: branches and an experiment in a real repo -------------------------------------
@@ -324,3 +285,33 @@ def test_unknown_revision_is_a_clear_error(branches: tuple[Path, dict[str, Any]]
     proc = sh(repo, "rimo-eval", "compare", "a", "no-such-exp", check=False)
     assert proc.returncode == 1
     assert "no-such-exp: not a git revision, branch or DVC experiment" in proc.stderr
+    with pytest.raises(ConfigError):
+        resolve(repo, "no-such-exp")
+
+
+@pytest.mark.slow
+def test_intervals_follow_score_bootstrap_and_need_no_params_file(
+        branches: tuple[Path, dict[str, Any]]) -> None:
+    repo, _ = branches
+    params_path = repo / "params.yaml"
+    saved = params_path.read_text()
+    try:
+        params = yaml.safe_load(saved)
+        params["score"]["bootstrap"] = {"samples": 200, "seed": 5, "confidence": 0.9}
+        params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+        from_params = run_compare(repo, "a", "b")
+        assert from_params["bootstrap"] == {"samples": 200, "seed": 5, "confidence": 0.9}
+        overridden = run_compare(repo, "a", "b", "--seed", "6")
+        assert overridden["bootstrap"] == {"samples": 200, "seed": 6, "confidence": 0.9}
+        ci = {r["name"]: r["ci"] for r in from_params["metrics"] if r["rate"]}
+        ci6 = {r["name"]: r["ci"] for r in overridden["metrics"] if r["rate"]}
+        assert ci != ci6  # the seed reached the resampling
+        params_path.unlink()
+        bare = sh(repo, "rimo-eval", "compare", "a", "b", "--json")
+        assert json.loads(bare.stdout)["bootstrap"] == {"samples": 1000, "seed": 0,
+                                                        "confidence": 0.95}
+        # Other commands still need one.
+        proc = sh(repo, "rimo-eval", "audit", check=False)
+        assert proc.returncode == 1 and "params file not found" in proc.stderr
+    finally:
+        params_path.write_text(saved)

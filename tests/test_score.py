@@ -11,7 +11,7 @@ from stages.core.errors import StageError
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from stages.score.stage import bootstrap_ci, score
+from stages.score.stage import score
 from tests.factories import n_item, small_benchmark, write_items
 
 BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
@@ -100,16 +100,6 @@ def test_outputs_are_written_and_stable(scored: tuple[Path, dict]) -> None:
     assert {p: p.read_bytes() for p in first} == first
     assert (root / "plots/rimo_n_by_domain.csv").read_text().splitlines() == [
         "domain,accuracy,n", "algebra,0.5,2", "combinatorics,0.5,2"]
-
-
-def test_bootstrap_is_seeded_and_sane() -> None:
-    import numpy as np
-    x = np.array([1.0] * 30 + [0.0] * 70)
-    a = bootstrap_ci(x, None, samples=500, seed=3, confidence=0.95)
-    assert a == bootstrap_ci(x, None, samples=500, seed=3, confidence=0.95)
-    assert a["low"] < 0.3 < a["high"]
-    assert bootstrap_ci(np.ones(5), None, 100, 0, 0.95) == {"low": 1.0, "high": 1.0}
-    assert bootstrap_ci(np.array([]), None, 100, 0, 0.95) == {"low": None, "high": None}
 
 
 def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:

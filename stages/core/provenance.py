@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from stages.core.git import head_commit, is_dirty
 from stages.core.hashing import fingerprint, sha256_file
 
 PROVENANCE_VERSION = 1
@@ -44,19 +44,10 @@ def file_hashes(paths: Iterable[str | os.PathLike[str]], root: str | os.PathLike
 
 def git_state(cwd: str | os.PathLike[str] = ".") -> dict[str, Any]:
     """HEAD and whether the pipeline's sources differ from it; nulls outside a git repo."""
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                                  timeout=30, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return proc.stdout if proc.returncode == 0 else None
-
-    commit = git("rev-parse", "--verify", "-q", "HEAD^{commit}")
+    commit = head_commit(cwd)
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--", *SOURCE_PATHS)
-    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+    return {"commit": commit, "dirty": is_dirty(cwd, SOURCE_PATHS)}
 
 
 def package_versions() -> dict[str, str | None]:

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.core.artifacts import METRICS_PATH, PLOT_FILES, PLOTS_DIR, SCORE_FILES, SCORES_DIR
+from stages.core.artifacts import METRICS_PATH, PLOTS_DIR, SCORE_FILES, SCORES_DIR
 from stages.core.atomic import write_json, write_text, write_with
 from stages.core.errors import StageError
-from stages.core.items import DOMAINS, ITEMS_DIR, items_path, read_items_frame
+from stages.core.items import ITEMS_DIR, items_path, read_items_frame
 from stages.core.predictions import (
     PREDICTIONS_DIR,
-    STATUS_ERROR,
-    STATUS_MISSING,
     STATUS_OK,
     STATUSES,
     predictions_path,
@@ -28,6 +23,7 @@ from stages.core.predictions import (
 from stages.core.provenance import build_provenance
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
+from stages.score.metrics import bootstrap_params, compute, plot_tables
 
 SCORE_SCHEMAS = {
     TRACK_N: pa.schema([
@@ -113,129 +109,17 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_P].names)
 
 
-def bootstrap_ci(num: np.ndarray, den: np.ndarray | None, samples: int, seed: int,
-                 confidence: float) -> dict[str, float | None]:
-    """Percentile interval of sum(num)/sum(den) (or mean(num)) over items resampled with
-    replacement; seeded, so the interval is part of the reproducible output."""
-    n = len(num)
-    if n == 0 or samples <= 0:
-        return {"low": None, "high": None}
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(samples, n))
-    stats = num[idx].sum(axis=1) / (den[idx].sum(axis=1) if den is not None else n)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(stats, [alpha, 1 - alpha])
-    return {"low": _round(low), "high": _round(high)}
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(float(x), 6)
-
-
-def _ratio(num: float, den: float) -> float | None:
-    return _round(num / den) if den else None
-
-
-def _status_counts(df: pd.DataFrame) -> dict[str, int]:
-    return {"missing": int((df["status"] == STATUS_MISSING).sum()),
-            "errors": int((df["status"] == STATUS_ERROR).sum())}
-
-
-def metrics_n(scores: pd.DataFrame, boot: dict[str, Any]) -> dict[str, Any]:
-    correct = scores["correct"].to_numpy(dtype=float)
-    by_domain, by_domain_n = {}, {}
-    for domain in DOMAINS:
-        part = scores[scores["domain"] == domain]
-        if len(part):
-            by_domain[domain] = _ratio(part["correct"].sum(), len(part))
-            by_domain_n[domain] = len(part)
-    return {
-        "accuracy": _ratio(correct.sum(), len(correct)),
-        "n": len(scores),
-        "correct": int(correct.sum()),
-        **_status_counts(scores),
-        "by_domain": by_domain,
-        "by_domain_n": by_domain_n,
-        "ci": {"accuracy": bootstrap_ci(correct, None, **boot)},
-    }
-
-
-def _p_headline(df: pd.DataFrame) -> dict[str, Any]:
-    return {
-        "n": len(df),
-        "strict": _ratio(df["strict"].sum(), len(df)),
-        "sub_problem_accuracy": _ratio(df["n_matched"].sum(), df["number_of_parts"].sum()),
-        "prefix_score": _ratio(df["prefix_score"].sum(), len(df)),
-    }
-
-
-def metrics_p(scores: pd.DataFrame, boot: dict[str, Any]) -> dict[str, Any]:
-    graded = scores[scores["gradable"]]
-    strict = graded["strict"].to_numpy(dtype=float)
-    matched = graded["n_matched"].to_numpy(dtype=float)
-    parts = graded["number_of_parts"].to_numpy(dtype=float)
-    prefix = graded["prefix_score"].to_numpy(dtype=float)
-    by_parts = {str(k): _p_headline(graded[graded["number_of_parts"] == k])
-                for k in sorted(graded["number_of_parts"].unique())}
-    return {
-        **_p_headline(graded),
-        "sub_problems": int(parts.sum()),
-        **_status_counts(graded),
-        "ungradable": int((~scores["gradable"]).sum()),
-        "by_parts": by_parts,
-        "ci": {
-            "strict": bootstrap_ci(strict, None, **boot),
-            "sub_problem_accuracy": bootstrap_ci(matched, parts, **boot),
-            "prefix_score": bootstrap_ci(prefix, None, **boot),
-        },
-    }
-
-
-def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-def plot_tables(metrics: dict[str, Any]) -> dict[str, str]:
-    """CSV plot data for ``dvc plots``: RIMO-N accuracy by domain, RIMO-P scores by parts."""
-    n, p = metrics[TRACK_N], metrics[TRACK_P]
-    by_domain = [{"domain": d, "accuracy": acc, "n": n["by_domain_n"][d]}
-                 for d, acc in n["by_domain"].items()]
-    by_parts = [{"parts": k, **{m: v[m] for m in ("strict", "sub_problem_accuracy",
-                                                 "prefix_score", "n")}}
-                for k, v in p["by_parts"].items()]
-    return {
-        PLOT_FILES[TRACK_N]: _csv(by_domain, ["domain", "accuracy", "n"]),
-        PLOT_FILES[TRACK_P]: _csv(by_parts, ["parts", "strict", "sub_problem_accuracy",
-                                               "prefix_score", "n"]),
-    }
-
-
-def _boot_params(cfg: dict[str, Any]) -> dict[str, Any]:
-    b = cfg.get("bootstrap") or {}
-    return {"samples": int(b.get("samples", 1000)), "seed": int(b.get("seed", 0)),
-            "confidence": float(b.get("confidence", 0.95))}
-
-
 def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
           scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
           plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """``params`` is the whole params file; only its upstream pin goes into the provenance."""
-    boot = _boot_params(cfg)
+    boot = bootstrap_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
     check_one_run(preds)
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
-    metrics = {TRACK_N: metrics_n(scores[TRACK_N], boot),
-               TRACK_P: metrics_p(scores[TRACK_P], boot)}
-    evaluated = {t: len(scores[t]) for t in TRACKS}
-    total = {t: len(items[t]) for t in TRACKS}
-    metrics["sample"] = {"evaluated": evaluated, "total": total,
-                         "is_sample": evaluated != total}
+    metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot)
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_with(scores_dir / SCORE_FILES[track],

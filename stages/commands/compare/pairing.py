@@ -1,0 +1,192 @@
+"""Pairing two sides item by item, the paired tests, and the metric table.
+
+Items are paired by (problem_id, item hash), which makes the tests paired: exact McNemar on
+the discordant pairs of RIMO-N ``correct`` and RIMO-P ``strict``, and the seeded bootstrap of
+score.statistics (items resampled jointly for A and B) for the delta of every rate metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stages.commands.compare.revisions import Side
+from stages.core.dicts import flatten
+from stages.core.errors import ConfigError, DataError
+from stages.core.items import DOMAINS
+from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.score.statistics import bootstrap, mcnemar_exact
+
+TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
+# Numerator in A, numerator in B, denominator: every rate metric is a ratio of per-item sums.
+PairedRatio = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def ratio_delta(spec: PairedRatio) -> float | None:
+    num_a, num_b, den = spec
+    total = float(den.sum())
+    return None if total == 0 else (float(num_b.sum()) - float(num_a.sum())) / total
+
+
+def _domain(value: Any) -> str | None:
+    return None if value is None or pd.isna(value) else str(value)
+
+
+def pair(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """Inner join on (problem_id, item_hash): an item whose content changed between A and B is
+    a different question, so it is reported, not paired."""
+    for side, frame in (("A", a), ("B", b)):
+        dup = sorted(set(frame["problem_id"][frame["problem_id"].duplicated()]))
+        if dup:
+            raise DataError(f"scores of {side}: duplicate problem_id {dup[:10]}: not a table "
+                            f"the score stage writes")
+    merged = a.merge(b, on=["problem_id", "item_hash"], suffixes=("_a", "_b"), how="inner",
+                     validate="one_to_one")
+    ids_a, ids_b = set(a["problem_id"]), set(b["problem_id"])
+    changed = sorted((ids_a & ids_b) - set(merged["problem_id"]))
+    unpaired = {"only_a": sorted(ids_a - ids_b), "only_b": sorted(ids_b - ids_a),
+                "changed_items": changed}
+    return merged.sort_values("problem_id", kind="stable").reset_index(drop=True), unpaired
+
+
+def _f(frame: pd.DataFrame, col: str) -> np.ndarray:
+    return frame[col].to_numpy(dtype=float)
+
+
+def ratio_specs(track: str, paired: pd.DataFrame) -> dict[str, PairedRatio]:
+    """Every rate metric of metrics.json as a ratio of per-item sums, named like its key."""
+    specs: dict[str, PairedRatio] = {}
+    n = len(paired)
+    ones = np.ones(n)
+    if track == TRACK_N:
+        ca, cb = _f(paired, "correct_a"), _f(paired, "correct_b")
+        specs[f"{TRACK_N}.accuracy"] = (ca, cb, ones)
+        domains = paired["domain_a"].map(_domain) if n else pd.Series(dtype=object)
+        for d in DOMAINS:
+            mask = (domains == d).to_numpy(dtype=float)
+            if mask.any():
+                specs[f"{TRACK_N}.by_domain.{d}"] = (ca * mask, cb * mask, mask)
+        return specs
+    cols = {"strict": ("strict", None), "sub_problem_accuracy": ("n_matched", "number_of_parts"),
+            "prefix_score": ("prefix_score", None)}
+    parts = paired["number_of_parts_a"].to_numpy(dtype=float) if n else np.zeros(0)
+
+    def add(prefix: str, mask: np.ndarray) -> None:
+        for name, (num, den) in cols.items():
+            d = parts * mask if den else mask
+            specs[f"{prefix}{name}"] = (_f(paired, f"{num}_a") * mask,
+                                        _f(paired, f"{num}_b") * mask, d)
+
+    add(f"{TRACK_P}.", ones)
+    for k in sorted({int(x) for x in parts}):
+        add(f"{TRACK_P}.by_parts.{k}.", (parts == k).astype(float))
+    return specs
+
+
+def flips(track: str, paired: pd.DataFrame) -> list[dict[str, Any]]:
+    col = TESTED[track]
+    out = []
+    for r in paired.to_dict("records"):
+        a, b = bool(r[f"{col}_a"]), bool(r[f"{col}_b"])
+        if a != b:
+            row = {"problem_id": r["problem_id"], "domain": _domain(r["domain_a"]), "a": a,
+                   "b": b}
+            if track == TRACK_P:
+                row["parts"] = int(r["number_of_parts_a"])
+            out.append(row)
+    return out
+
+
+def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, seed: int,
+                  confidence: float) -> dict[str, Any]:
+    paired, unpaired = pair(a, b)
+    if track == TRACK_P:
+        # strict and the other RIMO-P rates are defined over gradable items only.
+        paired = paired[paired["gradable_a"].astype(bool)].reset_index(drop=True)
+    specs = ratio_specs(track, paired)
+    # The delta's numerator is per item B - A: one resample draw covers both sides.
+    intervals = bootstrap({name: (nb - na, den) for name, (na, nb, den) in specs.items()},
+                          samples, seed, confidence)
+    flipped = flips(track, paired)
+    lost = sum(1 for f in flipped if f["a"])
+    gained = len(flipped) - lost
+    col = TESTED[track]
+    return {
+        "paired": len(paired),
+        **unpaired,
+        "test": {"name": "exact McNemar", "metric": col, "right_in_a_only": lost,
+                 "right_in_b_only": gained, "discordant": lost + gained,
+                 "both_right": int((paired[f"{col}_a"] & paired[f"{col}_b"]).sum()),
+                 "both_wrong": int((~paired[f"{col}_a"] & ~paired[f"{col}_b"]).sum()),
+                 "p_value": mcnemar_exact(lost, gained)},
+        "deltas": {name: {"paired_delta": None if (d := ratio_delta(s)) is None
+                          else round(d, 6), "ci": intervals[name]}
+                   for name, s in specs.items()},
+        "flips": flipped,
+    }
+
+
+# --- the metric table --------------------------------------------------------------------------
+
+
+def _table_keys(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    # Each side's own intervals and the provenance are not quantities to subtract.
+    keep = {k: v for k, v in metrics.items() if k in TRACKS or k == "sample"}
+    return {k: v for k, v in flatten(keep).items()
+            if ".ci." not in k and not isinstance(v, bool | Mapping)}
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
+                deltas: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    fa, fb = _table_keys(ma), _table_keys(mb)
+    names = [*fa, *(k for k in fb if k not in fa)]
+
+    spec_pos = {name: k for k, name in enumerate(deltas)}
+
+    def order(item: tuple[int, str]) -> tuple[int, int, int]:
+        # Per track: headline metrics, then the other rates in spec order, then the counts.
+        pos, name = item
+        head, _, rest = name.partition(".")
+        track = TRACKS.index(head) if head in TRACKS else len(TRACKS)
+        headline = HEADLINE.get(head, ())
+        if rest in headline:
+            return (track, headline.index(rest), 0)
+        if name in spec_pos:
+            return (track, len(headline), spec_pos[name])
+        return (track, len(headline) + 1, pos)
+
+    rows = []
+    for _, name in sorted(enumerate(names), key=order):
+        a, b = fa.get(name), fb.get(name)
+        d = deltas.get(name) or {}
+        rows.append({"name": name, "a": a, "b": b, "rate": name in deltas,
+                     "delta": round(b - a, 6) if _number(a) and _number(b) else None,
+                     "ci": d.get("ci"), "paired_delta": d.get("paired_delta")})
+    return rows
+
+
+def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
+                  confidence: float = 0.95) -> dict[str, Any]:
+    if samples < 0 or not 0 < confidence < 1:
+        raise ConfigError(f"compare: bootstrap samples must be >= 0 and confidence in (0, 1), "
+                          f"got samples={samples}, confidence={confidence}")
+    tracks = {t: compare_track(t, a.scores[t], b.scores[t], samples, seed, confidence)
+              for t in TRACKS}
+    deltas = {name: d for t in TRACKS for name, d in tracks[t]["deltas"].items()}
+    return {
+        "a": a.summary(), "b": b.summary(),
+        "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence},
+        "metrics": metric_rows(a.metrics, b.metrics, deltas),
+        "tracks": tracks,
+    }
+
+
+__all__ = ["TESTED", "PairedRatio", "compare_sides", "compare_track", "flips", "metric_rows",
+           "pair", "ratio_delta", "ratio_specs"]

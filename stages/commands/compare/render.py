@@ -1,0 +1,158 @@
+"""The comparison as Markdown (a PR comment) and as a self-contained HTML page.
+
+Markdown cells are escaped by ``_md``; the HTML comes from a jinja2 template with autoescape,
+so no value reaches the page unescaped.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from stages.core.tracks import TRACKS
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.6f}" if isinstance(x, float) else str(x)
+
+
+def fmt_delta(x: Any) -> str:
+    return "-" if x is None else f"{x:+.6f}" if isinstance(x, float) else f"{x:+d}"
+
+
+def fmt_ci(ci: Mapping[str, float] | None) -> str:
+    return "-" if not ci else f"[{ci['low']:+.4f}, {ci['high']:+.4f}]"
+
+
+def fmt_p(p: float) -> str:
+    return f"{p:.4g}"
+
+
+def _side_cells(side: Mapping[str, Any]) -> dict[str, str]:
+    rev = side["rev"][:12] if side["rev"] else "working tree"
+    cells = {"revision": f"{side['label']} ({side['kind']}, {rev})"}
+    for t in TRACKS:
+        p = (side.get("predictions") or {}).get(t) or {}
+        cells[f"{t} predictions"] = (f"{p.get('backend')} {str(p.get('fingerprint'))[:12]}"
+                                     if p else "unknown (no provenance block)")
+    cells["params fingerprint"] = str(side.get("params_fingerprint") or "-")[:12]
+    return cells
+
+
+def _md(text: Any) -> str:
+    """A Markdown table cell: no raw HTML, pipes or line breaks from ids or labels."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_row(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def _right(x: bool) -> str:
+    return "right" if x else "wrong"
+
+
+def _unpaired_note(track: str, t: Mapping[str, Any]) -> str | None:
+    parts = [f"{len(t[k])} {label}" for k, label in (
+        ("only_a", "only in A"), ("only_b", "only in B"),
+        ("changed_items", "with changed content")) if t[k]]
+    return f"{track}: not paired: " + ", ".join(parts) if parts else None
+
+
+def render_markdown(result: Mapping[str, Any]) -> str:
+    a, b = result["a"], result["b"]
+    boot = result["bootstrap"]
+    level = f"{boot['confidence'] * 100:g}%"
+    out = [f"## RIMO comparison: A = {_md(a['label'])}, B = {_md(b['label'])}", ""]
+    ca, cb = _side_cells(a), _side_cells(b)
+    out += ["| | A | B |", "| --- | --- | --- |"]
+    out += [_md_row([k, ca[k], cb[k]]) for k in ca]
+    out += ["", "### Metrics", "", f"| metric | A | B | Δ (B - A) | {level} CI of Δ |",
+            "| --- | ---: | ---: | ---: | :---: |"]
+    out += [_md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"]), fmt_ci(r["ci"])])
+            for r in result["metrics"] if r["rate"]]
+    out += ["", f"Intervals: paired bootstrap over items, {boot['samples']} resamples, seed "
+            f"{boot['seed']}.", "", "<details><summary>counts</summary>", "",
+            "| count | A | B | Δ (B - A) |", "| --- | ---: | ---: | ---: |"]
+    out += [_md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"])])
+            for r in result["metrics"] if not r["rate"]]
+    out += ["", "</details>", "", "### Paired tests", "",
+            "| track | test | paired items | right in A only | right in B only | p (two-sided) |",
+            "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for track, t in result["tracks"].items():
+        test = t["test"]
+        out.append(_md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
+                            test["right_in_a_only"], test["right_in_b_only"],
+                            fmt_p(test["p_value"])]))
+    notes = [n for track, t in result["tracks"].items() if (n := _unpaired_note(track, t))]
+    if notes:
+        out += [""] + [f"- {_md(n)}" for n in notes]
+    out += ["", "### Flipped items"]
+    for track, t in result["tracks"].items():
+        test = t["test"]
+        out += ["", f"**{track}** ({test['metric']}): {len(t['flips'])} flipped: "
+                f"{test['right_in_a_only']} right in A and wrong in B, "
+                f"{test['right_in_b_only']} wrong in A and right in B"]
+        if t["flips"]:
+            out += ["", "<details><summary>flipped items</summary>", "",
+                    "| problem_id | domain | A | B |", "| --- | --- | --- | --- |"]
+            out += [_md_row([f["problem_id"], f["domain"] or "-", _right(f["a"]), _right(f["b"])])
+                    for f in t["flips"]]
+            out += ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def _sign(x: Any) -> str:
+    return "num" + (" neg" if _number(x) and x < 0 else " pos" if _number(x) and x > 0 else "")
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template("compare.html.j2")
+
+
+def render_html(result: Mapping[str, Any]) -> str:
+    """A self-contained page (no scripts, nothing fetched); the template escapes every value."""
+    a, b = result["a"], result["b"]
+    boot = result["bootstrap"]
+    ca, cb = _side_cells(a), _side_cells(b)
+    tracks = [{"note": _unpaired_note(track, t),
+               "caption": f"{track}: {len(t['flips'])} flipped on {t['test']['metric']}",
+               "flips": [[(f["problem_id"], ""), (f["domain"] or "-", ""), (_right(f["a"]), ""),
+                          (_right(f["b"]), "")] for f in t["flips"]]}
+              for track, t in result["tracks"].items()]
+    return _template().render(
+        a=a, b=b,
+        sides=[[(k, ""), (ca[k], ""), (cb[k], "")] for k in ca],
+        metrics_head=["metric", "A", "B", "Δ (B - A)",
+                      f"{boot['confidence'] * 100:g}% CI of Δ"],
+        metrics=[[(r["name"], ""), (fmt(r["a"]), "num"), (fmt(r["b"]), "num"),
+                  (fmt_delta(r["delta"]), _sign(r["delta"])), (fmt_ci(r["ci"]), "num")]
+                 for r in result["metrics"]],
+        metrics_caption=f"Metrics (paired bootstrap, {boot['samples']} resamples, seed "
+                        f"{boot['seed']})",
+        tests_head=["track", "test", "paired items", "right in A only", "right in B only",
+                    "p (two-sided)"],
+        tests=[[(track, ""), (f"{t['test']['name']} on {t['test']['metric']}", ""),
+                (t["paired"], "num"), (t["test"]["right_in_a_only"], "num"),
+                (t["test"]["right_in_b_only"], "num"), (fmt_p(t["test"]["p_value"]), "num")]
+               for track, t in result["tracks"].items()],
+        tracks=tracks)
+
+
+__all__ = ["fmt", "fmt_ci", "fmt_delta", "fmt_p", "render_html", "render_markdown"]

@@ -1,0 +1,102 @@
+"""Reading one side of a comparison: a git revision, branch, DVC experiment or the workspace.
+
+Artifacts are read through DVC at the revision (git for metrics.json, the DVC cache for the
+per-item scores), so nothing is checked out and the workspace is left alone.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stages.core.artifacts import METRICS_PATH, scores_path
+from stages.core.errors import ConfigError, DataError
+from stages.core.tracks import TRACKS
+
+WORKSPACE = "workspace"
+
+
+@dataclass(frozen=True)
+class Revision:
+    label: str  # as the user wrote it
+    kind: str  # workspace | git | experiment
+    rev: str | None  # commit sha; None for the workspace
+    ref: str | None = None  # refs/exps/... for an experiment
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "kind": self.kind, "rev": self.rev, "ref": self.ref}
+
+
+def resolve(root: Path, name: str) -> Revision:
+    """A git revision (branch, tag, sha, HEAD~1...) first, else a DVC experiment name. DVC's
+    SCM (``repo.scm``) answers both, in DVC's own order."""
+    if name == WORKSPACE:
+        return Revision(name, WORKSPACE, None)
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+    from dvc.repo.experiments.utils import resolve_name
+    from dvc.scm import RevError, resolve_rev
+
+    try:
+        with Repo(os.fspath(root)) as repo:
+            sha = resolve_rev(repo.scm, name)
+            found = resolve_name(repo.scm, [name]).get(name)
+            if found is not None and repo.scm.get_ref(str(found)) == sha:
+                return Revision(name, "experiment", sha, str(found))
+            return Revision(name, "git", sha)
+    except RevError as exc:
+        raise ConfigError(f"{name}: not a git revision, branch or DVC experiment in this "
+                          f"repository (see `git branch` and `dvc exp show`): {exc}") from exc
+    except DvcException as exc:
+        raise ConfigError(f"{name}: cannot resolve: {exc}") from exc
+
+
+@dataclass
+class Side:
+    revision: Revision
+    metrics: dict[str, Any]
+    scores: dict[str, pd.DataFrame]
+
+    def summary(self) -> dict[str, Any]:
+        prov = self.metrics.get("provenance") or {}
+        return {**self.revision.to_json(),
+                "predictions": prov.get("predictions"),
+                "params_fingerprint": prov.get("params_fingerprint"),
+                "commit": (prov.get("git") or {}).get("commit")}
+
+
+def load_side(root: Path, revision: Revision) -> Side:
+    from dvc.api import DVCFileSystem
+    from dvc.exceptions import DvcException
+
+    where = revision.label if revision.rev is None else f"{revision.label} ({revision.rev[:12]})"
+    fs = DVCFileSystem(os.fspath(root.resolve()), rev=revision.rev)
+
+    def read(path: Path) -> bytes:
+        try:
+            return fs.read_bytes(path.as_posix())
+        except (FileNotFoundError, DvcException) as exc:
+            why = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
+            raise DataError(f"{path.as_posix()}: not readable at {where} ({why}): was the "
+                            f"pipeline run and its results committed there, and is the DVC "
+                            f"cache complete (`dvc pull`, `dvc exp pull`)?") from exc
+
+    try:
+        try:
+            metrics = json.loads(read(METRICS_PATH))
+        except ValueError as exc:
+            raise DataError(f"{METRICS_PATH.as_posix()} at {where}: not valid JSON: {exc}"
+                            ) from exc
+        scores = {t: pd.read_parquet(io.BytesIO(read(scores_path(t)))) for t in TRACKS}
+    finally:
+        fs.close()
+    return Side(revision, metrics, scores)
+
+
+__all__ = ["WORKSPACE", "Revision", "Side", "load_side", "resolve"]

@@ -1,0 +1,140 @@
+"""The metrics block of reports/metrics.json and its plot tables, from the per-item scores.
+
+``compute`` is the one definition: the score stage writes what it returns, and audit
+recomputes with it, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stages.core.artifacts import PLOT_FILES
+from stages.core.items import DOMAINS
+from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.statistics import Interval, bootstrap
+
+DEFAULT_BOOTSTRAP = {"samples": 1000, "seed": 0, "confidence": 0.95}
+
+
+def bootstrap_params(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``score.bootstrap`` with its defaults, typed: what the intervals are computed with."""
+    b = (cfg or {}).get("bootstrap") or {}
+    return {"samples": int(b.get("samples", DEFAULT_BOOTSTRAP["samples"])),
+            "seed": int(b.get("seed", DEFAULT_BOOTSTRAP["seed"])),
+            "confidence": float(b.get("confidence", DEFAULT_BOOTSTRAP["confidence"]))}
+
+
+def rounded(x: float | None) -> float | None:
+    # Six digits: stable across summation order, enough for a 1/335 step.
+    return None if x is None else round(float(x), 6)
+
+
+def ratio(num: float, den: float) -> float | None:
+    return rounded(num / den) if den else None
+
+
+def status_counts(df: pd.DataFrame) -> dict[str, int]:
+    return {"missing": int((df["status"] == STATUS_MISSING).sum()),
+            "errors": int((df["status"] == STATUS_ERROR).sum())}
+
+
+def intervals(ratios: Mapping[str, tuple[np.ndarray, np.ndarray]], boot: Mapping[str, Any]
+              ) -> dict[str, Interval | dict[str, None]]:
+    """The ``ci`` block: an interval per metric, nulls where there is none."""
+    found = bootstrap(ratios, int(boot["samples"]), int(boot["seed"]),
+                      float(boot["confidence"]))
+    return {name: ci if ci is not None else {"low": None, "high": None}
+            for name, ci in found.items()}
+
+
+def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
+    correct = scores["correct"].to_numpy(dtype=float)
+    by_domain, by_domain_n = {}, {}
+    for domain in DOMAINS:
+        part = scores[scores["domain"] == domain]
+        if len(part):
+            by_domain[domain] = ratio(part["correct"].sum(), len(part))
+            by_domain_n[domain] = len(part)
+    return {
+        "accuracy": ratio(correct.sum(), len(correct)),
+        "n": len(scores),
+        "correct": int(correct.sum()),
+        **status_counts(scores),
+        "by_domain": by_domain,
+        "by_domain_n": by_domain_n,
+        "ci": intervals({"accuracy": (correct, np.ones(len(correct)))}, boot),
+    }
+
+
+def p_headline(df: pd.DataFrame) -> dict[str, Any]:
+    """RIMO-P's three primary metrics over the (gradable) rows of ``df``."""
+    return {
+        "n": len(df),
+        "strict": ratio(df["strict"].sum(), len(df)),
+        "sub_problem_accuracy": ratio(df["n_matched"].sum(), df["number_of_parts"].sum()),
+        "prefix_score": ratio(df["prefix_score"].sum(), len(df)),
+    }
+
+
+def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
+    graded = scores[scores["gradable"]]
+    ones = np.ones(len(graded))
+    parts = graded["number_of_parts"].to_numpy(dtype=float)
+    by_parts = {str(k): p_headline(graded[graded["number_of_parts"] == k])
+                for k in sorted(graded["number_of_parts"].unique())}
+    return {
+        **p_headline(graded),
+        "sub_problems": int(parts.sum()),
+        **status_counts(graded),
+        "ungradable": int((~scores["gradable"]).sum()),
+        "by_parts": by_parts,
+        "ci": intervals({
+            "strict": (graded["strict"].to_numpy(dtype=float), ones),
+            "sub_problem_accuracy": (graded["n_matched"].to_numpy(dtype=float), parts),
+            "prefix_score": (graded["prefix_score"].to_numpy(dtype=float), ones),
+        }, boot),
+    }
+
+
+def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
+            boot: Mapping[str, Any]) -> dict[str, Any]:
+    """Every metric of metrics.json but the provenance block. ``totals`` is the number of items
+    per track, so a sample run says it is one."""
+    metrics: dict[str, Any] = {TRACK_N: metrics_n(scores_by_track[TRACK_N], boot),
+                               TRACK_P: metrics_p(scores_by_track[TRACK_P], boot)}
+    evaluated = {t: len(scores_by_track[t]) for t in TRACKS}
+    total = {t: int(totals[t]) for t in TRACKS}
+    metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total}
+    return metrics
+
+
+def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
+    """CSV plot data for ``dvc plots``: RIMO-N accuracy by domain, RIMO-P scores by parts."""
+    n, p = metrics[TRACK_N], metrics[TRACK_P]
+    by_domain = [{"domain": d, "accuracy": acc, "n": n["by_domain_n"][d]}
+                 for d, acc in n["by_domain"].items()]
+    cols = ["strict", "sub_problem_accuracy", "prefix_score", "n"]
+    by_parts = [{"parts": k, **{m: v[m] for m in cols}} for k, v in p["by_parts"].items()]
+    return {
+        PLOT_FILES[TRACK_N]: _csv(by_domain, ["domain", "accuracy", "n"]),
+        PLOT_FILES[TRACK_P]: _csv(by_parts, ["parts", *cols]),
+    }
+
+
+__all__ = ["DEFAULT_BOOTSTRAP", "bootstrap_params", "compute", "intervals", "metrics_n",
+           "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]
