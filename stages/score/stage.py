@@ -234,8 +234,11 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
                TRACK_P: metrics_p(scores[TRACK_P], boot)}
     evaluated = {t: len(scores[t]) for t in TRACKS}
     total = {t: len(items[t]) for t in TRACKS}
+    # The sample predict ran under, recorded here so the report follows the run, not params.yaml.
+    predict = (params or {}).get("predict") or {}
     metrics["sample"] = {"evaluated": evaluated, "total": total,
-                         "is_sample": evaluated != total}
+                         "is_sample": evaluated != total,
+                         "limit": predict.get("limit"), "seed": predict.get("sample_seed")}
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_with(scores_dir / SCORE_FILES[track],
