@@ -386,6 +386,8 @@ def test_notebook_builds_no_html_itself() -> None:
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "H.table(" in code and "C.png(" in code
     assert not re.search(r"<\w", code) and "HTML(" not in code  # markup comes from templates
+    imported = set(re.findall(r"^from stages\.report import (\w+)", code, re.MULTILINE))
+    assert imported == {m.__name__.rsplit(".", 1)[1] for m in R.NOTEBOOK_MODULES}
 
 
 def test_worst_failures_order_and_limit(tmp_path: Path) -> None:
