@@ -87,7 +87,7 @@ def _r(x: float) -> float:
 
 
 def _metrics(sample: bool) -> dict[str, Any]:
-    """As stages/score.py writes it (``sample`` has no ``limit``: it comes from params)."""
+    """As stages/score/stage.py writes it."""
     n_eval, p_eval = len(_N_ROWS), len(_P_ROWS)
     return {
         TRACK_N: {
@@ -125,6 +125,8 @@ def _metrics(sample: bool) -> dict[str, Any]:
             "total": {TRACK_N: 335, TRACK_P: 456} if sample else {TRACK_N: n_eval,
                                                                  TRACK_P: p_eval},
             "is_sample": sample,
+            # What predict ran with, as score records it (params.yaml may say otherwise later).
+            "limit": 7 if sample else None, "seed": 0,
         },
     }
 

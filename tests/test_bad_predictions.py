@@ -204,7 +204,8 @@ def assert_full_denominator(metrics: dict[str, Any]) -> None:
     assert metrics[TRACK_N]["n"] == ITEMS[TRACK_N]
     assert metrics[TRACK_P]["n"] == GRADABLE_P
     assert metrics[TRACK_P]["n"] + metrics[TRACK_P]["ungradable"] == ITEMS[TRACK_P]
-    assert metrics["sample"] == {"evaluated": ITEMS, "total": ITEMS, "is_sample": False}
+    assert metrics["sample"] == {"evaluated": ITEMS, "total": ITEMS, "is_sample": False,
+                                 "limit": None, "seed": None}
 
 
 # --- replay files ------------------------------------------------------------------------------

@@ -9,18 +9,24 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 from stages.core.config import load_params
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 from stages.core.tracks import TRACK_N, TRACK_P
+from stages.report import charts as C
+from stages.report import html as H
+from stages.report import runner
 from stages.report import stage as R
+from stages.report import tables as T
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 
@@ -36,6 +42,56 @@ def _project(root: Path, *, sample: bool = True) -> dict[str, Path]:
 def _run_stage(root: Path) -> None:
     with contextlib.chdir(root):  # the stage, like DVC, runs from the project root
         R.run(load_params())
+
+
+def _banner(html_text: str) -> str:
+    start = html_text.index('<div class="rimo-banner">')
+    return html_text[start:html_text.index("</div>", start)]
+
+
+class _Alignments(HTMLParser):
+    """Per table: each column's header and the text-align of its header and every cell."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[dict[str, set[str]]] = []
+        self._heads: list[str] = []
+        self._aligns: list[str] = []
+        self._col = -1
+        self._in_th = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        style = dict(attrs).get("style") or ""
+        align = style.removeprefix("text-align: ") if style.startswith("text-align") else "?"
+        if tag == "table":
+            self.tables.append({})
+            self._heads, self._aligns = [], []
+        elif tag == "th":
+            self._in_th = True
+            self._heads.append("")
+            self._aligns.append(align)
+        elif tag == "tr":
+            self._col = -1
+        elif tag == "td":
+            self._col += 1
+            self.tables[-1].setdefault(self._heads[self._col], set()).add(align)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "th":
+            self._in_th = False
+        elif tag == "thead":
+            for head, align in zip(self._heads, self._aligns, strict=True):
+                self.tables[-1][head] = {align}
+
+    def handle_data(self, data: str) -> None:
+        if self._in_th:
+            self._heads[-1] += data
+
+
+def alignments(html_text: str) -> list[dict[str, set[str]]]:
+    parser = _Alignments()
+    parser.feed(html_text)
+    return parser.tables
 
 
 class _Elements(HTMLParser):
@@ -147,7 +203,7 @@ def test_code_is_hidden_and_sections_present(rendered: dict) -> None:
     for text in ("Errata applied", "E001", "stored text", "text.control_char",
                  "Findings by rule", "Provenance"):
         assert text in html_text, text
-    assert "read_parquet" not in html_text and "R.html_table(" not in html_text
+    assert "read_parquet" not in html_text and "H.table(" not in html_text
     assert "hl-ipython3" not in html_text  # no highlighted code blocks
     assert "HTTP 500 from model server" in html_text  # an error item among the failures
     assert "✗✓" in html_text  # RIMO-P matched pattern of the lowest prefix score
@@ -179,12 +235,48 @@ def test_rerun_is_byte_identical(rendered: dict) -> None:
 def test_full_run_has_no_banner(tmp_path: Path) -> None:
     paths = make_report_inputs(tmp_path, sample=False)
     out_ipynb, out_html = tmp_path / "out/report.ipynb", tmp_path / "out/report.html"
-    R.render_report(REPO_ROOT / R.NOTEBOOK, out_ipynb, out_html,
+    runner.render_report(REPO_ROOT / R.NOTEBOOK, out_ipynb, out_html,
                     {**paths, "worst_failures": 1})  # Path values are accepted
     html_text = out_html.read_text(encoding="utf-8")
     assert 'class="rimo-banner"' not in html_text and "SAMPLE RUN" not in html_text
     assert "57.1%" in html_text and out_ipynb.is_file()
     assert "2023n1" not in html_text  # worst_failures=1 keeps only the first wrong answer
+
+
+def test_text_columns_left_numbers_right_in_report(rendered: dict) -> None:
+    tables = alignments(rendered["html"])
+    fail_n = next(t for t in tables if "problem" in t and "model text" in t)
+    fail_p = next(t for t in tables if "prefix score" in t)
+    for table, text in ((fail_n, ["problem_id", "domain", "problem", "prediction",
+                                  "model text"]), (fail_p, ["problem_id", "matched",
+                                                            "model text"])):
+        for column in text:
+            assert table[column] == {"left"}, (column, table[column])
+    assert fail_p["prefix score"] == {"right"} and fail_p["parts"] == {"right"}
+    prov = next(t for t in tables if set(t) == {"section", "item", "value"})
+    assert prov["value"] == {"left"}  # hashes and paths are text
+    headline = next(t for t in tables if "95% interval" in t)
+    assert headline["Metric"] == {"left"} and headline["Value"] == {"right"}
+
+
+def test_banner_follows_the_run_not_params_yaml(tmp_path: Path) -> None:
+    paths = _project(tmp_path)
+    _run_stage(tmp_path)
+    before = _banner((tmp_path / R.OUT_HTML).read_text(encoding="utf-8"))
+    assert "predict.limit = 7, predict.sample_seed = 0" in before
+    params = load_params(paths["params_path"])
+    params["predict"].update(limit=None, sample_seed=9)  # edited after the run
+    paths["params_path"].write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    _run_stage(tmp_path)
+    after = (tmp_path / R.OUT_HTML).read_text(encoding="utf-8")
+    assert _banner(after) == before
+    # The rerun did read the edited params.yaml: its provenance table shows the new seed.
+    seed_row = 'predict.sample_seed</td><td class="rimo-left" style="text-align: left">'
+    assert f"{seed_row}9</td>" in after and f"{seed_row}0</td>" not in after
+    # The banner does follow metrics.json, which the score stage writes for each run.
+    metrics = json.loads(paths["metrics_path"].read_text(encoding="utf-8"))
+    metrics["sample"]["limit"] = 3
+    assert "predict.limit = 3," in H.sample_banner(metrics)
 
 
 # --- failures leave nothing behind ---------------------------------------------------------------
@@ -212,14 +304,14 @@ def test_failing_notebook_raises_stage_error_and_keeps_old_report(tmp_path: Path
 
 def test_unknown_parameter_rejected_before_execution(tmp_path: Path) -> None:
     with pytest.raises(StageError, match=r"unknown parameter.*worst_failure\b"):
-        R.render_report(REPO_ROOT / R.NOTEBOOK, tmp_path / "a.ipynb", tmp_path / "a.html",
+        runner.render_report(REPO_ROOT / R.NOTEBOOK, tmp_path / "a.ipynb", tmp_path / "a.html",
                         {"worst_failure": 3})
     assert not list(tmp_path.iterdir())
 
 
 def test_missing_notebook(tmp_path: Path) -> None:
     with pytest.raises(StageError, match=r"nope\.ipynb: report notebook not found"):
-        R.render_report(tmp_path / "nope.ipynb", tmp_path / "a.ipynb", tmp_path / "a.html", {})
+        runner.render_report(tmp_path / "nope.ipynb", tmp_path / "a.ipynb", tmp_path / "a.html", {})
     assert not list(tmp_path.iterdir())
 
 
@@ -239,11 +331,61 @@ def test_missing_report_section() -> None:
 def test_html_table_escapes_headers_and_cells() -> None:
     import pandas as pd
 
-    table = R.html_table(pd.DataFrame({"<h>": ["<b>x</b>", None], "t": ["a\nb", 0.5]}),
+    table = H.table(pd.DataFrame({"<h>": ["<b>x</b>", None], "t": ["a\nb", 0.5]}),
                          pre=["t"])
     assert "&lt;h&gt;" in table and "&lt;b&gt;x&lt;/b&gt;" in table and "<b>" not in table
     assert "<pre>a\nb</pre>" in table and "0.500" in table
-    assert R.html_table(pd.DataFrame(columns=["a"]), empty="nothing") == "<p><em>nothing</em></p>"
+    assert H.table(pd.DataFrame(columns=["a"]), empty="nothing") == "<p><em>nothing</em></p>"
+
+
+def test_table_alignment_and_template_escaping() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": ["a1", "b2"], "n": [1, None], "rate": ["57.1%", "—"],
+                          "answer": ["12", "7"], "<x>": ["<b>", "c"]})
+    html_text = H.table(frame, pre=["answer"], title="<t>")
+    (table,) = alignments(html_text)
+    assert table == {"id": {"left"}, "n": {"right"}, "rate": {"right"}, "answer": {"left"},
+                     "<x>": {"left"}}
+    assert "<h3>&lt;t&gt;</h3>" in html_text and "<b>" not in html_text
+    assert H.align([True, False]) == "left" and H.align(["—", None]) == "left"
+    assert isinstance(html_text, str) and html_text._repr_html_() == html_text
+    assert repr(html_text) == "<HTML>"  # the notebook's plain-text output stays stable
+
+
+def test_templates_ship_with_the_package() -> None:
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text("utf-8"))["tool"][
+        "setuptools"]["package-data"]["stages"]
+    templates = sorted((REPO_ROOT / "stages/report/templates").iterdir())
+    assert templates
+    for path in templates:
+        rel = path.relative_to(REPO_ROOT / "stages").as_posix()
+        assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel
+
+
+def test_charts_are_figures_with_stable_pngs(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    metrics = json.loads(make_report_inputs(tmp_path)["metrics_path"].read_text("utf-8"))
+    fig = C.domain_chart(metrics)
+    assert isinstance(fig, Figure) and len(fig.axes[0].patches) == 4  # one bar per domain
+    assert len(C.parts_chart(metrics).axes[0].patches) == 9  # three series over 1, 2, 3 parts
+    data = C.png(fig)
+    assert data.startswith(b"\x89PNG") and b"Software" not in data
+    assert C.png(C.domain_chart(metrics)) == data
+    assert C.png(C.domain_chart({})) != data  # "no items" is drawn, not the same picture
+
+
+def test_notebook_builds_no_html_itself() -> None:
+    nb = nbformat.read(REPO_ROOT / R.NOTEBOOK, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "H.table(" in code and "C.png(" in code
+    assert not re.search(r"<\w", code) and "HTML(" not in code  # markup comes from templates
+    imported = set(re.findall(r"^from stages\.report import (\w+)", code, re.MULTILINE))
+    assert imported == {m.__name__.rsplit(".", 1)[1] for m in R.NOTEBOOK_MODULES}
 
 
 def test_worst_failures_order_and_limit(tmp_path: Path) -> None:
@@ -251,13 +393,13 @@ def test_worst_failures_order_and_limit(tmp_path: Path) -> None:
 
     paths = make_report_inputs(tmp_path)
     frames = {k: pd.read_parquet(v) for k, v in paths.items() if str(v).endswith(".parquet")}
-    fail_n = R.worst_failures_n(frames["scores_n_path"], frames["predictions_n_path"],
+    fail_n = T.worst_failures_n(frames["scores_n_path"], frames["predictions_n_path"],
                                 frames["items_n_path"], 10)
     assert list(fail_n["problem_id"]) == ["2023a4", "2023n1", "2023c3"]  # wrong, error, missing
     assert fail_n["model text"].iloc[0] == XSS_TEXT
-    assert len(R.worst_failures_n(frames["scores_n_path"], frames["predictions_n_path"],
+    assert len(T.worst_failures_n(frames["scores_n_path"], frames["predictions_n_path"],
                                   frames["items_n_path"], 2)) == 2
-    fail_p = R.worst_failures_p(frames["scores_p_path"], frames["predictions_p_path"], 10)
+    fail_p = T.worst_failures_p(frames["scores_p_path"], frames["predictions_p_path"], 10)
     # Fully right (2022a2) and ungradable (2022n7) items are not failures.
     assert list(fail_p["problem_id"]) == ["2022c5", "2022g4", "2022n3"]
     assert list(fail_p["matched"]) == ["✗✓", "✓✗✗", "✓✗"]
@@ -273,7 +415,7 @@ def test_provenance_rows(tmp_path: Path) -> None:
 
     paths = make_report_inputs(tmp_path)
     preds = {TRACK_N: pd.read_parquet(paths["predictions_n_path"])}
-    rows = R.provenance_rows(load_params(paths["params_path"]),
+    rows = T.provenance_rows(load_params(paths["params_path"]),
                              {"items": paths["items_n_path"]}, preds, "abc123")
     table = {(s, i): v for s, i, v in rows.itertuples(index=False, name=None)}
     assert table[("artifact sha256", "items")] == sha256_file(paths["items_n_path"])
@@ -284,8 +426,8 @@ def test_provenance_rows(tmp_path: Path) -> None:
 
 
 def test_git_commit_outside_repository(tmp_path: Path) -> None:
-    assert R.git_commit(tmp_path) == "unknown"
-    assert R.git_commit(tmp_path / "does-not-exist") == "unknown"
+    assert runner.git_commit(tmp_path) == "unknown"
+    assert runner.git_commit(tmp_path / "does-not-exist") == "unknown"
 
 
 def test_strip_volatile() -> None:
@@ -298,7 +440,7 @@ def test_strip_volatile() -> None:
     cell.metadata.update(tags=["injected-parameters"], execution={"iopub.status.busy": "t"},
                          papermill={"start_time": "t", "duration": 0.1, "status": "completed"})
     nb.cells.append(cell)
-    R.strip_volatile(nb)
+    runner.strip_volatile(nb)
     assert nb.metadata.papermill == {"parameters": {"x": 1}}
     assert cell.metadata == {"tags": ["injected-parameters"],
                              "papermill": {"status": "completed"}}
@@ -308,23 +450,25 @@ def test_strip_volatile() -> None:
     nb.cells[1]["id"] = ""
     nb.cells.append(nbformat.v4.new_code_cell("z = 3"))
     nb.cells[2]["id"] = "injected-parameters"
-    R.strip_volatile(nb)
+    runner.strip_volatile(nb)
     assert [c.id for c in nb.cells] == ["injected-parameters", "cell-1", "cell-2"]
 
 
 def test_pct_and_banner() -> None:
-    assert R.pct(0.5) == "50.0%" and R.pct(None) == "—" and R.pct(float("nan")) == "—"
-    assert R.sample_banner({"sample": {"is_sample": False}}) == ""
-    assert R.sample_banner({}) == ""
-    banner = R.sample_banner({"sample": {"is_sample": True, "limit": 3,
+    assert T.pct(0.5) == "50.0%" and T.pct(None) == "—" and T.pct(float("nan")) == "—"
+    assert H.sample_banner({"sample": {"is_sample": False}}) == ""
+    assert H.sample_banner({}) == ""
+    banner = H.sample_banner({"sample": {"is_sample": True, "limit": 3,
                                          "evaluated": {TRACK_N: 3, TRACK_P: 3},
                                          "total": {TRACK_N: 335, TRACK_P: 456}}})
     assert "3 of 335 RIMO-N and 3 of 456 RIMO-P" in banner
+    assert "predict.limit = 3)" in banner  # recorded without a seed: none is shown
+    assert H.sample_banner({"sample": {"is_sample": True, "seed": 4}}).count("predict.") == 0
 
 
 def test_validation_tables_from_validator_report(tmp_path: Path) -> None:
     paths = make_report_inputs(tmp_path)
-    tables = R.validation_tables(json.loads(paths["validation_path"].read_text("utf-8")))
+    tables = T.validation_tables(json.loads(paths["validation_path"].read_text("utf-8")))
     assert tables["errata"].to_dict("records")[0]["covers"] == "answer.mismatch"
     assert list(tables["findings"]["erratum"]) == ["E001"]  # from "covered_by"
     assert list(tables["by_rule"].itertuples(index=False, name=None)) == [
@@ -335,23 +479,24 @@ def test_validation_tables_from_validator_report(tmp_path: Path) -> None:
 
 
 def test_validation_tables_tolerate_other_shapes() -> None:
-    tables = R.validation_tables({
+    tables = T.validation_tables({
         "errata_applied": [{"id": "E9", "reason": "r", "covers": ["a", "b"]}],
         "findings": ["not a dict", {"rule": "x", "erratum": "E9", "line": None},
                      {"rule": "y", "line": 12}],
         "findings_by_rule": {"x": "not a dict"}})
     assert tables["errata"].to_dict("records")[0]["covers"] == "a, b"
     assert list(tables["findings"]["erratum"]) == ["E9", None]
-    html_text = R.html_table(tables["findings"])
-    assert "<td>12</td>" in html_text and "12.0" not in html_text  # ints stay ints beside None
+    html_text = H.table(tables["findings"])
+    # Ints stay ints beside None.
+    assert 'style="text-align: right">12</td>' in html_text and "12.0" not in html_text
     assert tables["counts"].empty and tables["by_rule"].empty
-    assert R.validation_tables({"errata": {"applied": [{"id": "E1"}]}})["errata"]["id"][0] == "E1"
-    assert all(t.empty for t in R.validation_tables({}).values())
+    assert T.validation_tables({"errata": {"applied": [{"id": "E1"}]}})["errata"]["id"][0] == "E1"
+    assert all(t.empty for t in T.validation_tables({}).values())
 
 
 def test_capped_table_counts_the_rest() -> None:
     import pandas as pd
 
     frame = pd.DataFrame({"message": [f"m{i}" for i in range(5)]})
-    out = R.capped_table(frame, "reports/<v>.json", limit=2)
+    out = H.capped_table(frame, "reports/<v>.json", limit=2)
     assert "m1" in out and "m2" not in out and "3 more in reports/&lt;v&gt;.json" in out

@@ -203,3 +203,39 @@ def test_report_in_chromium_escapes_model_text_and_renders_charts(
     assert colour_count(pixels, (0x48, 0x78, 0xA8)) > 400  # the charts are in the page itself
     assert open_dialog(driver) is None
     assert driver.execute_script("return window.__rimo_dialogs") == []
+
+
+# Per table: the computed text-align of every cell under each header, and of a bare cell put
+# into the same output area (what nbconvert's lab CSS does to a cell without our alignment).
+ALIGNMENTS = """
+const out = [];
+for (const table of document.querySelectorAll("table.rimo")) {
+  const heads = [...table.querySelectorAll("thead th")].map(th => th.textContent);
+  const cols = {};
+  for (const tr of table.querySelectorAll("tbody tr"))
+    [...tr.children].forEach((td, i) => {
+      (cols[heads[i]] = cols[heads[i]] || []).push(getComputedStyle(td).textAlign);
+    });
+  const probe = document.createElement("td");
+  table.querySelector("tbody tr").appendChild(probe);
+  cols["(bare cell)"] = [getComputedStyle(probe).textAlign];
+  probe.remove();
+  out.push(cols);
+}
+return out;
+"""
+
+
+def test_text_columns_are_left_aligned_in_chromium(driver: Any, report_html: Path) -> None:
+    load(driver, report_html)
+    tables = driver.execute_script(ALIGNMENTS)
+    fail_n = next(t for t in tables if "problem" in t and "model text" in t)
+    fail_p = next(t for t in tables if "prefix score" in t)
+    for table, columns in ((fail_n, ["problem_id", "problem", "prediction", "model text"]),
+                           (fail_p, ["problem_id", "matched", "model text"])):
+        for column in columns:
+            assert set(table[column]) == {"left"}, (column, table[column])
+    assert set(fail_p["prefix score"]) == {"right"} and set(fail_p["parts"]) == {"right"}
+    # Control: the page's own CSS right-aligns a cell that does not set its alignment, so the
+    # checks above see the report's doing, not a browser default.
+    assert all(t["(bare cell)"] == ["right"] for t in tables), tables

@@ -84,9 +84,21 @@ def test_metrics_by_hand(scored: tuple[Path, dict]) -> None:
     assert p["by_parts"]["2"] == {"n": 1, "strict": 0.0, "sub_problem_accuracy": 0.5,
                                   "prefix_score": 0.5}
     assert m["sample"] == {"evaluated": {TRACK_N: 4, TRACK_P: 4},
-                           "total": {TRACK_N: 4, TRACK_P: 4}, "is_sample": False}
+                           "total": {TRACK_N: 4, TRACK_P: 4}, "is_sample": False,
+                           "limit": None, "seed": None}  # no params given: nothing recorded
     for ci in (n["ci"]["accuracy"], p["ci"]["strict"], p["ci"]["prefix_score"]):
         assert 0.0 <= ci["low"] <= ci["high"] <= 1.0
+
+
+def test_sample_records_the_predict_limit_and_seed(scored: tuple[Path, dict]) -> None:
+    """The report's sample banner reads these, so they must describe the run."""
+    root, _ = scored
+    params = {"predict": {"limit": 3, "sample_seed": 5}, "fetch": {}}
+    m = score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
+              root / "plots", params=params)
+    assert (m["sample"]["limit"], m["sample"]["seed"]) == (3, 5)
+    on_disk = json.loads((root / "metrics.json").read_text(encoding="utf-8"))
+    assert on_disk["sample"] == m["sample"]
 
 
 def test_outputs_are_written_and_stable(scored: tuple[Path, dict]) -> None:

@@ -103,15 +103,23 @@ def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def sample_spec(predict_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The sample predict ran under (``predict.limit``, ``predict.sample_seed``), recorded in the
+    metrics so the report follows the run, not the current params.yaml."""
+    cfg = predict_cfg or {}
+    return {"limit": cfg.get("limit"), "seed": cfg.get("sample_seed")}
+
+
 def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
-            boot: Mapping[str, Any]) -> dict[str, Any]:
+            boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every metric of metrics.json but the provenance block. ``totals`` is the number of items
-    per track, so a sample run says it is one."""
+    per track, so a sample run says it is one; ``sample`` is :func:`sample_spec`."""
     metrics: dict[str, Any] = {TRACK_N: metrics_n(scores_by_track[TRACK_N], boot),
                                TRACK_P: metrics_p(scores_by_track[TRACK_P], boot)}
     evaluated = {t: len(scores_by_track[t]) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
-    metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total}
+    metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,
+                         **sample_spec(None), **(sample or {})}
     return metrics
 
 

@@ -23,7 +23,7 @@ from stages.core.predictions import (
 from stages.core.provenance import build_provenance
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from stages.score.metrics import bootstrap_params, compute, plot_tables
+from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
 
 SCORE_SCHEMAS = {
     TRACK_N: pa.schema([
@@ -119,7 +119,8 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     check_one_run(preds)
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
-    metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot)
+    metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot,
+                      sample_spec((params or {}).get("predict")))
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_with(scores_dir / SCORE_FILES[track],

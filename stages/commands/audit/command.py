@@ -58,7 +58,7 @@ from stages.core.hashing import sha256_file
 from stages.core.provenance import predictions_identity
 from stages.core.provenance import upstream_pin as make_upstream_pin
 from stages.core.tracks import TRACK_N, TRACKS
-from stages.score.metrics import bootstrap_params
+from stages.score.metrics import bootstrap_params, sample_spec
 
 
 def _read_metrics(root: Path) -> dict[str, Any]:
@@ -131,7 +131,8 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     results: list[MetricResult] = []
     if all(scores[t] is not None for t in TRACKS):
         totals = {t: len(items[t]) if items[t] is not None else 0 for t in TRACKS}
-        fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot)
+        fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot,
+                                  sample_spec(params.get("predict")))
         results = check_metrics(ledger, metrics, fresh, metrics_shown,
                                 {t: shown[t]["scores"] for t in TRACKS})
         check_plots(ledger, root, fresh)

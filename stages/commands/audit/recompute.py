@@ -19,9 +19,10 @@ from stages.score.metrics import compute, plot_tables
 
 
 def recompute_metrics(scores: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
-                      boot: Mapping[str, Any]) -> dict[str, Any]:
+                      boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None
+                      ) -> dict[str, Any]:
     """The metrics block exactly as the score stage derives it from the per-item scores."""
-    return compute(scores, totals, boot)
+    return compute(scores, totals, boot, sample)
 
 
 def same_value(a: Any, b: Any) -> bool:

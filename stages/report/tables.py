@@ -1,0 +1,282 @@
+"""The report's tables as DataFrames: one builder per section, no HTML.
+
+The notebook shows these frames (through stages.report.html, which escapes every cell) and a
+reader can explore them further; which rows are shown and in what order is decided here, where
+it is tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from stages.core.errors import StageError
+from stages.core.hashing import canonical_json, sha256_file
+from stages.core.tracks import TRACK_N, TRACK_P
+
+MAX_TEXT = 2000  # characters of model text shown per failure; the full text is in the predictions
+MAX_PROBLEM = 400  # characters of problem text shown per failure
+
+
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if not isinstance(data, dict):
+        raise StageError(f"{path}: expected a JSON object")
+    return data
+
+
+def absent(value: Any) -> bool:
+    """None, or the NaN that pandas puts in a null cell of a Parquet column."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def pct(value: Any) -> str:
+    """A rate as a percentage with one decimal ("57.1%"); a dash when absent."""
+    if absent(value):
+        return "—"
+    return f"{float(value):.1%}"
+
+
+def _ci(ci: Mapping[str, Any] | None, key: str) -> str:
+    bounds = (ci or {}).get(key) or {}
+    if bounds.get("low") is None or bounds.get("high") is None:
+        return "—"
+    return f"[{pct(bounds['low'])}, {pct(bounds['high'])}]"
+
+
+def truncate(text: str | None, limit: int = MAX_TEXT) -> str:
+    if not text:
+        return ""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… ({len(text) - limit} more characters)"
+
+
+def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dicts as (dotted key, JSON scalar) rows, sorted: readable and order-stable.
+
+    Local: there is no shared flattener in stages.core yet (audit keeps its own, typed one).
+    """
+    if isinstance(value, Mapping):
+        rows: list[tuple[str, str]] = []
+        for key in sorted(value, key=str):
+            rows += flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    return [(prefix, value if isinstance(value, str) else canonical_json(value))]
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+def headline_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per headline metric with its 95% interval and the item count behind it."""
+    n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
+    rows = [
+        (TRACK_N, "accuracy", pct(n.get("accuracy")), _ci(n.get("ci"), "accuracy"),
+         f"{n.get('correct', '—')} / {n.get('n', '—')} items"),
+        (TRACK_P, "strict (all parts right)", pct(p.get("strict")), _ci(p.get("ci"), "strict"),
+         f"{p.get('n', '—')} items"),
+        (TRACK_P, "sub-problem accuracy", pct(p.get("sub_problem_accuracy")),
+         _ci(p.get("ci"), "sub_problem_accuracy"), f"{p.get('sub_problems', '—')} sub-problems"),
+        (TRACK_P, "prefix score", pct(p.get("prefix_score")), _ci(p.get("ci"), "prefix_score"),
+         f"{p.get('n', '—')} items"),
+    ]
+    return pd.DataFrame(rows, columns=["Track", "Metric", "Value", "95% interval", "Based on"])
+
+
+def counts_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
+    """Missing/error/ungradable counts: what the headline numbers count as wrong or leave out."""
+    n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
+    rows = [(TRACK_N, n.get("n"), n.get("missing"), n.get("errors"), "—"),
+            (TRACK_P, p.get("n"), p.get("missing"), p.get("errors"), p.get("ungradable"))]
+    return pd.DataFrame(rows, columns=["Track", "Items", "Missing (wrong)", "Errors (wrong)",
+                                       "Ungradable"], dtype=object)
+
+
+def sorted_parts(by_parts: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """``by_parts`` in numeric order of the part count ("10" after "9")."""
+    keys = sorted(by_parts, key=lambda k: (int(k) if str(k).isdigit() else 10**9, str(k)))
+    return [(str(k), by_parts[k] or {}) for k in keys]
+
+
+def parts_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
+    """The numbers behind the RIMO-P chart, one row per number of parts."""
+    by_parts = (metrics.get(TRACK_P) or {}).get("by_parts") or {}
+    rows = [(k, v.get("n"), pct(v.get("strict")), pct(v.get("sub_problem_accuracy")),
+             pct(v.get("prefix_score"))) for k, v in sorted_parts(by_parts)]
+    return pd.DataFrame(rows, columns=["Parts", "Items", "Strict", "Sub-problem accuracy",
+                                       "Prefix score"], dtype=object)
+
+
+# --- validation findings -------------------------------------------------------------------------
+
+def _records(value: Any, columns: Sequence[str], **aliases: str) -> pd.DataFrame:
+    """A list of dicts as a frame with exactly ``columns``; ``aliases`` maps column -> fallback
+    key. Lists in cells are joined, anything but a dict row is skipped."""
+    rows = []
+    for entry in value if isinstance(value, list) else []:
+        if isinstance(entry, Mapping):
+            row = {c: entry.get(c, entry.get(aliases.get(c, ""))) for c in columns}
+            rows.append({c: ", ".join(map(str, v)) if isinstance(v, list) else v
+                         for c, v in row.items()})
+    # object dtype: a column of ints with a None stays ints (float64 would print "12.000").
+    return pd.DataFrame(rows, columns=list(columns), dtype=object)
+
+
+def validation_tables(validation: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    """Errata applied, normalisations, counts, findings by rule, findings and warnings.
+
+    The validator's report is read defensively: missing keys give empty tables, and both
+    ``{"errata": {"applied": [...]}}`` and ``{"errata_applied": [...]}`` are understood.
+    """
+    errata = validation.get("errata_applied", validation.get("errata")) or []
+    if isinstance(errata, Mapping):
+        errata = errata.get("applied") or []
+    finding_cols = ["file", "line", "track", "problem_id", "rule", "field", "message", "erratum"]
+    # JSONL/CSV differences normalised away, and changes to the stored JSONL text.
+    norm = [("JSONL vs CSV", k, v) for k, v in flatten(validation.get("normalisations") or {})]
+    norm += [("stored text", k, v)
+             for k, v in flatten(validation.get("stored_text_changes") or {})]
+    by_rule = validation.get("findings_by_rule") or {}
+    return {
+        "errata": _records(errata, ["id", "track", "problem_id", "action", "field", "covers",
+                                    "reason"]),
+        "normalisations": pd.DataFrame(norm, columns=["source", "normalisation", "count"]),
+        "counts": pd.DataFrame(flatten(validation.get("counts") or {}),
+                               columns=["count", "value"]),
+        "by_rule": pd.DataFrame(
+            [(r, c.get("covered"), c.get("violations"))
+             for r, c in sorted(by_rule.items()) if isinstance(c, Mapping)],
+            columns=["rule", "covered by an erratum", "not covered"], dtype=object),
+        "findings": _records(validation.get("findings"), finding_cols, erratum="covered_by"),
+        "warnings": _records(validation.get("warnings"), finding_cols[:-1]),
+    }
+
+
+# --- worst failures ------------------------------------------------------------------------------
+
+def _details(raw: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def model_text(pred: Mapping[str, Any]) -> str:
+    """What the model actually said: raw text from details, else the error, else the answer."""
+    raw = _details(pred.get("details")).get("raw_text")
+    if isinstance(raw, str) and raw:
+        return raw
+    error = pred.get("error")
+    if not absent(error) and error:
+        return f"[{pred.get('status')}] {error}"
+    value = pred.get("prediction")
+    if absent(value):
+        return ""
+    if isinstance(value, str):
+        return value
+    # RIMO-P: a list (a numpy array once read back from Parquet) of per-part answers.
+    return "\n\n".join(f"--- part {i} ---\n{v}" for i, v in enumerate(value, 1))
+
+
+def _by_id(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    return {str(r["problem_id"]): r for r in frame.to_dict("records")}
+
+
+_STATUS_ORDER = {"ok": 0, "error": 1, "missing": 2}  # real wrong answers before non-answers
+
+
+def worst_failures_n(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.DataFrame,
+                     limit: int) -> pd.DataFrame:
+    """Up to ``limit`` wrong RIMO-N items: wrong answers first, then errors, then missing."""
+    preds, problems = _by_id(predictions), _by_id(items)
+    wrong = [r for r in scores.to_dict("records") if not bool(r["correct"])]
+    wrong.sort(key=lambda r: (_STATUS_ORDER.get(r["status"], 3), str(r["problem_id"])))
+    rows = []
+    for r in wrong[:max(limit, 0)]:
+        pid = str(r["problem_id"])
+        rows.append({
+            "problem_id": pid, "domain": r.get("domain"), "status": r["status"],
+            "problem": truncate(problems.get(pid, {}).get("problem"), MAX_PROBLEM),
+            "gold": r.get("gold"), "prediction": r.get("prediction"),
+            "model text": truncate(model_text(preds.get(pid, {}))),
+        })
+    return pd.DataFrame(rows, columns=["problem_id", "domain", "status", "problem", "gold",
+                                       "prediction", "model text"])
+
+
+def worst_failures_p(scores: pd.DataFrame, predictions: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """Up to ``limit`` gradable RIMO-P items that are not fully right, lowest prefix score first."""
+    preds = _by_id(predictions)
+    bad = [r for r in scores.to_dict("records") if bool(r["gradable"]) and not bool(r["strict"])]
+    bad.sort(key=lambda r: (float(r["prefix_score"]), int(r["n_matched"]), str(r["problem_id"])))
+    rows = []
+    for r in bad[:max(limit, 0)]:
+        pid = str(r["problem_id"])
+        flags = r.get("matched")  # a numpy array once read back from Parquet
+        matched = "".join("✓" if m else "✗" for m in (() if flags is None else flags))
+        rows.append({
+            "problem_id": pid, "domain": r.get("domain"), "parts": int(r["number_of_parts"]),
+            "status": r["status"], "matched": matched or "—",
+            "prefix score": float(r["prefix_score"]),
+            "model text": truncate(model_text(preds.get(pid, {}))),
+        })
+    return pd.DataFrame(rows, columns=["problem_id", "domain", "parts", "status", "matched",
+                                       "prefix score", "model text"])
+
+
+# --- provenance ----------------------------------------------------------------------------------
+
+def _distinct(frame: pd.DataFrame, column: str) -> str:
+    values = sorted({str(v) for v in frame[column].dropna()}) if column in frame else []
+    return ", ".join(values) if values else "—"
+
+
+def provenance_rows(params: Mapping[str, Any], files: Mapping[str, str | os.PathLike[str]],
+                    predictions: Mapping[str, pd.DataFrame], git_commit: str,
+                    validation: Mapping[str, Any] | None = None,
+                    metrics: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Everything needed to reproduce the numbers: upstream pin, artifact hashes, backend, params.
+
+    ``files`` maps a label (the path as configured) to the file to hash; ``predictions`` maps a
+    track to its predictions frame. ``validation`` and ``metrics`` add what their producers
+    recorded (inputs read, errata file, package versions), when present.
+    """
+    fetch = params.get("fetch") or {}
+    rows: list[tuple[str, str, str]] = [
+        ("upstream", "repo", str(fetch.get("repo", "—"))),
+        ("upstream", "revision", str(fetch.get("revision", "—"))),
+        ("upstream", "folder", str(fetch.get("folder", "—"))),
+    ]
+    rows += [("upstream sha256 (params)", str(name), str(digest))
+             for name, digest in sorted((fetch.get("sha256") or {}).items())]
+    # What the validator actually read, so a mismatch with the params pin is visible.
+    validation = validation or {}
+    inputs = validation.get("inputs")
+    for name, info in sorted(inputs.items()) if isinstance(inputs, Mapping) else ():
+        digest = info.get("sha256") if isinstance(info, Mapping) else info
+        rows.append(("validated input sha256", str(name), str(digest)))
+    errata = validation.get("errata")
+    if isinstance(errata, Mapping) and errata.get("sha256"):
+        rows.append(("errata", f"{errata.get('file', 'errata')} (version "
+                     f"{errata.get('version', '?')}) sha256", str(errata["sha256"])))
+    rows += [("artifact sha256", str(label), sha256_file(path)) for label, path in files.items()]
+    for track, frame in predictions.items():
+        rows += [(f"predictions {track}", "backend", _distinct(frame, "backend")),
+                 (f"predictions {track}", "fingerprint", _distinct(frame, "fingerprint")),
+                 (f"predictions {track}", "backend_params", _distinct(frame, "backend_params"))]
+    for name in ("predict", "score"):
+        rows += [("params", f"{name}.{k}", v) for k, v in flatten(params.get(name) or {})]
+    rows.append(("code", "git commit", git_commit))
+    # The score stage's own record: what it ran with (versions decide float results).
+    recorded = (metrics or {}).get("provenance")
+    if isinstance(recorded, Mapping):
+        for key in ("params_fingerprint", "git", "packages"):
+            if key in recorded:
+                rows += [("score stage", k, v) for k, v in flatten({key: recorded[key]})]
+    return pd.DataFrame(rows, columns=["section", "item", "value"])
