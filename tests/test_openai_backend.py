@@ -282,8 +282,12 @@ from stages.predictors.openai_chat import OpenAIPredictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
                  "sub_solutions": tuple(d["sub_solutions"])}) for d in json.load(open(items_path))]
-preds = OpenAIPredictor(config).predict(items)
-json.dump({p.problem_id: [p.status, p.prediction] for p in preds}, open(out_path, "w"))
+samples = config.pop("samples", 1)  # predict.samples, set by the stage in a real run
+predictor = OpenAIPredictor(config)
+predictor.samples = samples
+preds = predictor.predict(items)
+json.dump({p.problem_id + (f"#{p.sample}" if p.sample else ""): [p.status, p.prediction]
+           for p in preds}, open(out_path, "w"))
 """
 
 

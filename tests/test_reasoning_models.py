@@ -153,6 +153,7 @@ def test_k_samples_are_k_requests_with_their_own_seeds(server: ChatServer, tmp_p
         assert part1 in second.prompt and part2 == echo_reply(second.prompt, 10 + j)
     assert len({preds["p", j].prediction[0] for j in range(3)}) == 3
     assert len(server.records) == 3 * (1 + 2)
+    assert all("n" not in r.body for r in server.records)  # k requests, never n=k
     assert "9/9" in capsys.readouterr().err  # the progress bar counts every sample's calls
     # A second run is served from the cache, sample by sample.
     server.reset()
@@ -187,3 +188,49 @@ def test_run_stats_count_sent_and_cached(server: ChatServer, tmp_path: Path) -> 
     assert stats["tracks"]["RIMO-N"] == {"requests_sent": 2, "cached_replies": 4}
     assert stats["tracks"]["RIMO-P"] == {"requests_sent": 4, "cached_replies": 0}
     assert stats["samples"] == 2 and stats["wall_s"] >= 0
+
+
+def test_resume_after_sigkill_works_per_sample(server: ChatServer, tmp_path: Path) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from dataclasses import asdict
+
+    from tests.test_openai_backend import DRIVER, KEY_ENV, SECRET, cache_files
+
+    items = [*gold_items(6), *(p_item(f"p{i}", ["A", "B"]) for i in range(2))]
+    k, total = 3, 3 * (6 + 2 * 2)
+    # A seed makes the k requests of an item differ in body, so the server can tell them apart.
+    config = {**make_config(server, tmp_path, concurrency=4, timeout_s=60.0, seed=0),
+              "samples": k}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "config.json"),
+            str(tmp_path / "items.json"), str(tmp_path / "out.json")]
+    env = {**os.environ, KEY_ENV: SECRET}
+    server.hang_after = 12
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:  # every answer cached, all 4 slots hanging: kill -9 there
+        hanging = [r for r in server.records if r.outcome == "hanging"]
+        busy = [r for r in server.records if r.outcome == "pending"]
+        if (len(hanging) == 4 and not busy
+                and len(cache_files(config)) == len(server.ok_records()) >= 12):
+            break
+        assert proc.poll() is None and time.monotonic() < deadline, "client never stalled"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 12 <= len(server.ok_records()) < total
+
+    server.hang_after = None
+    subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL, timeout=120)
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert len(out) == k * len(items) and all(status == "ok" for status, _ in out.values())
+    assert [out[f"n2#{j}" if j else "n2"][1] for j in range(k)] == ["14"] * k
+    answered = server.answered()
+    assert len(answered) == total and set(answered.values()) == {1}  # each once, over both runs
