@@ -117,3 +117,17 @@ def test_predict_run_json_counts_sent_and_cached(server: ChatServer, tmp_path: P
     assert (second["requests_sent"], second["cached_replies"]) == (0, N_CALLS + P_CALLS)
     assert second[TRACK_P]["cached_replies"] == P_CALLS
     assert len(server.ok_records()) == N_CALLS + P_CALLS
+
+
+def test_estimate_needs_no_api_key(server: ChatServer, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RIMO_UNSET_KEY", raising=False)
+    root = project(tmp_path, server, samples=1, base_url="https://api.example.invalid/v1",
+                   api_key_env="RIMO_UNSET_KEY")
+    out = cli(root, "predict", "--estimate").stdout
+    assert line(out, "RIMO-N").startswith("RIMO-N: 4 requests, 0 already cached, 4 to send")
+    # The real run does need it, and says which variable.
+    proc = subprocess.run([sys.executable, "-m", "stages.cli", "predict"], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "RIMO_UNSET_KEY" in proc.stderr

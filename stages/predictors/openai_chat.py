@@ -347,3 +347,7 @@ class OpenAIPredictor(ChatPredictor):
 
     def make_transport(self) -> ChatTransport:
         return OpenAITransport(self.settings)
+
+    def offline_transport(self) -> ChatTransport:
+        # --estimate sends nothing, so it needs no key: the endpoint (the cache key) is the same.
+        return OpenAITransport({**self.settings, "api_key_env": None})
