@@ -42,8 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--params", default="params.yaml",
                         help="params file (default: %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, help_text in STAGES.items():
-        sub.add_parser(name, help=help_text, description=help_text)
+    stage_parsers = {name: sub.add_parser(name, help=help_text, description=help_text)
+                     for name, help_text in STAGES.items()}
+    stage_parsers["predict"].add_argument(
+        "--estimate", action="store_true",
+        help="print the requests, how many are cached and the prompt tokens; send nothing, "
+             "write nothing")
     audit = sub.add_parser("audit", help=TOOLS["audit"], description=TOOLS["audit"])
     audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     compare = sub.add_parser("compare", help=TOOLS["compare"], description=TOOLS["compare"])
@@ -69,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, params))
+        if getattr(args, "estimate", False):
+            print(module.estimate(params["predict"]))
+            return 0
         module.run(params)
     except StageError as exc:
         print(f"rimo-eval {args.command}: error: {exc}", file=sys.stderr)

@@ -1,13 +1,21 @@
-"""Stage predict: run the configured backend over the (optionally sampled) items."""
+"""Stage predict: run the configured backend over the (optionally sampled) items.
+
+Besides the predictions tables it writes ``reports/predict_run.json``: what this run did
+(requests sent, replies served from the cache, wall time). Those facts differ between identical
+runs, so they live there and never in the tables or in ``metrics.json``.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from stages.core.artifacts import PREDICT_RUN_PATH
+from stages.core.atomic import write_json
 from stages.core.errors import StageError
 from stages.core.hashing import fingerprint, sha256_bytes
 from stages.core.items import ITEMS_DIR, Item, load_items
@@ -22,6 +30,7 @@ from stages.core.predictions import (
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor, create_predictor
+from stages.predictors.chat_engine import ChatPredictor
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
@@ -96,23 +105,57 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str
     return out
 
 
-def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
-            out_dir: Path = PREDICTIONS_DIR) -> dict[str, Any]:
+def samples_param(cfg: dict[str, Any]) -> int:
+    k = cfg.get("samples", 1)
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise StageError(f"params.yaml: predict.samples must be an integer >= 1, got {k!r}")
+    return k
+
+
+def _setup(cfg: dict[str, Any], items_dir: Path
+           ) -> tuple[str, Predictor, dict[str, list[Item]], dict[str, list[Item]]]:
     backend = cfg.get("backend")
     if not isinstance(backend, str):
         raise StageError("params.yaml: predict.backend must name a backend")
     predictor: Predictor = create_predictor(backend, cfg.get(backend))
+    predictor.samples = samples_param(cfg)
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
     seed = cfg.get("sample_seed", 0)
     sample = {t: select_sample(its, cfg.get("limit"), seed) for t, its in all_items.items()}
+    return backend, predictor, all_items, sample
+
+
+def estimate(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR) -> str:
+    """``rimo-eval predict --estimate``: requests, cache hits, prompt tokens. Sends nothing,
+    writes nothing."""
+    from stages.predictors.estimate import estimate as chat_estimate
+    from stages.predictors.estimate import render
+
+    backend, predictor, all_items, sample = _setup(cfg, items_dir)
+    head = (f"predict --estimate: backend {backend}, "
+            + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
+            + f", {predictor.samples} sample(s) per item")
+    if not isinstance(predictor, ChatPredictor):
+        return f"{head}\n  backend {backend} calls no model: 0 requests"
+    requested = [it for track in TRACKS for it in sample[track]]
+    est = chat_estimate(predictor, requested)
+    return f"{head}\n{render(est, predictor.settings.get('price_per_mtok'))}"
+
+
+def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
+            out_dir: Path = PREDICTIONS_DIR,
+            run_path: Path | None = None) -> dict[str, Any]:
+    backend, predictor, all_items, sample = _setup(cfg, items_dir)
     requested = [it for track in TRACKS for it in sample[track]]
     identity = predictor.identity()
     fp = fingerprint(identity)
     print(f"predict: backend {backend} (fingerprint {fp[:12]}) on "
           + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS),
           file=sys.stderr)
+    started = time.monotonic()
     preds = collect(predictor.predict(requested), requested, backend)
+    wall_s = time.monotonic() - started
     tables = {t: build_table(t, sample[t], preds, identity, fp) for t in TRACKS}
     # Publish only once both tables are built, so a failure leaves the old pair intact.
     for track, table in tables.items():
@@ -120,8 +163,26 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
     counts = {t: {s: sum(1 for it in sample[t] if preds[it.key].status == s) for s in STATUSES}
               for t in TRACKS}
     print(f"predict: wrote {os.fspath(out_dir)} {counts}", file=sys.stderr)
-    return {"fingerprint": fp, "counts": counts}
+    run_facts = run_record(backend, fp, predictor, sample, wall_s)
+    if run_path is not None:
+        write_json(run_path, run_facts)
+    return {"fingerprint": fp, "counts": counts, "run": run_facts}
+
+
+def run_record(backend: str, fp: str, predictor: Predictor, sample: dict[str, list[Item]],
+               wall_s: float) -> dict[str, Any]:
+    """``reports/predict_run.json``: per track and in all, requests sent to the model and
+    replies served from the response cache; a backend without a model sends none."""
+    stats = getattr(predictor, "run_stats", None) or {}
+    tracks = {t: {"items": len(sample[t]), "samples": predictor.samples,
+                  "requests_sent": 0, "cached_replies": 0,
+                  **(stats.get("tracks") or {}).get(t, {})} for t in TRACKS}
+    return {"backend": backend, "fingerprint": fp, "samples": predictor.samples,
+            "wall_s": round(wall_s, 3),
+            "requests_sent": sum(v["requests_sent"] for v in tracks.values()),
+            "cached_replies": sum(v["cached_replies"] for v in tracks.values()),
+            **tracks}
 
 
 def run(params: dict[str, Any]) -> None:
-    predict(params["predict"])
+    predict(params["predict"], run_path=PREDICT_RUN_PATH)

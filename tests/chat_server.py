@@ -11,11 +11,20 @@ problem text (they survive into every prompt built from it):
 ``[[malformed:K]]``     the first K attempts: HTTP 200 with a body that is not JSON
 ``[[empty:K]]``         the first K attempts: HTTP 200 with ``"choices": []``
 ``[[echo_auth]]``       HTTP 400 whose message quotes the Authorization header (redaction test)
+``[[think:X]]``         content opens with ``<think>…\boxed{X}…</think>`` before the answer
+``[[think_open:X]]``    content is an unclosed ``<think>…\boxed{X}…`` cut off (``length``)
+``[[reasoning:X]]``     the reasoning, holding ``\boxed{X}``, goes in ``reasoning_content``
+                        (``reasoning_field`` names another field), counted as reasoning tokens
+``[[truncate]]``        ``finish_reason: length`` and a reply with no box
+``[[context]]``         HTTP 400 "maximum context length", as OpenAI and vLLM send it
+``[[by_seed:A,B,...]]`` the gold is the list entry at ``seed % len`` (samples that differ)
 
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
 Server-wide: ``latency_s`` before every reply, and ``hang_after``: once that many requests were
-answered, later ones hang (used to kill a client at a known point). Every request is recorded;
+answered, later ones hang (used to kill a client at a known point). ``reasoning_model`` acts as
+OpenAI's reasoning models do: HTTP 400 naming the parameter for ``max_tokens`` and for a
+``temperature`` other than 1. Every request is recorded;
 ``answered`` counts only replies written completely.
 
 Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
@@ -50,8 +59,23 @@ def prompt_text(body: dict[str, Any]) -> str:
     return users[-1] if users else ""
 
 
-def echo_reply(prompt: str) -> str:
-    return f"Solution {hashlib.sha256(prompt.encode()).hexdigest()[:12]}."
+def echo_reply(prompt: str, seed: int | None = None) -> str:
+    text = prompt if seed is None else f"{prompt}#seed={seed}"
+    return f"Solution {hashlib.sha256(text.encode()).hexdigest()[:12]}."
+
+
+def openai_reasoning_rejection(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The error body OpenAI's reasoning models send for ``max_tokens`` or ``temperature``."""
+    if "max_tokens" in body:
+        return {"message": "Unsupported parameter: 'max_tokens' is not supported with this "
+                "model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                "param": "max_tokens", "code": "unsupported_parameter"}
+    if "temperature" in body and body["temperature"] != 1:
+        return {"message": f"Unsupported value: 'temperature' does not support "
+                f"{body['temperature']} with this model. Only the default (1) value is "
+                "supported.", "type": "invalid_request_error", "param": "temperature",
+                "code": "unsupported_value"}
+    return None
 
 
 @dataclass
@@ -71,6 +95,8 @@ class ChatServer:
     latency_s: float = 0.0
     hang_s: float = 30.0
     hang_after: int | None = None
+    reasoning_model: bool = False
+    reasoning_field: str = "reasoning_content"
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -200,6 +226,19 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._json(400, {"error": {"message": msg, "type": "invalid_request_error"}})
                 server._finish(rec, "http-400")
                 return
+            rejection = openai_reasoning_rejection(body) if server.reasoning_model else None
+            if rejection is not None:
+                self._json(400, {"error": rejection})
+                server._finish(rec, "http-400")
+                return
+            if "context" in d:
+                self._json(400, {"error": {
+                    "message": "This model's maximum context length is 2048 tokens. However, "
+                    "your messages resulted in 3017 tokens. Please reduce the length.",
+                    "type": "invalid_request_error", "param": "messages",
+                    "code": "context_length_exceeded"}})
+                server._finish(rec, "http-400")
+                return
             if "malformed" in d and _first_k(d["malformed"], attempt):
                 self._send(200, b'{"id": "x", "choices": [ {"mess', "application/json")
                 server._finish(rec, "malformed")
@@ -208,12 +247,27 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._json(200, _completion(body, []))
                 server._finish(rec, "empty")
                 return
-            reply = (f"Working through it carefully, the answer is \\boxed{{{d['gold']}}}."
-                     if "gold" in d else echo_reply(prompt))
+            gold = d.get("gold")
+            if "by_seed" in d:
+                golds = d["by_seed"].split(",")
+                gold = golds[int(body.get("seed") or 0) % len(golds)]
+            reply = (f"Working through it carefully, the answer is \\boxed{{{gold}}}."
+                     if gold is not None else echo_reply(prompt, body.get("seed")))
+            finish, reasoning = "stop", None
+            if "think" in d:
+                reply = f"<think>\nMaybe \\boxed{{{d['think']}}}? Check again.\n</think>\n\n{reply}"
+            if "think_open" in d:
+                reply = f"<think>\nFirst guess \\boxed{{{d['think_open']}}}, but wait"
+                finish = "length"
+            if "truncate" in d:
+                reply, finish = "Let me start by considering the case n = 1, then", "length"
+            if "reasoning" in d:
+                reasoning = f"Hmm, perhaps \\boxed{{{d['reasoning']}}}. No: recount."
             n = int(body.get("n") or 1)
             texts = [reply] + [f"{reply} (sample {i})" for i in range(1, n)]
             try:
-                self._json(200, _completion(body, texts))
+                self._json(200, _completion(body, texts, finish, reasoning,
+                                            server.reasoning_field))
             except OSError:
                 server._finish(rec, "client-gone")
                 return
@@ -238,20 +292,28 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _completion(body: dict[str, Any], texts: list[str]) -> dict[str, Any]:
+def _completion(body: dict[str, Any], texts: list[str], finish: str = "stop",
+                reasoning: str | None = None, reasoning_field: str = "reasoning_content"
+                ) -> dict[str, Any]:
+    """Token counts are word counts: prompt words, reply words (+ reasoning words)."""
     prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-    completion_tokens = sum(len(t.split()) for t in texts)
+    reasoning_tokens = len(reasoning.split()) if reasoning else 0
+    completion_tokens = sum(len(t.split()) for t in texts) + reasoning_tokens
+    message_extra = {reasoning_field: reasoning} if reasoning else {}
+    usage_extra = ({"completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}
+                   if reasoning else {})
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
         "model": body.get("model", "fake"),
         "choices": [
-            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+            {"index": i, "message": {"role": "assistant", "content": t, **message_extra},
+             "finish_reason": finish}
             for i, t in enumerate(texts)
         ],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+                  "total_tokens": prompt_tokens + completion_tokens, **usage_extra},
     }
 
 

@@ -131,6 +131,7 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
     assert paths("validate", "outs") == posix(*(A.items_path(t) for t in TRACKS),
                                               A.VALIDATION_PATH)
     assert paths("predict", "outs") == posix(*(A.predictions_path(t) for t in TRACKS))
+    assert paths("predict", "metrics") == posix(A.PREDICT_RUN_PATH)
     assert paths("score", "outs") == posix(*(A.scores_path(t) for t in TRACKS))
     assert paths("score", "metrics") == posix(A.METRICS_PATH)
     assert paths("score", "plots") == posix(*(A.plot_path(t) for t in TRACKS))

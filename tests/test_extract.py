@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.predictors.extract import extract_boxed
+from stages.predictors.extract import extract_boxed, split_think
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -81,3 +81,20 @@ def test_last_box_wins(a: str, b: str, tail: str) -> None:
     text = r"\boxed{" + a + "} then " + r"\boxed{" + b + "}" + tail.replace("{", "").replace(
         "}", "")
     assert extract_boxed(text) == b.strip()
+
+
+@pytest.mark.parametrize(("text", "reasoning", "answer"), [
+    ("<think>\nguess \\boxed{7}\n</think>\n\nSo \\boxed{42}.", "guess \\boxed{7}",
+     "So \\boxed{42}."),
+    # The chat template pre-filled <think>: only the close tag is in the reply.
+    ("guess \\boxed{7}</think>So \\boxed{42}.", "guess \\boxed{7}", "So \\boxed{42}."),
+    # Cut off while thinking: all reasoning, no answer.
+    ("<think>First \\boxed{7}, but", "First \\boxed{7}, but", ""),
+    # Everything up to the last close tag is reasoning.
+    ("<think>a</think>b</think>c", "a</think>b", "c"),
+    # No leading block: the reply is all answer, even if a tag appears later.
+    ("Answer \\boxed{3}. <think>x</think> y", None, "Answer \\boxed{3}. <think>x</think> y"),
+    ("Plain \\boxed{5}", None, "Plain \\boxed{5}"),
+])
+def test_split_think(text: str, reasoning: str | None, answer: str) -> None:
+    assert split_think(text, "<think>", "</think>") == (reasoning, answer)

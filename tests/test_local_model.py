@@ -17,6 +17,7 @@ from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
+from stages.predictors.extract import extract_boxed
 from stages.predictors.local_model import (
     LlamaTransport,
     LocalModelPredictor,
@@ -63,7 +64,9 @@ def test_real_model_generates_text(model_dir: Path, tmp_path: Path,
         assert isinstance(pred.prediction, str)  # "" when the reply holds no \boxed{}
         details = pred.details
         assert details["raw_text"].strip(), "the model returned no text"
-        assert details["extraction"] in ("boxed", "none")
+        boxed = extract_boxed(details["text"]) is not None
+        assert details["extraction"] == ("boxed" if boxed else "truncated"
+                                         if details["finish_reason"] == "length" else "none")
         assert details["finish_reason"] in ("stop", "length")
         assert 0 < details["usage"]["completion_tokens"] <= 32
         assert details["usage"]["prompt_tokens"] > 10
@@ -114,3 +117,20 @@ def test_bad_config_is_rejected() -> None:
         LocalModelPredictor({"max_token": 5})
     with pytest.raises(StageError, match="max_tokens"):
         LocalModelPredictor({"max_tokens": "many"})
+
+
+def test_local_backend_honours_samples(model_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    config = {"max_tokens": 8, "n_ctx": 1024, "temperature": 0.8, "seed": 3,
+              "model_cache_dir": str(model_dir), "cache_dir": str(tmp_path / "cache")}
+    predictor = LocalModelPredictor(config)
+    predictor.samples = 2
+    preds = predictor.predict(ITEMS[:1])
+    assert [(p.problem_id, p.sample, p.status) for p in preds] == [("t1", 0, "ok"),
+                                                                   ("t1", 1, "ok")]
+    entries = [json.loads(p.read_text()) for p in sorted((tmp_path / "cache").rglob("*.json"))]
+    seeds = sorted(e["request"]["request"]["seed"] for e in entries)
+    assert seeds == [3, 4]  # sample j draws with seed + j
+    assert len({e["request"]["request"]["prompt"] for e in entries}) == 1  # same question
+    assert all(p.details["usage"]["completion_tokens"] > 0 for p in preds)

@@ -116,18 +116,9 @@ def test_system_prompt_and_sampling_are_sent(server: ChatServer, tmp_path: Path)
     assert "n" not in body  # n=1 is the default and not sent
 
 
-def test_n_samples_kept_first_is_prediction(server: ChatServer, tmp_path: Path) -> None:
-    preds = run(make_config(server, tmp_path, n=3),
-                [n_item("a", "[[gold:5]]"), p_item("p", ["A", "B"])])
-    samples = preds["a"].details["samples"]
-    assert len(samples) == 3 and preds["a"].prediction == samples[0]["answer"] == "5"
-    assert [s["raw_text"].endswith("(sample 2)") for s in samples] == [False, False, True]
-    parts = preds["p"].details["parts"]
-    assert all(len(part["samples"]) == 3 for part in parts)
-    # The first sample of part 1 is what part 2 was told had been proved.
-    second = next(r for r in server.ok_records() if "Part 2 of 2" in r.prompt)
-    assert parts[0]["samples"][0]["raw_text"] in second.prompt
-    assert "(sample 1)" not in second.prompt
+def test_n_is_replaced_by_samples(server: ChatServer, tmp_path: Path) -> None:
+    with pytest.raises(StageError, match=r"predict\.samples"):
+        OpenAIPredictor(make_config(server, tmp_path, n=3))
 
 
 # --- retries and failures --------------------------------------------------------------------
@@ -291,8 +282,12 @@ from stages.predictors.openai_chat import OpenAIPredictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
                  "sub_solutions": tuple(d["sub_solutions"])}) for d in json.load(open(items_path))]
-preds = OpenAIPredictor(config).predict(items)
-json.dump({p.problem_id: [p.status, p.prediction] for p in preds}, open(out_path, "w"))
+samples = config.pop("samples", 1)  # predict.samples, set by the stage in a real run
+predictor = OpenAIPredictor(config)
+predictor.samples = samples
+preds = predictor.predict(items)
+json.dump({p.problem_id + (f"#{p.sample}" if p.sample else ""): [p.status, p.prediction]
+           for p in preds}, open(out_path, "w"))
 """
 
 
@@ -388,7 +383,12 @@ def test_missing_key_for_local_server_uses_a_dummy(server: ChatServer, tmp_path:
     ({"model": None}, "model"),
     ({"base_url": "http://user:pw@127.0.0.1:1/v1"}, "credentials"),
     ({"base_url": "ftp://x"}, "http"),
-    ({"n": 0}, "n must"),
+    ({"n": 1}, "predict.samples"),
+    ({"max_completion_tokens": -1}, "max_completion_tokens"),
+    ({"reasoning_effort": 3}, "reasoning_effort"),
+    ({"think_split": {"enabled": "yes"}}, "think_split"),
+    ({"think_split": {"close": ""}}, "think_split"),
+    ({"price_per_mtok": {"input": 1.0}}, "price_per_mtok"),
     ({"concurrency": 0}, "concurrency"),
 ])
 def test_bad_config_is_rejected(server: ChatServer, tmp_path: Path, override: dict[str, Any],

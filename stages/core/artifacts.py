@@ -26,6 +26,8 @@ SCORES_DIR = Path("data/scores")
 ITEM_FILES = PREDICTION_FILES = SCORE_FILES = _TABLE_FILES
 
 VALIDATION_PATH = Path("reports/validation.json")
+# predict: what the run did (requests sent, cache hits, wall time); differs between identical runs
+PREDICT_RUN_PATH = Path("reports/predict_run.json")
 METRICS_PATH = Path("reports/metrics.json")
 PLOTS_DIR = Path("reports/plots")
 PLOT_FILES = {TRACK_N: "rimo_n_by_domain.csv", TRACK_P: "rimo_p_by_parts.csv"}

@@ -35,6 +35,7 @@ class Prediction:
     error: str | None = None
     # Backend-specific record of how the prediction came about (raw text, usage, latency...).
     details: dict[str, Any] = field(default_factory=dict)
+    sample: int = 0  # 0-based sample index (predict.samples)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -28,6 +28,9 @@ class Predictor(ABC):
     # Every (track, problem_id) of the benchmark, set by the stage before ``predict`` so that a
     # backend reading ids from elsewhere can tell an unknown id from one outside the sample.
     known_keys: frozenset[tuple[str, str]] | None = None
+    # predict.samples (k), set by the stage: a backend that cannot give k samples per item
+    # must refuse k > 1 rather than return fewer.
+    samples: int = 1
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config: dict[str, Any] = dict(config or {})

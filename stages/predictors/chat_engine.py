@@ -5,21 +5,23 @@ A backend is a ``ChatPredictor`` subclass (its ``defaults`` and its transport); 
 ``local`` in ``local_model``) shares the prompt templates, the ``\\boxed{}`` extraction, the
 response cache, the concurrency, the progress bar and the RIMO-P chaining:
 
-* RIMO-N: one call; the prediction is the content of the last balanced ``\\boxed{}`` of the
-  reply, stripped. A reply with no such box is still status ``ok``, with prediction ``""``
-  (never equal to an integer gold, so scored wrong) and ``details.extraction == "none"``.
+* ``predict.samples: k``: every item gets k independent samples, each its own request(s) with
+  the sample index in the cache key (sample 0's key is the key of a k = 1 run, so a k = 1 cache
+  stays warm). One ``Prediction`` per (item, sample), ``sample`` 0-based.
+* RIMO-N: one call; the answer text is the reply after any leading ``<think>…</think>`` block
+  (``think_split``); the prediction is the content of its last balanced ``\\boxed{}``. A reply
+  with no box is status ``ok`` with prediction ``""`` and ``details.extraction`` ``"none"``, or
+  ``"truncated"`` when the server cut it off (``finish_reason: length``).
 * RIMO-P (the paper's protocol): one call per sub-problem, in order; call k shows the problem,
-  parts 1..k-1 with the model's own proofs as already proved facts, then part k. The
-  prediction is the list of the model's replies, stripped. If a part fails for good the item is
-  status ``error`` (the parts done so far stay in the cache and in ``details.parts``).
-* ``n > 1`` samples: every sample is kept in ``details.samples``; the first one is the
-  prediction (and, for RIMO-P, the one passed forward to later parts).
-* A request that still fails after its retries (``TransportError``) marks only its item
+  parts 1..k-1 with the model's own proofs (sample j's own, never reasoning text) as already
+  proved facts, then part k. If a part fails for good the sample is status ``error``, with
+  ``details.error_kind`` (``"context_length"`` for a prompt over the context window).
+* A request that still fails after its retries (``TransportError``) marks only its sample
   ``error``; a transport raises ``StageError`` for configuration failures that would fail every
   item, and that stops the stage.
 
 Details are a pure function of the (cached) replies, so re-running over a warm cache writes
-byte-identical predictions.
+byte-identical predictions; run facts (requests sent, cache hits) go to ``run_stats``.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import concurrent.futures
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from tqdm import tqdm
@@ -45,6 +48,8 @@ from stages.predictors.cache import ResponseCache, request_key
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
+THINK_OFF = {"enabled": False, "open": "<think>", "close": "</think>"}
 T = TypeVar("T")
 
 
@@ -53,13 +58,14 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------------------------
 @dataclass
 class ChatReply:
-    """One completed request: a text per sample, plus what the server said about it."""
+    """One completed request: a text per choice, plus what the server said about it."""
 
     texts: list[str]
     finish_reasons: list[str | None]
     usage: dict[str, int]
     model: str | None
     latency_s: float
+    reasoning: list[str | None] = field(default_factory=list)  # the server's reasoning field
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,18 +74,28 @@ class ChatReply:
     def from_json(cls, data: dict[str, Any]) -> ChatReply:
         return cls(texts=list(data["texts"]), finish_reasons=list(data["finish_reasons"]),
                    usage=dict(data.get("usage") or {}), model=data.get("model"),
-                   latency_s=float(data.get("latency_s", 0.0)))
+                   latency_s=float(data.get("latency_s", 0.0)),
+                   reasoning=list(data.get("reasoning") or []))
 
 
 def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
-    """The integer counters of a server's usage record (nested breakdowns dropped)."""
-    return {k: v for k, v in (usage or {}).items() if isinstance(v, int)}
+    """The integer counters of a server's usage record, plus the reasoning tokens that OpenAI
+    and vLLM nest under ``completion_tokens_details``."""
+    out = {k: v for k, v in (usage or {}).items() if isinstance(v, int)}
+    nested = (usage or {}).get("completion_tokens_details")
+    if isinstance(nested, Mapping) and isinstance(nested.get("reasoning_tokens"), int):
+        out["reasoning_tokens"] = nested["reasoning_tokens"]
+    return out
 
 
 class TransportError(Exception):
     """A request that failed for good. The message is safe to record (no secrets)."""
 
     request_sha256: str | None = None
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind  # e.g. "context_length"; recorded as details.error_kind
 
 
 class ChatTransport(ABC):
@@ -90,8 +106,11 @@ class ChatTransport(ABC):
         """What answers the requests (server or model file); part of every cache key."""
 
     @abstractmethod
-    def request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        """The complete request for these messages: model, messages, sampling parameters."""
+    def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
+        """The complete request for these messages: model, messages, sampling parameters.
+
+        ``sample`` is the 0-based sample index; a transport with a seed offsets it by the index
+        so that k samples of a seeded model are not k copies of one."""
 
     @abstractmethod
     async def send(self, request: dict[str, Any]) -> ChatReply:
@@ -99,6 +118,13 @@ class ChatTransport(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
+
+
+def cache_payload(transport: ChatTransport, request: dict[str, Any],
+                  sample: int) -> dict[str, Any]:
+    """What the cache key hashes. Sample 0 has no index, so a k = 1 cache stays valid."""
+    payload = {"endpoint": transport.endpoint(), "request": request}
+    return {**payload, "sample": sample} if sample else payload
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,10 +143,22 @@ def require(cond: bool, message: str) -> None:
         raise StageError(f"params.yaml: {message}")
 
 
+def resolve_think_split(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return dict(THINK_OFF)
+    require(isinstance(value, dict) and set(value) <= set(THINK_OFF),
+            f"predict.{name}.think_split must be a mapping with keys {sorted(THINK_OFF)}")
+    merged = {"enabled": True, "open": "<think>", "close": "</think>", **value}
+    require(isinstance(merged["enabled"], bool), f"predict.{name}.think_split.enabled: bool")
+    require(all(isinstance(merged[k], str) and merged[k] for k in ("open", "close")),
+            f"predict.{name}.think_split.open and .close must be non-empty strings")
+    return merged
+
+
 # Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
-                              "model_cache_dir", "model_path"})
+                              "model_cache_dir", "model_path", "price_per_mtok"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,9 +177,15 @@ class ChatPredictor(Predictor):
                 f"predict.{self.name}.system_prompt must be a string or null")
         require(s["cache_dir"] is None or isinstance(s["cache_dir"], str),
                 f"predict.{self.name}.cache_dir must be a path or null (no cache)")
+        self.think = resolve_think_split(self.name, s.get("think_split"))
+        self.run_stats: dict[str, Any] = {}
 
     @abstractmethod
     def make_transport(self) -> ChatTransport: ...
+
+    def offline_transport(self) -> ChatTransport:
+        """A transport for ``--estimate``: builds requests and keys, writes nothing."""
+        return self.make_transport()
 
     def endpoint_identity(self) -> dict[str, Any]:
         """The part of the transport's endpoint that belongs in the fingerprint."""
@@ -149,9 +193,10 @@ class ChatPredictor(Predictor):
 
     def identity(self) -> dict[str, Any]:
         params = {k: v for k, v in self.settings.items() if k not in OPERATIONAL_KEYS}
-        return {"backend": self.name, "params": params, "templates": template_hashes(),
-                "protocol": PROTOCOL, "extractor": extract.VERSION, "version": __version__,
-                **self.endpoint_identity()}
+        ident = {"backend": self.name, "params": params, "templates": template_hashes(),
+                 "protocol": PROTOCOL, "extractor": extract.VERSION, "version": __version__,
+                 **self.endpoint_identity()}
+        return {**ident, "samples": self.samples} if self.samples != 1 else ident
 
     def predict(self, items: Sequence[Item]) -> list[Prediction]:
         return _run_coroutine(self._predict_all(list(items)))
@@ -166,13 +211,22 @@ class ChatPredictor(Predictor):
         try:
             return await run.all()
         finally:
-            run.close()
+            self.run_stats = run.close()
             await transport.aclose()
 
 
-def calls_needed(items: Iterable[Item]) -> int:
-    """Requests a run asks for: one per RIMO-N item, one per sub-problem of a RIMO-P item."""
-    return sum(1 if it.track == TRACK_N else len(it.sub_problems) for it in items)
+def calls_needed(items: Iterable[Item], samples: int = 1) -> int:
+    """Requests a run asks for: one per RIMO-N item, one per sub-problem of a RIMO-P item,
+    for each of the k samples."""
+    return samples * sum(1 if it.track == TRACK_N else len(it.sub_problems) for it in items)
+
+
+@dataclass
+class _Answer:
+    """One reply read as the engine uses it: reasoning apart, the answer text alone."""
+
+    details: dict[str, Any]
+    text: str
 
 
 class _Run:
@@ -181,11 +235,16 @@ class _Run:
     def __init__(self, predictor: ChatPredictor, transport: ChatTransport,
                  cache: ResponseCache, items: list[Item]) -> None:
         self.transport, self.cache, self.items = transport, cache, items
+        self.samples = predictor.samples
+        self.think = predictor.think
         self.system_prompt: str | None = predictor.settings["system_prompt"]
         self.semaphore = asyncio.Semaphore(max(1, transport.concurrency))
-        self.bar = tqdm(total=calls_needed(items), unit="req", desc=f"predict[{predictor.name}]",
-                        file=sys.stderr, dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
-        self.sent = self.errors = 0
+        self.bar = tqdm(total=calls_needed(items, self.samples), unit="req",
+                        desc=f"predict[{predictor.name}]", file=sys.stderr, dynamic_ncols=True,
+                        mininterval=0.5, smoothing=0.1)
+        self.errors = 0
+        self.sent: Counter[str] = Counter()  # per track
+        self.hits: Counter[str] = Counter()
         self.inflight: dict[str, asyncio.Future[ChatReply]] = {}
         self.started = time.monotonic()
         self.label = f"predict[{predictor.name}]"
@@ -193,41 +252,56 @@ class _Run:
     async def all(self) -> list[Prediction]:
         try:
             async with asyncio.TaskGroup() as group:  # a StageError cancels the other items
-                tasks = [group.create_task(self.one(item)) for item in self.items]
+                tasks = [group.create_task(self.one(item, j))
+                         for item in self.items for j in range(self.samples)]
         except ExceptionGroup as failed:
             stage_errors = [e for e in failed.exceptions if isinstance(e, StageError)]
             raise (stage_errors or failed.exceptions)[0] from None
         return [t.result() for t in tasks]
 
-    def close(self) -> None:
+    def close(self) -> dict[str, Any]:
         self.bar.close()
-        print(f"{self.label}: {len(self.items)} items, {self.cache.hits} cached replies, "
-              f"{self.sent} requests sent, {self.errors} items failed, "
-              f"{time.monotonic() - self.started:.1f}s", file=sys.stderr)
+        wall = time.monotonic() - self.started
+        print(f"{self.label}: {len(self.items)} items x {self.samples} samples, "
+              f"{sum(self.hits.values())} cached replies, {sum(self.sent.values())} requests "
+              f"sent, {self.errors} samples failed, {wall:.1f}s", file=sys.stderr)
+        return {"samples": self.samples, "wall_s": round(wall, 3), "failed": self.errors,
+                "tracks": {t: {"requests_sent": self.sent[t], "cached_replies": self.hits[t]}
+                           for t in (TRACK_N, TRACK_P)}}
 
-    async def one(self, item: Item) -> Prediction:
-        # One slot per item: RIMO-P parts run in order inside it, items run in parallel.
+    async def one(self, item: Item, sample: int) -> Prediction:
+        # One slot per sample: RIMO-P parts run in order inside it, samples run in parallel.
         async with self.semaphore:
-            pred = await (self.rimo_n(item) if item.track == TRACK_N else self.rimo_p(item))
+            pred = await (self.rimo_n(item, sample) if item.track == TRACK_N
+                          else self.rimo_p(item, sample))
+        pred.sample = sample
         if pred.status == STATUS_ERROR:
             self.errors += 1
         return pred
 
-    async def call(self, messages: list[dict[str, str]]) -> tuple[ChatReply, str]:
-        request = self.transport.request(messages)
-        payload = {"endpoint": self.transport.endpoint(), "request": request}
+    async def call(self, track: str, messages: list[dict[str, str]], sample: int
+                   ) -> tuple[ChatReply, str]:
+        request = self.transport.request(messages, sample)
+        payload = cache_payload(self.transport, request, sample)
         key = request_key(payload)
         reply = self.cached(key, payload)
         if reply is None:
             # Single flight: two items asking the very same thing share one request.
             task = self.inflight.get(key)
             if task is None:
-                task = asyncio.ensure_future(self.fetch(key, payload, request))
+                task = asyncio.ensure_future(self.fetch(track, key, payload, request))
                 self.inflight[key] = task
-                task.add_done_callback(lambda _: self.inflight.pop(key, None))
+                task.add_done_callback(lambda t: self._settled(key, t))
             reply = await asyncio.shield(task)
+        else:
+            self.hits[track] += 1
         self.bar.update(1)
         return reply, key
+
+    def _settled(self, key: str, task: asyncio.Future[ChatReply]) -> None:
+        self.inflight.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here too: its waiter may have been cancelled
 
     def cached(self, key: str, payload: dict[str, Any]) -> ChatReply | None:
         entry = self.cache.get(key, payload)
@@ -239,9 +313,9 @@ class _Run:
             return None  # an entry of the right shape but wrong content: refetch
         return reply if reply.texts else None
 
-    async def fetch(self, key: str, payload: dict[str, Any],
+    async def fetch(self, track: str, key: str, payload: dict[str, Any],
                     request: dict[str, Any]) -> ChatReply:
-        self.sent += 1
+        self.sent[track] += 1
         try:
             reply = await self.transport.send(request)
         except TransportError as exc:
@@ -251,51 +325,72 @@ class _Run:
         await asyncio.to_thread(self.cache.put, key, payload, reply.to_json())
         return reply
 
-    async def rimo_n(self, item: Item) -> Prediction:
+    def read(self, reply: ChatReply, key: str) -> _Answer:
+        content = reply.texts[0]
+        reasoning, text = split_reply(reply, self.think)
+        finish = reply.finish_reasons[0]
+        box = extract.extract_boxed(text)
+        extraction = ("boxed" if box is not None
+                      else "truncated" if finish == "length" else "none")
+        details = {"request_sha256": key, "raw_text": content, "text": text,
+                   "reasoning": reasoning, "finish_reason": finish, "extraction": extraction,
+                   "usage": {k: int(reply.usage.get(k, 0)) for k in USAGE_KEYS},
+                   "requests": 1, "model": reply.model}
+        # Latency is kept with the reply in the cache entry named by request_sha256, not here:
+        # wall-clock time would make the predictions differ byte-wise between identical runs.
+        return _Answer(details, text)
+
+    async def rimo_n(self, item: Item, sample: int) -> Prediction:
         try:
-            reply, key = await self.call(rimo_n_messages(item, self.system_prompt))
+            reply, key = await self.call(item.track, rimo_n_messages(item, self.system_prompt),
+                                         sample)
         except TransportError as exc:
             self.bar.update(1)
             return Prediction(item.track, item.problem_id, None, STATUS_ERROR, str(exc),
-                              {"request_sha256": exc.request_sha256})
-        answers = [extract.extract_boxed(t) for t in reply.texts]
-        details = _reply_details(reply, key)
-        details["extraction"] = "none" if answers[0] is None else "boxed"
-        if len(reply.texts) > 1:
-            details["samples"] = [
-                {"raw_text": t, "finish_reason": f, "answer": a}
-                for t, f, a in zip(reply.texts, reply.finish_reasons, answers, strict=True)
-            ]
-        return Prediction(item.track, item.problem_id, answers[0] or "", details=details)
+                              {"request_sha256": exc.request_sha256, "error_kind": exc.kind,
+                               "requests": 1, "usage": dict.fromkeys(USAGE_KEYS, 0)})
+        answer = self.read(reply, key)
+        return Prediction(item.track, item.problem_id,
+                          extract.extract_boxed(answer.text) or "", details=answer.details)
 
-    async def rimo_p(self, item: Item) -> Prediction:
+    async def rimo_p(self, item: Item, sample: int) -> Prediction:
         proved: list[str] = []
         parts: list[dict[str, Any]] = []
         total = len(item.sub_problems)
         for index in range(total):
             messages = rimo_p_messages(item, index, proved, self.system_prompt)
             try:
-                reply, key = await self.call(messages)
+                reply, key = await self.call(item.track, messages, sample)
             except TransportError as exc:
                 self.bar.update(total - index)  # the remaining parts will not be asked
+                details = _sum_parts(parts, index + 1)
+                details.update(failed_request_sha256=exc.request_sha256, error_kind=exc.kind,
+                               failed_part=index + 1)
                 return Prediction(item.track, item.problem_id, None, STATUS_ERROR,
-                                  f"part {index + 1} of {total}: {exc}",
-                                  {"parts": parts, "failed_request_sha256": exc.request_sha256})
-            part = _reply_details(reply, key)
-            if len(reply.texts) > 1:
-                part["samples"] = [{"raw_text": t, "finish_reason": f}
-                                   for t, f in zip(reply.texts, reply.finish_reasons, strict=True)]
-            parts.append(part)
-            proved.append(reply.texts[0].strip())
-        return Prediction(item.track, item.problem_id, proved, details={"parts": parts})
+                                  f"part {index + 1} of {total}: {exc}", details)
+            answer = self.read(reply, key)
+            parts.append(answer.details)
+            proved.append(answer.text.strip())
+        return Prediction(item.track, item.problem_id, proved, details=_sum_parts(parts, total))
 
 
-def _reply_details(reply: ChatReply, key: str) -> dict[str, Any]:
-    # Latency is kept with the reply in the cache entry named by request_sha256, not here:
-    # wall-clock time would make the predictions differ byte-wise between identical runs.
-    return {"request_sha256": key, "raw_text": reply.texts[0],
-            "finish_reason": reply.finish_reasons[0], "usage": reply.usage,
-            "model": reply.model}
+def split_reply(reply: ChatReply, think: dict[str, Any]) -> tuple[str | None, str]:
+    """``(reasoning, answer text)`` of a reply's first choice: the server's reasoning field and
+    any leading think block are reasoning; only the rest is ever read for an answer."""
+    content = reply.texts[0]
+    server_reasoning = reply.reasoning[0] if reply.reasoning else None
+    thoughts, text = (extract.split_think(content, think["open"], think["close"])
+                      if think["enabled"] else (None, content))
+    return "\n\n".join(r for r in (server_reasoning, thoughts) if r) or None, text
+
+
+def _sum_parts(parts: list[dict[str, Any]], requests: int) -> dict[str, Any]:
+    """A RIMO-P sample's details: its parts, and their usage summed."""
+    usage = {k: sum(p["usage"][k] for p in parts) for k in USAGE_KEYS}
+    truncated = any(p["extraction"] == "truncated" for p in parts)
+    return {"parts": parts, "usage": usage, "requests": requests,
+            "finish_reason": parts[-1]["finish_reason"] if parts else None,
+            "extraction": "truncated" if truncated else "none"}
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, T]) -> T:

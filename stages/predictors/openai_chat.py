@@ -5,7 +5,10 @@ prompting, extraction, cache and RIMO-P chaining): ``AsyncOpenAI`` clients with 
 retries (429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are retried with
 full jitter, honouring ``Retry-After``). A request that still fails after its retries marks only
 its item ``error``; configuration failures that would fail every item (401, 403, 404) stop the
-stage with a ``StageError``.
+stage with a ``StageError``, and so does a 400 that names a request parameter the server
+rejects (``max_tokens`` or ``temperature`` on an OpenAI reasoning model): a wrong configuration
+is reported once, naming the params key, instead of failing every item. A 400 for a prompt over
+the model's context window is that item's error, kept as ``error_kind: context_length``.
 
 The API key is read from the environment variable named by ``api_key_env`` and only ever handed
 to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
@@ -17,6 +20,7 @@ import asyncio
 import ipaddress
 import json
 import os
+import re
 import ssl
 import time
 from typing import Any, ClassVar
@@ -45,6 +49,14 @@ from stages.predictors.redact import DUMMY_API_KEY, Redactor
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _SLOTS_PER_CLIENT = 8
+# Sampling parameters sent only when not null (the server's default otherwise).
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "max_completion_tokens",
+                 "reasoning_effort", "seed")
+_CONTEXT = re.compile(r"context[ _]length|context window|maximum context|too many tokens"
+                      r"|prompt is too long|exceeds the model", re.IGNORECASE)
+_BAD_PARAM = re.compile(r"unsupported (parameter|value)|unrecognized request argument"
+                        r"|extra inputs are not permitted|unknown parameter"
+                        r"|not supported with this model|does not support", re.IGNORECASE)
 _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
 
@@ -82,6 +94,34 @@ def resolve_api_key(env_name: str | None, base_url: str) -> str:
     return DUMMY_API_KEY
 
 
+def context_length_error(exc: openai.APIStatusError) -> bool:
+    return exc.status_code in (400, 413, 422) and (
+        getattr(exc, "code", None) == "context_length_exceeded" or bool(_CONTEXT.search(str(exc))))
+
+
+def rejected_parameter(exc: openai.APIStatusError, request: dict[str, Any]) -> str | None:
+    """The request parameter a 400/422 rejects, or ``None`` when it names none we sent."""
+    if exc.status_code not in (400, 422) or context_length_error(exc):
+        return None
+    sent = {k for k in request if k not in ("messages", "model", "extra_body")}
+    sent |= set(request.get("extra_body") or {})
+    param = getattr(exc, "param", None)
+    if isinstance(param, str) and param in sent:
+        return param
+    message = str(exc)
+    if not _BAD_PARAM.search(message):
+        return None
+    named = [k for k in sorted(sent, key=len, reverse=True)
+             if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", message)]
+    return named[0] if named else (param if isinstance(param, str) else "(unnamed)")
+
+
+def params_key(param: str, request: dict[str, Any]) -> str:
+    if param in (request.get("extra_body") or {}):
+        return f"predict.openai.extra_body.{param}"
+    return f"predict.openai.{param}" if param in SAMPLING_KEYS else "predict.openai.extra_body"
+
+
 class MalformedResponse(Exception):
     """HTTP 200 with a body that is not a usable chat completion (retried)."""
 
@@ -113,10 +153,7 @@ class OpenAITransport(ChatTransport):
         self.base_url = normalise_base_url(s["base_url"] or OPENAI_BASE_URL)
         self.concurrency = int(s["concurrency"])
         self._model: str = s["model"]
-        self._sampling = {k: s[k] for k in ("temperature", "top_p", "max_tokens", "seed")
-                          if s[k] is not None}
-        if int(s["n"]) != 1:
-            self._sampling["n"] = int(s["n"])
+        self._sampling = {k: s[k] for k in SAMPLING_KEYS if s[k] is not None}
         self._extra_body: dict[str, Any] = dict(s["extra_body"] or {})
         self._attempts = int(s["max_retries"]) + 1
         self._wait = wait_random_exponential(multiplier=float(s["backoff_initial_s"]),
@@ -124,6 +161,7 @@ class OpenAITransport(ChatTransport):
         self._backoff_max = float(s["backoff_max_s"])
         key = resolve_api_key(s["api_key_env"], self.base_url)
         self._redact = Redactor(key)
+        self._fatal: StageError | None = None
         # Several clients, each serving at most _SLOTS_PER_CLIENT requests at a time: the HTTP
         # pool scans all its connections on every request and release, which at 64 connections
         # in one pool costs more CPU than the whole rest of a request.
@@ -145,8 +183,10 @@ class OpenAITransport(ChatTransport):
         # is that moving the same model to another URL starts a cold cache.
         return {"transport": "openai-chat", "base_url": self.base_url}
 
-    def request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+    def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self._model, "messages": messages, **self._sampling}
+        if sample and "seed" in request:
+            request["seed"] += sample
         if self._extra_body:
             request["extra_body"] = self._extra_body
         return request
@@ -158,6 +198,15 @@ class OpenAITransport(ChatTransport):
         return max(wait, min(hint, self._backoff_max)) if hint else wait
 
     async def send(self, request: dict[str, Any]) -> ChatReply:
+        if self._fatal is not None:  # the stage is stopping: send nothing more
+            raise self._fatal
+        try:
+            return await self._send(request)
+        except StageError as exc:
+            self._fatal = exc
+            raise
+
+    async def _send(self, request: dict[str, Any]) -> ChatReply:
         kwargs = dict(request)
         extra_body = kwargs.pop("extra_body", None)
         attempts = 0
@@ -182,7 +231,15 @@ class OpenAITransport(ChatTransport):
                 raise StageError(f"{self.base_url}: HTTP {exc.status_code} "
                                  f"{_FATAL_STATUS[exc.status_code]}: "
                                  f"{self._redact(str(exc))[:300]}") from None
-            raise TransportError(self._describe(exc, attempts)) from None
+            param = rejected_parameter(exc, request)
+            if param is not None:
+                raise StageError(
+                    f"{self.base_url}: HTTP {exc.status_code}: the server rejects the request "
+                    f"parameter '{param}'; change or null {params_key(param, request)} in "
+                    f"params.yaml (null: not sent). Server said: "
+                    f"{self._redact(str(exc))[:300]}") from None
+            kind = "context_length" if context_length_error(exc) else None
+            raise TransportError(self._describe(exc, attempts), kind) from None
         except (openai.OpenAIError, MalformedResponse, ValueError) as exc:
             raise TransportError(self._describe(exc, attempts)) from None
         raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
@@ -195,6 +252,7 @@ class OpenAITransport(ChatTransport):
         reply.texts = [self._redact.exact(t) for t in reply.texts]
         reply.finish_reasons = [clean(f) for f in reply.finish_reasons]
         reply.model = clean(reply.model)
+        reply.reasoning = [clean(r) for r in reply.reasoning]
         return reply
 
     def _describe(self, exc: BaseException, attempts: int) -> str:
@@ -210,13 +268,21 @@ def _parse(response: Any, latency_s: float) -> ChatReply:
     try:
         choices = sorted(response.choices or [], key=lambda c: c.index or 0)
         texts = [c.message.content or "" for c in choices]
+        # vLLM and SGLang (reasoning parsers), DeepSeek: reasoning_content; OpenRouter: reasoning
+        reasoning = [_text(getattr(c.message, "reasoning_content", None))
+                     or _text(getattr(c.message, "reasoning", None)) for c in choices]
         finish = [c.finish_reason for c in choices]
         usage = response.usage.model_dump(exclude_none=True) if response.usage else {}
     except (AttributeError, TypeError) as exc:
         raise MalformedResponse(f"unexpected response shape: {exc}") from None
     if not texts:
         raise MalformedResponse("the response has no choices")
-    return ChatReply(texts, finish, int_usage(usage), getattr(response, "model", None), latency_s)
+    return ChatReply(texts, finish, int_usage(usage), getattr(response, "model", None), latency_s,
+                     reasoning)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 class OpenAIPredictor(ChatPredictor):
@@ -226,11 +292,14 @@ class OpenAIPredictor(ChatPredictor):
     defaults: ClassVar[dict[str, Any]] = {
         "base_url": "http://127.0.0.1:8000/v1",  # null: https://api.openai.com/v1
         "model": None,
-        "temperature": 0.0,
+        "temperature": 0.0,  # null: not sent (OpenAI reasoning models accept only their default)
         "top_p": None,  # null: not sent (the server's default)
         "max_tokens": None,
-        "seed": None,
-        "n": 1,
+        "max_completion_tokens": None,  # OpenAI reasoning models: instead of max_tokens
+        "reasoning_effort": None,  # "low" | "medium" | "high" on models that take it
+        "seed": None,  # sample j is sent seed + j
+        "think_split": {"enabled": True, "open": "<think>", "close": "</think>"},
+        "price_per_mtok": None,  # {input: USD, output: USD} per million tokens: a cost estimate
         "extra_body": {},
         "system_prompt": None,
         "timeout_s": 600.0,
@@ -243,11 +312,25 @@ class OpenAIPredictor(ChatPredictor):
     }
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
+        if config and "n" in config:  # k separate requests replaced n (see README, samples)
+            raise StageError("params.yaml: predict.openai.n is gone; set predict.samples: k "
+                             "for k samples per item")
         super().__init__(config)
         s = self.settings
         require(isinstance(s["model"], str) and bool(s["model"]),
                 "predict.openai.model must name the served model")
-        require(isinstance(s["n"], int) and s["n"] >= 1, "predict.openai.n must be >= 1")
+        require(s["reasoning_effort"] is None or isinstance(s["reasoning_effort"], str),
+                "predict.openai.reasoning_effort must be a string (low, medium, high) or null")
+        for key in ("max_tokens", "max_completion_tokens", "seed"):
+            require(s[key] is None or (isinstance(s[key], int) and not isinstance(s[key], bool)
+                                       and s[key] >= 0),
+                    f"predict.openai.{key} must be null or an integer >= 0")
+        price = s["price_per_mtok"]
+        require(price is None or (
+            isinstance(price, dict) and set(price) == {"input", "output"}
+            and all(isinstance(v, int | float) and v >= 0 for v in price.values())),
+            "predict.openai.price_per_mtok must be null or {input: USD, output: USD} "
+            "per million tokens")
         require(isinstance(s["concurrency"], int) and s["concurrency"] >= 1,
                 "predict.openai.concurrency must be an integer >= 1")
         require(isinstance(s["max_retries"], int) and s["max_retries"] >= 0,
@@ -264,3 +347,7 @@ class OpenAIPredictor(ChatPredictor):
 
     def make_transport(self) -> ChatTransport:
         return OpenAITransport(self.settings)
+
+    def offline_transport(self) -> ChatTransport:
+        # --estimate sends nothing, so it needs no key: the endpoint (the cache key) is the same.
+        return OpenAITransport({**self.settings, "api_key_env": None})
