@@ -58,12 +58,12 @@ def pass_at(n: int, c: int, j: int) -> float:
     return 1.0 - math.comb(n - c, j) / math.comb(n, j)
 
 
-def majority(answers: Sequence[str | None]) -> str | None:
+def majority(answers: Sequence[Any]) -> str | None:
     """The most frequent non-empty answer (compared after strip, as the grader does); a tie
     goes to the answer seen first; no non-empty answer gives None."""
     counts: dict[str, int] = {}
     for a in answers:
-        if a is not None and a.strip():
+        if isinstance(a, str) and a.strip():  # None, or NaN from a frame, is no answer
             counts[a.strip()] = counts.get(a.strip(), 0) + 1
     if not counts:
         return None
