@@ -25,6 +25,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stages.commands.compare.samples import (
+    maj_mcnemar,
+    mean_test,
+    per_item,
+    sample_count,
+    which_test,
+)
 from stages.core.atomic import write_text
 from stages.core.errors import StageError
 from stages.core.items import DOMAINS
@@ -152,19 +159,29 @@ def flips(track: str, paired: pd.DataFrame) -> list[dict[str, Any]]:
 
 def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, seed: int,
                   confidence: float) -> dict[str, Any]:
-    paired, unpaired = pair(a, b)
+    k = {"a": sample_count(a), "b": sample_count(b)}
+    paired, unpaired = pair(per_item(track, a), per_item(track, b))
     if track == TRACK_P:
         # strict and the other RIMO-P rates are defined over gradable items only.
         paired = paired[paired["gradable_a"].astype(bool)].reset_index(drop=True)
     specs = ratio_specs(track, paired)
     intervals = paired_bootstrap(specs, samples, seed, confidence)
+    col = TESTED[track]
+    if max(k.values()) > 1:  # per-item means are not 0/1: see stages/commands/compare/samples.py
+        return {"paired": len(paired), **unpaired, "k": k, "note": which_test(k),
+                "test": mean_test(col, paired, k, samples, seed, confidence),
+                "maj_test": maj_mcnemar(paired, mcnemar_exact),
+                "deltas": {name: {"paired_delta": None if (d := ratio_delta(s)) is None
+                                  else round(d, 6), "ci": intervals[name]}
+                           for name, s in specs.items()},
+                "flips": []}
     flipped = flips(track, paired)
     lost = sum(1 for f in flipped if f["a"])
     gained = len(flipped) - lost
-    col = TESTED[track]
     return {
         "paired": len(paired),
         **unpaired,
+        "k": k, "note": which_test(k),
         "test": {"name": "exact McNemar", "metric": col, "right_in_a_only": lost,
                  "right_in_b_only": gained, "discordant": lost + gained,
                  "both_right": int((paired[f"{col}_a"] & paired[f"{col}_b"]).sum()),
@@ -401,10 +418,12 @@ def render_markdown(result: Mapping[str, Any]) -> str:
             "| track | test | paired items | right in A only | right in B only | p (two-sided) |",
             "| --- | --- | ---: | ---: | ---: | ---: |"]
     for track, t in result["tracks"].items():
-        test = t["test"]
-        out.append(_md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
-                            test["right_in_a_only"], test["right_in_b_only"],
-                            fmt_p(test["p_value"])]))
+        for test in filter(None, (t["test"], t.get("maj_test"))):
+            out.append(_md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
+                                test["right_in_a_only"], test["right_in_b_only"],
+                                fmt_p(test["p_value"])]))
+    out += [""] + [f"- {track}: {_md(t['note'])}" for track, t in result["tracks"].items()
+                   if t.get("note")]
     notes = [n for track, t in result["tracks"].items() if (n := _unpaired_note(track, t))]
     if notes:
         out += [""] + [f"- {_md(n)}" for n in notes]
