@@ -314,3 +314,40 @@ def test_usage_sums_samples_and_parts_and_prices_tokens() -> None:
                    "reasoning_tokens": 20, "truncated": 1, "context_errors": 1,
                    "cost_usd": round((110 * 2.0 + 55 * 10.0) / 1e6, 6)}
     assert "cost_usd" not in usage(preds, None)
+
+
+def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
+    from stages.commands.audit.command import Ledger, check_metrics, check_scores, recompute_metrics
+    from stages.score.stage import SCORE_FILES
+    small_benchmark(tmp_path / "items")
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "sample": j,
+                                          "prediction": p}) + "\n" for t, i, j, p in [
+        (TRACK_N, "2001a1", 0, "12"), (TRACK_N, "2001a1", 2, "12"), (TRACK_N, "2001c1", 1, "7"),
+        (TRACK_P, "2001g1", 1, ["g1", "g2"])]))
+    predict({"backend": "replay", "samples": 3, "replay": {"path": str(replay)}},
+            tmp_path / "items", tmp_path / "preds")
+    cfg = {"bootstrap": BOOT, "pass_at": [2]}
+    m = score(cfg, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
+              tmp_path / "m.json", tmp_path / "plots")
+    m = json.loads(json.dumps(m))
+    preds = {t: pd.read_parquet(predictions_path(t, tmp_path / "preds")) for t in (TRACK_N,
+                                                                                 TRACK_P)}
+    scores = {t: pd.read_parquet(tmp_path / "scores" / SCORE_FILES[t]) for t in (TRACK_N,
+                                                                                TRACK_P)}
+    fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT, preds, {"score": cfg})
+    ledger = Ledger()
+    results = check_metrics(ledger, m, fresh, "m.json", {TRACK_N: "n", TRACK_P: "p"})
+    assert not ledger.breaks
+    assert {"RIMO-N.mean_at_k.accuracy", "RIMO-N.pass_at.2", "RIMO-P.pass_at_k",
+            "RIMO-N.usage.requests"} <= {r.name for r in results}
+    items = {t: pd.read_parquet(tmp_path / "items" / SCORE_FILES[t]) for t in (TRACK_N,
+                                                                              TRACK_P)}
+    edited = preds[TRACK_N].copy()
+    edited.loc[(edited["problem_id"] == "2001a2") & (edited["sample"] == 2), ["prediction",
+                                                                               "status"]] = \
+        ["-3", "ok"]
+    check_scores(ledger, TRACK_N, items[TRACK_N], edited, tmp_path / "scores" /
+                 SCORE_FILES[TRACK_N], "s.parquet", "src")
+    [broken] = ledger.breaks
+    assert "1 rows differ (2001a2#2)" in broken.message

@@ -161,6 +161,16 @@ def add_sample_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
         metrics[track]["ci"].update(ci)
 
 
+def extend_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
+                   preds: dict[str, pd.DataFrame], ci: Bootstrap, cfg: dict[str, Any],
+                   params: dict[str, Any] | None) -> None:
+    """Everything this module adds to metrics.json: the k-sample keys (k > 1) and each track's
+    usage. One entry point, shared by the score stage and the audit's recomputation."""
+    add_sample_metrics(metrics, scores, ci, cfg)
+    for track, frame in preds.items():
+        metrics[track]["usage"] = usage(frame, price(params, frame))
+
+
 # --- tokens and cost ---------------------------------------------------------------------------
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")

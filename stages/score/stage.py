@@ -28,7 +28,7 @@ from stages.core.predictions import (
 from stages.core.provenance import build_provenance
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from stages.score.samples import add_sample_metrics, first_sample, price, usage, with_sample
+from stages.score.samples import extend_metrics, first_sample, with_sample
 
 SCORE_SCHEMAS = {
     TRACK_N: pa.schema([
@@ -240,9 +240,8 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     # The primary metrics are on sample 0, so k = 1 gives exactly the single-sample metrics.
     metrics = {TRACK_N: metrics_n(first_sample(scores[TRACK_N]), boot),
                TRACK_P: metrics_p(first_sample(scores[TRACK_P]), boot)}
-    add_sample_metrics(metrics, scores, lambda num, den: bootstrap_ci(num, den, **boot), cfg)
-    for t in TRACKS:
-        metrics[t]["usage"] = usage(preds[t], price(params, preds[t]))
+    extend_metrics(metrics, scores, preds, lambda num, den: bootstrap_ci(num, den, **boot), cfg,
+                   params)
     evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: len(items[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total,

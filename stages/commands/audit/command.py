@@ -35,6 +35,7 @@ from stages.core.provenance import package_versions, params_fingerprint, predict
 from stages.core.provenance import upstream_pin as make_upstream_pin
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.fetch import RAW_DIR
+from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.stage import (
     METRICS_PATH,
     PLOTS_DIR,
@@ -42,6 +43,7 @@ from stages.score.stage import (
     SCORE_SCHEMAS,
     SCORES_DIR,
     _boot_params,
+    bootstrap_ci,
     join_predictions,
     metrics_n,
     metrics_p,
@@ -382,7 +384,13 @@ def check_predictions(ledger: Ledger, track: str, items: pd.DataFrame | None, pa
 
 def _table_rows(df: pd.DataFrame, track: str) -> dict[str, dict[str, Any]]:
     table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
-    return {r["problem_id"]: r for r in table.to_pylist()}
+    return {_row_key(r): r for r in table.to_pylist()}
+
+
+def _row_key(row: Mapping[str, Any]) -> str:
+    """A score row's id: the problem_id, with its sample when k > 1 (``2001a1#3``)."""
+    j = row.get("sample") or 0
+    return str(row["problem_id"]) + (f"#{j}" if j else "")
 
 
 def check_scores(ledger: Ledger, track: str, items: pd.DataFrame | None,
@@ -401,7 +409,7 @@ def check_scores(ledger: Ledger, track: str, items: pd.DataFrame | None,
         return scores  # already reported against the predictions
     want = _table_rows(fresh, track)
     try:
-        have = {r["problem_id"]: r for r in pq.read_table(path).to_pylist()}
+        have = {_row_key(r): r for r in pq.read_table(path).to_pylist()}
     except (pa.ArrowInvalid, KeyError) as exc:
         ledger.broke("scores", shown, f"{shown}: unreadable as a scores table ({exc})")
         return scores
@@ -438,11 +446,17 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def recompute_metrics(scores: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
-                      boot: Mapping[str, Any]) -> dict[str, Any]:
+                      boot: Mapping[str, Any], preds: Mapping[str, pd.DataFrame] | None = None,
+                      params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The metrics block exactly as the score stage derives it from the per-item scores."""
-    metrics = {TRACK_N: metrics_n(scores[TRACK_N], dict(boot)),
-               TRACK_P: metrics_p(scores[TRACK_P], dict(boot))}
-    evaluated = {t: len(scores[t]) for t in TRACKS}
+    scores = {t: with_sample(df) for t, df in scores.items()}
+    metrics = {TRACK_N: metrics_n(first_sample(scores[TRACK_N]), dict(boot)),
+               TRACK_P: metrics_p(first_sample(scores[TRACK_P]), dict(boot))}
+    if preds is not None:  # the k-sample keys and the usage of each track
+        extend_metrics(metrics, dict(scores), dict(preds),
+                       lambda num, den: bootstrap_ci(num, den, **boot),
+                       dict((params or {}).get("score") or {}), dict(params or {}))
+    evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": dict(totals),
                          "is_sample": evaluated != dict(totals)}
     return metrics
@@ -721,7 +735,9 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     results: list[MetricResult] = []
     if all(scores[t] is not None for t in TRACKS):
         totals = {t: len(items[t]) if items[t] is not None else 0 for t in TRACKS}
-        fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot)
+        fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot,
+                                  preds if all(preds[t] is not None for t in TRACKS) else None,
+                                  params)
         results = check_metrics(ledger, metrics, fresh, metrics_shown,
                                 {t: shown[t]["scores"] for t in TRACKS})
         check_plots(ledger, root, fresh)
