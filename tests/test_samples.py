@@ -351,3 +351,28 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
                  SCORE_FILES[TRACK_N], "s.parquet", "src")
     [broken] = ledger.breaks
     assert "1 rows differ (2001a2#2)" in broken.message
+
+
+@pytest.mark.slow
+def test_dvc_repro_with_four_samples_matches_the_independent_computation(
+        tmp_path: Path, mirror_dir: Path) -> None:
+    """The real `dvc repro`, predict.samples: 4, a replay with sample fields, the report too."""
+    from tests.pipeline_repo import make_repo, sh
+    gold_n, gold_p = independent_gold(mirror_dir)
+    repo = make_repo(tmp_path / "repo", mirror_dir, predict={
+        "backend": "replay", "samples": K, "limit": None, "replay": {"path": "k4.jsonl"}})
+    want_n, want_p = replay_k(repo / "k4.jsonl", gold_n, gold_p)
+    sh(repo, "git", "add", "k4.jsonl")
+    sh(repo, "git", "commit", "-qm", "k = 4 replay")
+    sh(repo, "dvc", "repro")
+    m = json.loads((repo / "reports/metrics.json").read_text())
+    want = independent_k(gold_n, gold_p, want_n, want_p)
+    assert m[TRACK_N]["k"] == K and m[TRACK_N]["pass_at"] == {"1": round(want["pass@1"], 6)}
+    assert m[TRACK_N]["mean_at_k"]["accuracy"] == round(want["accuracy"], 6)
+    assert m[TRACK_N]["maj_at_k"] == round(want["maj"], 6)
+    assert m[TRACK_P]["pass_at_k"] == round(want["pass_strict"], 6)
+    shown = json.loads(sh(repo, "dvc", "metrics", "show", "--json").stdout)
+    assert "mean_at_k" in json.dumps(shown)
+    page = (repo / "reports/report.html").read_text(encoding="utf-8")
+    assert "Cost and budget" in page and "RIMO-N.maj_at_k" in page
+    assert "Running stage" not in sh(repo, "dvc", "repro").stdout  # nothing to redo
