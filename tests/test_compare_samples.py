@@ -53,7 +53,12 @@ def test_k_samples_pair_items_on_their_mean(tmp_path: Path) -> None:
     assert n["test"]["delta"] == pytest.approx((1 + 1 + 0.5 + 0 - 1 - 0.5) / 4)
     assert 0 < n["test"]["p_value"] <= 1
     rows = {r["name"]: r for r in result["metrics"]}
-    assert rows["RIMO-N.accuracy"]["paired_delta"] == pytest.approx(1 / 4)
+    # The paired delta and its interval belong to mean@k, not to the sample-0 accuracy.
+    mean = rows["RIMO-N.mean_at_k.accuracy"]
+    assert mean["paired_delta"] == pytest.approx(1 / 4) and mean["delta"] == pytest.approx(1 / 4)
+    assert mean["rate"] and mean["ci"]["low"] <= 1 / 4 <= mean["ci"]["high"]
+    assert rows["RIMO-N.accuracy"]["ci"] is None
+    assert rows["RIMO-P.mean_at_k.sub_problem_accuracy"]["rate"]
     # maj@k is 0/1, so McNemar applies to it. 2001a2 in A: "-3" vs "3", a tie to the earliest,
     # right; 2001c1 in B: "0" vs "7", a tie to "0", wrong. So no item changes its majority.
     maj = n["maj_test"]

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from stages.commands.compare.samples import (
+    as_mean_at_k,
     maj_mcnemar,
     mean_test,
     per_item,
@@ -168,6 +169,7 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
     intervals = paired_bootstrap(specs, samples, seed, confidence)
     col = TESTED[track]
     if max(k.values()) > 1:  # per-item means are not 0/1: see stages/commands/compare/samples.py
+        specs, intervals = as_mean_at_k(track, specs), as_mean_at_k(track, intervals)
         return {"paired": len(paired), **unpaired, "k": k, "note": which_test(k),
                 "test": mean_test(col, paired, k, samples, seed, confidence),
                 "maj_test": maj_mcnemar(paired, mcnemar_exact),

@@ -43,6 +43,13 @@ def per_item(track: str, scores: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def as_mean_at_k(track: str, named: dict[str, Any]) -> dict[str, Any]:
+    """Deltas over per-item means are deltas of the mean@k metrics: name them so, which lines
+    them up with metrics.json's ``<track>.mean_at_k.*`` rows (not the sample-0 headline)."""
+    return {f"{track}.mean_at_k.{name.removeprefix(track + '.')}": v
+            for name, v in named.items()}
+
+
 def mean_test(col: str, paired: pd.DataFrame, k: dict[str, int], samples: int, seed: int,
               confidence: float) -> dict[str, Any]:
     """Paired bootstrap of mean(B) - mean(A) over items; two-sided p from the share of
