@@ -376,3 +376,11 @@ def test_dvc_repro_with_four_samples_matches_the_independent_computation(
     page = (repo / "reports/report.html").read_text(encoding="utf-8")
     assert "Cost and budget" in page and "RIMO-N.maj_at_k" in page
     assert "Running stage" not in sh(repo, "dvc", "repro").stdout  # nothing to redo
+
+
+@pytest.mark.parametrize("k", [0, -1, "2", 2.0, True, None])
+def test_invalid_predict_samples_is_refused(tmp_path: Path, k: object) -> None:
+    small_benchmark(tmp_path / "items")
+    with pytest.raises(StageError, match=r"predict\.samples must be an integer >= 1"):
+        predict({"backend": "oracle", "samples": k}, tmp_path / "items", tmp_path / "preds")
+    assert not (tmp_path / "preds").exists()
