@@ -81,35 +81,42 @@ def _unicode_safe(pred: Prediction) -> Prediction:
     if _encodable(pred.prediction):
         return pred
     return Prediction(pred.track, pred.problem_id, None, status=STATUS_ERROR,
-                      error="prediction is not valid Unicode (lone surrogate)")
+                      error="prediction is not valid Unicode (lone surrogate)",
+                      sample=pred.sample)
 
 
-def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str
-            ) -> dict[tuple[str, str], Prediction]:
-    """Exactly one prediction per requested item; an item the backend skipped is 'missing'."""
+def sample_count(cfg: dict[str, Any]) -> int:
+    """k = predict.samples: independent samples per item (default 1)."""
+    k = cfg.get("samples", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise StageError(f"params.yaml: predict.samples must be an integer >= 1, got {k!r}")
+    return k
+
+
+def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, samples: int = 1
+            ) -> dict[tuple[str, str, int], Prediction]:
+    """Exactly one prediction per requested (item, sample); one the backend skipped is
+    'missing'."""
     wanted = {it.key: it for it in items}
-    out: dict[tuple[str, str], Prediction] = {}
+    out: dict[tuple[str, str, int], Prediction] = {}
     for pred in preds:
         item = wanted.get(pred.key)
         if item is None:
             raise StageError(f"backend {backend}: prediction for an item not requested: "
                              f"{pred.track} {pred.problem_id}")
-        if pred.key in out:
+        if isinstance(pred.sample, bool) or not isinstance(pred.sample, int) \
+                or not 0 <= pred.sample < samples:
+            raise StageError(f"backend {backend}: {pred.track} {pred.problem_id}: sample "
+                             f"{pred.sample!r} outside 0..{samples - 1} (predict.samples)")
+        if pred.sample_key in out:
             raise StageError(f"backend {backend}: two predictions for {pred.track} "
-                             f"{pred.problem_id}")
+                             f"{pred.problem_id} sample {pred.sample}")
         _check_prediction(pred, item)
-        out[pred.key] = _unicode_safe(pred)
-    for key in wanted.keys() - out.keys():
+        out[pred.sample_key] = _unicode_safe(pred)
+    for key in sorted({(*k, j) for k in wanted for j in range(samples)} - out.keys()):
         out[key] = Prediction(key[0], key[1], None, status=STATUS_MISSING,
-                              error="no prediction from backend")
+                              error="no prediction from backend", sample=key[2])
     return out
-
-
-def samples_param(cfg: dict[str, Any]) -> int:
-    k = cfg.get("samples", 1)
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise StageError(f"params.yaml: predict.samples must be an integer >= 1, got {k!r}")
-    return k
 
 
 def _setup(cfg: dict[str, Any], items_dir: Path
@@ -117,8 +124,9 @@ def _setup(cfg: dict[str, Any], items_dir: Path
     backend = cfg.get("backend")
     if not isinstance(backend, str):
         raise StageError("params.yaml: predict.backend must name a backend")
+    k = sample_count(cfg)
     predictor: Predictor = create_predictor(backend, cfg.get(backend))
-    predictor.samples = samples_param(cfg)
+    predictor.samples = k
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
     seed = cfg.get("sample_seed", 0)
@@ -148,20 +156,21 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
             run_path: Path | None = None) -> dict[str, Any]:
     backend, predictor, all_items, sample = _setup(cfg, items_dir)
     requested = [it for track in TRACKS for it in sample[track]]
+    k = predictor.samples
     identity = predictor.identity()
     fp = fingerprint(identity)
     print(f"predict: backend {backend} (fingerprint {fp[:12]}) on "
-          + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS),
-          file=sys.stderr)
+          + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
+          + (f", {k} samples each" if k > 1 else ""), file=sys.stderr)
     started = time.monotonic()
-    preds = collect(predictor.predict(requested), requested, backend)
+    preds = collect(predictor.predict(requested), requested, backend, k)
     wall_s = time.monotonic() - started
-    tables = {t: build_table(t, sample[t], preds, identity, fp) for t in TRACKS}
+    tables = {t: build_table(t, sample[t], preds, identity, fp, k) for t in TRACKS}
     # Publish only once both tables are built, so a failure leaves the old pair intact.
     for track, table in tables.items():
         write_table(table, predictions_path(track, out_dir))
-    counts = {t: {s: sum(1 for it in sample[t] if preds[it.key].status == s) for s in STATUSES}
-              for t in TRACKS}
+    counts = {t: {s: sum(1 for key, p in preds.items() if key[0] == t and p.status == s)
+                  for s in STATUSES} for t in TRACKS}
     print(f"predict: wrote {os.fspath(out_dir)} {counts}", file=sys.stderr)
     run_facts = run_record(backend, fp, predictor, sample, wall_s)
     if run_path is not None:

@@ -178,10 +178,12 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
                         "ungradable_reason": None, "content_hash": h,
                         "solution": f"Solution of {pid}.", "answer": gold})
         details = {"raw_text": raw, "latency_s": 1.5} if raw is not None else {}
-        preds_n.append({"track": TRACK_N, "problem_id": pid, "item_hash": h, "prediction": pred,
+        preds_n.append({"track": TRACK_N, "problem_id": pid, "sample": 0, "item_hash": h,
+                        "prediction": pred,
                         "status": status, "error": error, "details": canonical_json(details),
                         **common})
-        scores_n.append({"track": TRACK_N, "problem_id": pid, "domain": domain, "item_hash": h,
+        scores_n.append({"track": TRACK_N, "problem_id": pid, "sample": 0, "domain": domain,
+                         "item_hash": h,
                          "status": status, "gold": gold, "prediction": pred,
                          "correct": status == "ok" and pred == gold})
 
@@ -198,12 +200,12 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
         answers = [f"My proof of part {i} of {pid}." for i in range(1, n_pred + 1)]
         # One item without raw text: the report then shows the per-part answers.
         details = {} if pid == NO_RAW_TEXT else {"raw_text": "\n\n".join(answers)}
-        preds_p.append({"track": TRACK_P, "problem_id": pid, "item_hash": h,
+        preds_p.append({"track": TRACK_P, "problem_id": pid, "sample": 0, "item_hash": h,
                         "prediction": answers, "status": "ok", "error": None,
                         "details": canonical_json(details), **common})
         prefix = next((i for i, m in enumerate(matched) if not m), len(matched))
         scores_p.append({
-            "track": TRACK_P, "problem_id": pid, "domain": domain, "item_hash": h,
+            "track": TRACK_P, "problem_id": pid, "sample": 0, "domain": domain, "item_hash": h,
             "number_of_parts": parts, "gradable": gradable, "ungradable_reason": reason,
             "status": "ok", "n_predicted": n_pred, "matched": matched,
             "n_matched": sum(matched), "prefix_len": prefix,

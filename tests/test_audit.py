@@ -119,7 +119,8 @@ def test_git_state_records_commit_and_dirty_sources(tmp_path: Path) -> None:
 def test_metrics_recompute_and_an_edited_value_breaks(small: Path) -> None:
     metrics = json.loads((small / "reports/metrics.json").read_text())
     scores = frames(small, "scores")
-    fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT)
+    fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT,
+                              frames(small, "predictions"), {"fetch": FETCH})
     sources = {t: f"scores {t}" for t in TRACKS}
     ledger = Ledger()
     results = check_metrics(ledger, metrics, fresh, "m.json", sources)

@@ -115,6 +115,25 @@ BAD: list[Bad] = [
         "replay.csv", 2, "2001c2"),
     Bad("CSV record cut short", {"r.csv": P_HEADER + b"2001g1,g1,g2,,\n2001n1,n1\n"},
         "replay.csv", 3, "2001n1"),
+    # A replay that yields nothing is an error, not a run with every item missing.
+    Bad("empty JSONL", {"r.jsonl": b""}, "replay.empty", None),
+    Bad("only blank lines", {"r.jsonl": b"\n  \n\r\n"}, "replay.empty", None),
+    Bad("CSV with only a header", {"r.csv": b"problem_id,llm_answer\n"}, "replay.empty", None),
+    # "sample": j, 0-based, below predict.samples (1 here).
+    Bad("sample beyond predict.samples", {"r.jsonl": jsonl({**n_row("2001a1", "12"),
+                                                            "sample": 1})},
+        "replay.sample", 1, "2001a1"),
+    Bad("sample as a string", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": "0"})},
+        "replay.sample", 1, "2001a1"),
+    Bad("sample as a float", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": 0.0})},
+        "replay.sample", 1, "2001a1"),
+    Bad("sample as a boolean", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": False})},
+        "replay.sample", 1, "2001a1"),
+    Bad("negative sample", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": -1})},
+        "replay.sample", 1, "2001a1"),
+    Bad("same sample twice", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": 0},
+                                               n_row("2001a1", "13"))},
+        "replay.duplicate", 2, "2001a1"),
     Bad("unterminated quote", {"r.csv": b'problem_id,llm_answer\n2001a1,"12\n2001a2,-3\n'},
         "replay.csv", 3),
 ]
@@ -142,9 +161,6 @@ def _extra_parts(frames: dict[str, pd.DataFrame]) -> None:
 
 
 ACCEPTED: list[Accepted] = [
-    Accepted("empty JSONL", {"r.jsonl": b""}, {}),
-    Accepted("only blank lines", {"r.jsonl": b"\n  \n\r\n"}, {}),
-    Accepted("CSV with only a header", {"r.csv": b"problem_id,llm_answer\n"}, {}),
     Accepted("5 MB RIMO-N prediction", {"r.jsonl": jsonl(n_row("2001a1", "1" * BIG))},
              {(TRACK_N, "2001a1"): "1" * BIG}),
     Accepted("5 MB RIMO-P part in a CSV",

@@ -162,5 +162,6 @@ def test_prediction_with_lone_surrogate_becomes_an_item_error() -> None:
     from stages.predictors import Prediction
     item = Item(TRACK_N, "2001a1", "p", "algebra", 1, True, "h", answer="1")
     out = collect([Prediction(TRACK_N, "2001a1", "4\ud800")], [item], "test")
-    assert out[item.key].status == "error" and out[item.key].prediction is None
-    assert "surrogate" in out[item.key].error
+    key = (*item.key, 0)
+    assert out[key].status == "error" and out[key].prediction is None
+    assert "surrogate" in out[key].error

@@ -201,7 +201,7 @@ def test_sample_banner_shown_for_sample(rendered: dict) -> None:
 def test_code_is_hidden_and_sections_present(rendered: dict) -> None:
     html_text = rendered["html"]
     for text in ("Errata applied", "E001", "stored text", "text.control_char",
-                 "Findings by rule", "Provenance"):
+                 "Findings by rule", "Provenance", "Cost and budget", "not priced"):
         assert text in html_text, text
     assert "read_parquet" not in html_text and "H.table(" not in html_text
     assert "hl-ipython3" not in html_text  # no highlighted code blocks

@@ -1,4 +1,4 @@
-"""The predictions tables: one row per evaluated item, saying what produced it."""
+"""The predictions tables: one row per evaluated item and sample, saying what produced it."""
 
 from __future__ import annotations
 
@@ -35,17 +35,21 @@ class Prediction:
     error: str | None = None
     # Backend-specific record of how the prediction came about (raw text, usage, latency...).
     details: dict[str, Any] = field(default_factory=dict)
-    sample: int = 0  # 0-based sample index (predict.samples)
+    sample: int = 0  # 0-based index of this sample among the item's predict.samples
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.track, self.problem_id)
 
+    @property
+    def sample_key(self) -> tuple[str, str, int]:
+        return (self.track, self.problem_id, self.sample)
 
 
 _COMMON = [
     ("track", pa.string()),
     ("problem_id", pa.string()),
+    ("sample", pa.int32()),  # 0-based sample index; one row per (item, sample)
     ("item_hash", pa.string()),  # content hash of the item the prediction answers
     ("status", pa.string()),  # ok | missing | error
     ("error", pa.string()),
@@ -55,29 +59,32 @@ _COMMON = [
     ("fingerprint", pa.string()),  # sha256 of backend identity (params, templates, version)
 ]
 PREDICTION_SCHEMAS = {
-    TRACK_N: pa.schema([*_COMMON[:3], ("prediction", pa.string()), *_COMMON[3:]]),
-    TRACK_P: pa.schema([*_COMMON[:3], ("prediction", pa.list_(pa.string())), *_COMMON[3:]]),
+    TRACK_N: pa.schema([*_COMMON[:4], ("prediction", pa.string()), *_COMMON[4:]]),
+    TRACK_P: pa.schema([*_COMMON[:4], ("prediction", pa.list_(pa.string())), *_COMMON[4:]]),
 }
 
 
-def build_table(track: str, items: Sequence[Item], preds: dict[tuple[str, str], Prediction],
-                identity: dict[str, Any], fp: str) -> pa.Table:
-    """Rows in item order (sorted by problem_id), so the file is byte-stable."""
+def build_table(track: str, items: Sequence[Item],
+                preds: dict[tuple[str, str, int], Prediction], identity: dict[str, Any], fp: str,
+                samples: int = 1) -> pa.Table:
+    """Rows sorted by (problem_id, sample), so the file is byte-stable."""
     rows = []
     for item in sorted(items, key=lambda it: it.problem_id):
-        pred = preds[item.key]
-        rows.append({
-            "track": track,
-            "problem_id": item.problem_id,
-            "item_hash": item.content_hash,
-            "prediction": pred.prediction,
-            "status": pred.status,
-            "error": pred.error,
-            "details": canonical_json(pred.details),
-            "backend": identity["backend"],
-            "backend_params": canonical_json(identity.get("params", {})),
-            "fingerprint": fp,
-        })
+        for j in range(samples):
+            pred = preds[(*item.key, j)]
+            rows.append({
+                "track": track,
+                "problem_id": item.problem_id,
+                "sample": j,
+                "item_hash": item.content_hash,
+                "prediction": pred.prediction,
+                "status": pred.status,
+                "error": pred.error,
+                "details": canonical_json(pred.details),
+                "backend": identity["backend"],
+                "backend_params": canonical_json(identity.get("params", {})),
+                "fingerprint": fp,
+            })
     schema = PREDICTION_SCHEMAS[track]
     return pa.Table.from_pylist(rows, schema=schema)
 

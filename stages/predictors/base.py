@@ -28,8 +28,7 @@ class Predictor(ABC):
     # Every (track, problem_id) of the benchmark, set by the stage before ``predict`` so that a
     # backend reading ids from elsewhere can tell an unknown id from one outside the sample.
     known_keys: frozenset[tuple[str, str]] | None = None
-    # predict.samples (k), set by the stage: a backend that cannot give k samples per item
-    # must refuse k > 1 rather than return fewer.
+    # k = predict.samples, set by the stage: yield samples 0..k-1 per item (Prediction.sample).
     samples: int = 1
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -41,4 +40,4 @@ class Predictor(ABC):
 
     @abstractmethod
     def predict(self, items: Sequence[Item]) -> Iterable[Prediction]:
-        """Yield one prediction per item, in any order (the stage checks the one-per-item rule)."""
+        """Yield one prediction per (item, sample), in any order (the stage checks the rule)."""

@@ -23,8 +23,7 @@ class ConstantPredictor(Predictor):
 
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
         for item in items:
-            if item.track == TRACK_N:
-                yield Prediction(item.track, item.problem_id, self.answer)
-            else:
-                yield Prediction(item.track, item.problem_id,
-                                 [self.solution] * item.number_of_parts)
+            value = (self.answer if item.track == TRACK_N
+                     else [self.solution] * item.number_of_parts)
+            for j in range(self.samples):  # k identical samples: a deterministic backend
+                yield Prediction(item.track, item.problem_id, value, sample=j)

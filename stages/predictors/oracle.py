@@ -15,4 +15,5 @@ class OraclePredictor(Predictor):
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
         for item in items:
             gold = item.answer if item.track == TRACK_N else list(item.sub_solutions)
-            yield Prediction(item.track, item.problem_id, gold)
+            for j in range(self.samples):  # k identical samples: a deterministic backend
+                yield Prediction(item.track, item.problem_id, gold, sample=j)

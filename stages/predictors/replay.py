@@ -1,7 +1,8 @@
 """Replay predictions produced elsewhere: our JSONL format or the upstream scripts' CSVs.
 
 JSONL lines are ``{"track", "problem_id", "prediction"}`` (a string for RIMO-N, a list of strings
-for RIMO-P). CSVs are ``problem_id,llm_answer`` (RIMO-N) or ``problem_id,llm_solution1..4``
+for RIMO-P), with an optional ``"sample": j`` (0-based, below predict.samples; absent means 0).
+CSVs are ``problem_id,llm_answer`` (RIMO-N) or ``problem_id,llm_solution1..4``
 (RIMO-P). ``path`` may also be a folder of such files.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,7 +70,20 @@ def _decode(path: Path) -> str:
                          f"{exc.start} ({exc.reason})") from exc
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
+# (track, problem_id, sample, prediction, where): one replayed prediction and its file:line.
+Row = tuple[str, str, int, str | list[str], str]
+
+
+def _sample(rec: dict[str, Any], where: str) -> int:
+    j = rec.get("sample", 0)
+    # bool is an int in Python; true must not quietly become sample 1.
+    if isinstance(j, bool) or not isinstance(j, int) or j < 0:
+        raise StageError(f"{where}: rule replay.sample: sample must be an integer >= 0, "
+                         f"got {j!r}")
+    return j
+
+
+def read_jsonl(path: Path) -> Iterator[Row]:
     with io.StringIO(_decode(path), newline=None) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -86,16 +101,17 @@ def read_jsonl(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
                 raise StageError(f"{where}: rule replay.fields: track must be one of {TRACKS} "
                                  f"and problem_id a string")
             where = f"{where} id={pid}"
+            j = _sample(rec, where)
             value = _check_value(track, rec["prediction"], where)
             _check_text(value, where)
-            yield track, pid, value, where
+            yield track, pid, j, value, where
 
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def read_csv(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
+def read_csv(path: Path) -> Iterator[Row]:
     # strict: an unterminated quote is an error, not a field that runs to the end of the file.
     reader = csv.reader(io.StringIO(_decode(path), newline=""), strict=True)
     old_limit = csv.field_size_limit(MAX_CSV_FIELD)  # model output can pass the 128 KiB default
@@ -127,24 +143,31 @@ def read_csv(path: Path) -> Iterator[tuple[str, str, str | list[str], str]]:
             while parts and not parts[-1]:  # unused trailing columns are empty
                 parts.pop()
             value = parts
-        yield track, row["problem_id"], value, where
+        yield track, row["problem_id"], 0, value, where  # the upstream CSVs hold one sample
 
 
-def load_replay(path: Path, known: frozenset[tuple[str, str]]
-                ) -> dict[tuple[str, str], str | list[str]]:
-    out: dict[tuple[str, str], str | list[str]] = {}
-    seen_at: dict[tuple[str, str], str] = {}
+def load_replay(path: Path, known: frozenset[tuple[str, str]], samples: int = 1
+                ) -> dict[tuple[str, str, int], str | list[str]]:
+    out: dict[tuple[str, str, int], str | list[str]] = {}
+    seen_at: dict[tuple[str, str, int], str] = {}
     for file in _files(path):
         reader = read_csv if file.suffix == ".csv" else read_jsonl
-        for track, pid, value, where in reader(file):
-            key = (track, pid)
+        for track, pid, j, value, where in reader(file):
+            key = (track, pid, j)
             if key in out:
-                raise StageError(f"{where}: rule replay.duplicate: {track} {pid} already given "
-                                 f"at {seen_at[key]}")
-            if key not in known:
+                raise StageError(f"{where}: rule replay.duplicate: {track} {pid} sample {j} "
+                                 f"already given at {seen_at[key]}")
+            if (track, pid) not in known:
                 raise StageError(f"{where}: rule replay.unknown_id: {track} {pid} is not a "
                                  f"benchmark item")
+            if j >= samples:
+                raise StageError(f"{where}: rule replay.sample: sample {j} needs "
+                                 f"predict.samples > {j}, it is {samples}")
             out[key], seen_at[key] = value, where
+    if not out:
+        # Every item missing and exit 0 would look like a model that answered nothing.
+        raise StageError(f"{path}: rule replay.empty: no prediction in the replay "
+                         f"(predict.replay.path)")
     return out
 
 
@@ -165,10 +188,18 @@ class ReplayPredictor(Predictor):
 
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
         known = self.known_keys or frozenset(it.key for it in items)
-        replay = load_replay(self.path, known)
+        replay = load_replay(self.path, known, self.samples)
+        covered = {key[:2] for key in replay}
+        hit = sum(1 for it in items if it.key in covered)
+        if items and hit * 2 < len(items):
+            print(f"predict: warning: replay {self.path} covers {hit} of the {len(items)} "
+                  f"requested items; the other {len(items) - hit} are recorded as missing "
+                  f"(counted wrong)", file=sys.stderr)
         for item in items:
-            if item.key in replay:
-                yield Prediction(item.track, item.problem_id, replay[item.key])
-            else:
-                yield Prediction(item.track, item.problem_id, None, status=STATUS_MISSING,
-                                 error=f"not in replay {self.path}")
+            for j in range(self.samples):
+                key = (*item.key, j)
+                if key in replay:
+                    yield Prediction(item.track, item.problem_id, replay[key], sample=j)
+                else:
+                    yield Prediction(item.track, item.problem_id, None, status=STATUS_MISSING,
+                                     error=f"not in replay {self.path}", sample=j)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from stages.core.artifacts import PLOT_FILES
 from stages.core.items import DOMAINS
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap
 
 DEFAULT_BOOTSTRAP = {"samples": 1000, "seed": 0, "confidence": 0.95}
@@ -110,13 +111,31 @@ def sample_spec(predict_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"limit": cfg.get("limit"), "seed": cfg.get("sample_seed")}
 
 
+def single_interval(boot: Mapping[str, Any]
+                    ) -> Callable[[np.ndarray, np.ndarray | None], Interval | dict[str, None]]:
+    """One metric's interval: sum(num)/sum(den) (den None: the mean), the same bootstrap."""
+    def ci(num: np.ndarray, den: np.ndarray | None) -> Interval | dict[str, None]:
+        return intervals({"m": (num, np.ones(len(num)) if den is None else den)}, boot)["m"]
+    return ci
+
+
 def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
-            boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Every metric of metrics.json but the provenance block. ``totals`` is the number of items
-    per track, so a sample run says it is one; ``sample`` is :func:`sample_spec`."""
-    metrics: dict[str, Any] = {TRACK_N: metrics_n(scores_by_track[TRACK_N], boot),
-                               TRACK_P: metrics_p(scores_by_track[TRACK_P], boot)}
-    evaluated = {t: len(scores_by_track[t]) for t in TRACKS}
+            boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None,
+            preds: Mapping[str, pd.DataFrame] | None = None,
+            params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every metric of metrics.json but the provenance block, for the score stage and audit.
+
+    ``totals`` is the number of items per track, so a sample run says it is one; ``sample`` is
+    :func:`sample_spec`. The primary metrics are on sample 0, so k = 1 gives exactly the
+    single-sample metrics; with ``preds`` the k-sample keys (k > 1) and each track's usage
+    are added (stages.score.samples)."""
+    scores = {t: with_sample(df) for t, df in scores_by_track.items()}
+    metrics: dict[str, Any] = {TRACK_N: metrics_n(first_sample(scores[TRACK_N]), boot),
+                               TRACK_P: metrics_p(first_sample(scores[TRACK_P]), boot)}
+    if preds is not None:
+        extend_metrics(metrics, scores, dict(preds), single_interval(boot),
+                       dict((params or {}).get("score") or {}), dict(params or {}))
+    evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,
                          **sample_spec(None), **(sample or {})}

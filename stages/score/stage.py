@@ -24,15 +24,18 @@ from stages.core.provenance import build_provenance
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
+from stages.score.samples import with_sample
 
 SCORE_SCHEMAS = {
     TRACK_N: pa.schema([
-        ("track", pa.string()), ("problem_id", pa.string()), ("domain", pa.string()),
+        ("track", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
+        ("domain", pa.string()),
         ("item_hash", pa.string()), ("status", pa.string()), ("gold", pa.string()),
         ("prediction", pa.string()), ("correct", pa.bool_()),
     ]),
     TRACK_P: pa.schema([
-        ("track", pa.string()), ("problem_id", pa.string()), ("domain", pa.string()),
+        ("track", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
+        ("domain", pa.string()),
         ("item_hash", pa.string()), ("number_of_parts", pa.int64()), ("gradable", pa.bool_()),
         ("ungradable_reason", pa.string()), ("status", pa.string()),
         ("n_predicted", pa.int64()), ("matched", pa.list_(pa.bool_())),
@@ -43,12 +46,14 @@ SCORE_SCHEMAS = {
 
 
 def join_predictions(items: pd.DataFrame, preds: pd.DataFrame, track: str) -> pd.DataFrame:
-    """Evaluated items = the rows of the predictions table; each must match an item's content."""
-    dup = preds["problem_id"][preds["problem_id"].duplicated()]
+    """Evaluated items = the rows of the predictions table (one per item and sample); each must
+    match an item's content."""
+    preds = with_sample(preds)
+    dup = preds["problem_id"][preds.duplicated(["problem_id", "sample"])]
     if not dup.empty:
         raise StageError(f"{track} predictions: duplicate problem_id {sorted(set(dup))}")
     merged = preds.merge(items, on="problem_id", how="left", suffixes=("_pred", ""),
-                         validate="one_to_one", indicator=True)
+                         validate="many_to_one", indicator=True)
     unknown = merged.loc[merged["_merge"] == "left_only", "problem_id"].tolist()
     if unknown:
         raise StageError(f"{track} predictions: unknown problem_id {unknown[:10]}")
@@ -60,7 +65,7 @@ def join_predictions(items: pd.DataFrame, preds: pd.DataFrame, track: str) -> pd
     if stale:
         raise StageError(f"{track} predictions were made for other item contents "
                          f"({stale[:10]}...): rerun the predict stage")
-    return merged.sort_values("problem_id", kind="stable").reset_index(drop=True)
+    return merged.sort_values(["problem_id", "sample"], kind="stable").reset_index(drop=True)
 
 
 def check_one_run(preds: dict[str, pd.DataFrame]) -> None:
@@ -79,7 +84,8 @@ def score_n(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     for r in df.to_dict("records"):
         raw = r["prediction"]
         pred = raw if r["status"] == STATUS_OK and isinstance(raw, str) else None
-        rows.append({"track": TRACK_N, "problem_id": r["problem_id"], "domain": r["domain"],
+        rows.append({"track": TRACK_N, "problem_id": r["problem_id"],
+                     "sample": int(r["sample"]), "domain": r["domain"],
                      "item_hash": r["item_hash"], "status": r["status"], "gold": r["answer"],
                      "prediction": pred, "correct": grade_n(pred, r["answer"])})
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_N].names)
@@ -99,7 +105,8 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
         prefix = leading_matches(matched)
         parts = int(r["number_of_parts"])
         rows.append({
-            "track": TRACK_P, "problem_id": r["problem_id"], "domain": r["domain"],
+            "track": TRACK_P, "problem_id": r["problem_id"], "sample": int(r["sample"]),
+            "domain": r["domain"],
             "item_hash": r["item_hash"], "number_of_parts": parts, "gradable": gradable,
             "ungradable_reason": r["ungradable_reason"], "status": r["status"],
             "n_predicted": len(pred), "matched": matched, "n_matched": sum(matched),
@@ -120,7 +127,7 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
     metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot,
-                      sample_spec((params or {}).get("predict")))
+                      sample_spec((params or {}).get("predict")), preds, params)
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_with(scores_dir / SCORE_FILES[track],

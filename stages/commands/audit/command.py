@@ -132,7 +132,9 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     if all(scores[t] is not None for t in TRACKS):
         totals = {t: len(items[t]) if items[t] is not None else 0 for t in TRACKS}
         fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot,
-                                  sample_spec(params.get("predict")))
+                                  sample_spec(params.get("predict")),
+                                  preds if all(preds[t] is not None for t in TRACKS) else None,
+                                  params)
         results = check_metrics(ledger, metrics, fresh, metrics_shown,
                                 {t: shown[t]["scores"] for t in TRACKS})
         check_plots(ledger, root, fresh)

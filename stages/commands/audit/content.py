@@ -126,7 +126,13 @@ def check_predictions(ledger: Ledger, root: Path, track: str, items: pd.DataFram
 
 def _table_rows(df: pd.DataFrame, track: str) -> dict[str, dict[str, Any]]:
     table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
-    return {r["problem_id"]: r for r in table.to_pylist()}
+    return {row_key(r): r for r in table.to_pylist()}
+
+
+def row_key(row: Mapping[str, Any]) -> str:
+    """A score row's id: the problem_id, with its sample when k > 1 (``2001a1#3``)."""
+    j = row.get("sample") or 0
+    return str(row["problem_id"]) + (f"#{j}" if j else "")
 
 
 def check_scores(ledger: Ledger, track: str, items: pd.DataFrame | None,
@@ -145,7 +151,7 @@ def check_scores(ledger: Ledger, track: str, items: pd.DataFrame | None,
         return scores  # already reported against the predictions
     want = _table_rows(fresh, track)
     try:
-        have = {r["problem_id"]: r for r in pq.read_table(path).to_pylist()}
+        have = {row_key(r): r for r in pq.read_table(path).to_pylist()}
     except (pa.ArrowInvalid, KeyError) as exc:
         ledger.broke("scores.recompute", shown, f"{shown}: unreadable as a scores table ({exc})")
         return scores

@@ -19,10 +19,11 @@ from stages.score.metrics import compute, plot_tables
 
 
 def recompute_metrics(scores: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
-                      boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None
-                      ) -> dict[str, Any]:
+                      boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None,
+                      preds: Mapping[str, pd.DataFrame] | None = None,
+                      params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The metrics block exactly as the score stage derives it from the per-item scores."""
-    return compute(scores, totals, boot, sample)
+    return compute(scores, totals, boot, sample, preds, params)
 
 
 def same_value(a: Any, b: Any) -> bool:

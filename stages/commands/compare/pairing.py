@@ -14,6 +14,14 @@ import numpy as np
 import pandas as pd
 
 from stages.commands.compare.revisions import Side
+from stages.commands.compare.samples import (
+    as_mean_at_k,
+    maj_mcnemar,
+    mean_test,
+    per_item,
+    sample_count,
+    which_test,
+)
 from stages.core.dicts import flatten
 from stages.core.errors import ConfigError, DataError
 from stages.core.items import DOMAINS
@@ -102,7 +110,8 @@ def flips(track: str, paired: pd.DataFrame) -> list[dict[str, Any]]:
 
 def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, seed: int,
                   confidence: float) -> dict[str, Any]:
-    paired, unpaired = pair(a, b)
+    k = {"a": sample_count(a), "b": sample_count(b)}
+    paired, unpaired = pair(per_item(track, a), per_item(track, b))
     if track == TRACK_P:
         # strict and the other RIMO-P rates are defined over gradable items only.
         paired = paired[paired["gradable_a"].astype(bool)].reset_index(drop=True)
@@ -110,13 +119,23 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
     # The delta's numerator is per item B - A: one resample draw covers both sides.
     intervals = bootstrap({name: (nb - na, den) for name, (na, nb, den) in specs.items()},
                           samples, seed, confidence)
+    col = TESTED[track]
+    if max(k.values()) > 1:  # per-item means are not 0/1: see stages/commands/compare/samples.py
+        specs, intervals = as_mean_at_k(track, specs), as_mean_at_k(track, intervals)
+        return {"paired": len(paired), **unpaired, "k": k, "note": which_test(k),
+                "test": mean_test(col, paired, k, samples, seed, confidence),
+                "maj_test": maj_mcnemar(paired, mcnemar_exact),
+                "deltas": {name: {"paired_delta": None if (d := ratio_delta(s)) is None
+                                  else round(d, 6), "ci": intervals[name]}
+                           for name, s in specs.items()},
+                "flips": []}
     flipped = flips(track, paired)
     lost = sum(1 for f in flipped if f["a"])
     gained = len(flipped) - lost
-    col = TESTED[track]
     return {
         "paired": len(paired),
         **unpaired,
+        "k": k, "note": which_test(k),
         "test": {"name": "exact McNemar", "metric": col, "right_in_a_only": lost,
                  "right_in_b_only": gained, "discordant": lost + gained,
                  "both_right": int((paired[f"{col}_a"] & paired[f"{col}_b"]).sum()),

@@ -89,10 +89,12 @@ def render_markdown(result: Mapping[str, Any]) -> str:
             "| track | test | paired items | right in A only | right in B only | p (two-sided) |",
             "| --- | --- | ---: | ---: | ---: | ---: |"]
     for track, t in result["tracks"].items():
-        test = t["test"]
-        out.append(_md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
-                            test["right_in_a_only"], test["right_in_b_only"],
-                            fmt_p(test["p_value"])]))
+        for test in filter(None, (t["test"], t.get("maj_test"))):
+            out.append(_md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
+                                test["right_in_a_only"], test["right_in_b_only"],
+                                fmt_p(test["p_value"])]))
+    out += [""] + [f"- {track}: {_md(t['note'])}" for track, t in result["tracks"].items()
+                   if t.get("note")]
     notes = [n for track, t in result["tracks"].items() if (n := _unpaired_note(track, t))]
     if notes:
         out += [""] + [f"- {_md(n)}" for n in notes]
