@@ -223,7 +223,9 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
             new = {k: v for k, v in m[track].items() if k != "usage"}
             assert new == old[track]
             assert set(m[track]) - set(old[track]) == {"usage"}
-        assert m["sample"] == old["sample"]
+        # The sample block now also records the run's predict.limit and sample_seed.
+        assert {k: v for k, v in m["sample"].items() if k not in ("limit", "seed")} \
+            == old["sample"]
 
 
 # --- the pieces --------------------------------------------------------------------------------

@@ -127,7 +127,8 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
     metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot,
-                      sample_spec((params or {}).get("predict")), preds, params)
+                      sample_spec((params or {}).get("predict")), preds,
+                      {**(params or {}), "score": cfg})
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_with(scores_dir / SCORE_FILES[track],

@@ -58,7 +58,7 @@ from stages.core.hashing import sha256_file
 from stages.core.provenance import predictions_identity
 from stages.core.provenance import upstream_pin as make_upstream_pin
 from stages.core.tracks import TRACK_N, TRACKS
-from stages.score.metrics import bootstrap_params, sample_spec
+from stages.score.metrics import bootstrap_params
 
 
 def _read_metrics(root: Path) -> dict[str, Any]:
@@ -132,7 +132,6 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     if all(scores[t] is not None for t in TRACKS):
         totals = {t: len(items[t]) if items[t] is not None else 0 for t in TRACKS}
         fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot,
-                                  sample_spec(params.get("predict")),
                                   preds if all(preds[t] is not None for t in TRACKS) else None,
                                   params)
         results = check_metrics(ledger, metrics, fresh, metrics_shown,

@@ -15,15 +15,17 @@ from stages.commands.audit.ledger import MISSING, Ledger
 from stages.core.artifacts import PLOTS_DIR
 from stages.core.dicts import flatten
 from stages.core.tracks import TRACKS
-from stages.score.metrics import compute, plot_tables
+from stages.score.metrics import compute, plot_tables, sample_spec
 
 
 def recompute_metrics(scores: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
-                      boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None,
+                      boot: Mapping[str, Any],
                       preds: Mapping[str, pd.DataFrame] | None = None,
                       params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The metrics block exactly as the score stage derives it from the per-item scores."""
-    return compute(scores, totals, boot, sample, preds, params)
+    """The metrics block exactly as the score stage derives it from the per-item scores
+    (the sample block from the params' predict.limit and predict.sample_seed)."""
+    return compute(scores, totals, boot, sample_spec((params or {}).get("predict")), preds,
+                   params)
 
 
 def same_value(a: Any, b: Any) -> bool:
