@@ -60,10 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        # Validated once, here: every stage receives the typed sections and the file's path.
         params = load_params(args.params)
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
-            return int(module.main(args, params))
+            return int(module.main(args, params.as_dict()))
         module.run(params)
     except StageError as exc:
         print(f"rimo-eval {args.command}: error: {exc}", file=sys.stderr)

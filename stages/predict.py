@@ -8,7 +8,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from stages.core.errors import StageError
+from stages.core.config import Params, PredictParams, coerce
+from stages.core.errors import ConfigError, DataError
 from stages.core.hashing import fingerprint, sha256_bytes
 from stages.core.items import ITEMS_DIR, Item, load_items
 from stages.core.predictions import (
@@ -18,6 +19,7 @@ from stages.core.predictions import (
     STATUSES,
     build_table,
     predictions_path,
+    run_id,
     write_table,
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -31,8 +33,8 @@ def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[I
     """
     if limit is None:
         return list(items)
-    if not isinstance(limit, int) or limit < 0:
-        raise StageError(f"params.yaml: predict.limit must be null or an integer >= 0, "
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigError(f"params.yaml: predict.limit must be null or an integer >= 0, "
                          f"got {limit!r}")
 
     def rank(it: Item) -> str:
@@ -43,17 +45,17 @@ def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[I
 
 def _check_prediction(pred: Prediction, item: Item) -> None:
     if pred.status not in STATUSES:
-        raise StageError(f"{item.track} {item.problem_id}: unknown prediction status "
+        raise DataError(f"{item.track} {item.problem_id}: unknown prediction status "
                          f"{pred.status!r}")
     value = pred.prediction
     if value is None:
         return
     if item.track == TRACK_N and not isinstance(value, str):
-        raise StageError(f"{item.track} {item.problem_id}: prediction must be a string, "
+        raise DataError(f"{item.track} {item.problem_id}: prediction must be a string, "
                          f"got {type(value).__name__}")
     if item.track == TRACK_P and not (
             isinstance(value, list) and all(isinstance(v, str) for v in value)):
-        raise StageError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
+        raise DataError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
 
 
 def _encodable(value: str | list[str] | None) -> bool:
@@ -83,10 +85,10 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str
     for pred in preds:
         item = wanted.get(pred.key)
         if item is None:
-            raise StageError(f"backend {backend}: prediction for an item not requested: "
+            raise DataError(f"backend {backend}: prediction for an item not requested: "
                              f"{pred.track} {pred.problem_id}")
         if pred.key in out:
-            raise StageError(f"backend {backend}: two predictions for {pred.track} "
+            raise DataError(f"backend {backend}: two predictions for {pred.track} "
                              f"{pred.problem_id}")
         _check_prediction(pred, item)
         out[pred.key] = _unicode_safe(pred)
@@ -96,16 +98,17 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str
     return out
 
 
-def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
+def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
             out_dir: Path = PREDICTIONS_DIR) -> dict[str, Any]:
-    backend = cfg.get("backend")
-    if not isinstance(backend, str):
-        raise StageError("params.yaml: predict.backend must name a backend")
-    predictor: Predictor = create_predictor(backend, cfg.get(backend))
+    """``cfg`` is the typed ``predict`` section (a plain dict is validated into one)."""
+    params: PredictParams = coerce(PredictParams, cfg, "predict")  # type: ignore[assignment]
+    backend = params.backend
+    # A backend receives its own section as a dict of the keys the file set.
+    predictor: Predictor = create_predictor(backend, params.backend_config())
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
-    seed = cfg.get("sample_seed", 0)
-    sample = {t: select_sample(its, cfg.get("limit"), seed) for t, its in all_items.items()}
+    sample = {t: select_sample(its, params.limit, params.sample_seed)
+              for t, its in all_items.items()}
     requested = [it for track in TRACKS for it in sample[track]]
     identity = predictor.identity()
     fp = fingerprint(identity)
@@ -113,15 +116,18 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
           + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS),
           file=sys.stderr)
     preds = collect(predictor.predict(requested), requested, backend)
-    tables = {t: build_table(t, sample[t], preds, identity, fp) for t in TRACKS}
-    # Publish only once both tables are built, so a failure leaves the old pair intact.
+    run = run_id(fp, sample)
+    tables = {t: build_table(t, sample[t], preds, identity, fp, run) for t in TRACKS}
+    # Published only once both are built, so a failure before here leaves the old pair. Two
+    # renames are not one: a kill between them leaves a mixed pair, which score refuses
+    # because the run ids differ.
     for track, table in tables.items():
         write_table(table, predictions_path(track, out_dir))
     counts = {t: {s: sum(1 for it in sample[t] if preds[it.key].status == s) for s in STATUSES}
               for t in TRACKS}
     print(f"predict: wrote {os.fspath(out_dir)} {counts}", file=sys.stderr)
-    return {"fingerprint": fp, "counts": counts}
+    return {"fingerprint": fp, "run_id": run, "counts": counts}
 
 
-def run(params: dict[str, Any]) -> None:
-    predict(params["predict"])
+def run(params: Params) -> None:
+    predict(params.predict)

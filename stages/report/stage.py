@@ -27,7 +27,7 @@ from stages.core.artifacts import NOTEBOOK
 from stages.core.artifacts import REPORT_HTML as OUT_HTML
 from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
 from stages.core.atomic import write_text
-from stages.core.config import section
+from stages.core.config import Params
 from stages.core.errors import StageError
 from stages.core.hashing import canonical_json, sha256_file
 from stages.core.tracks import TRACK_N, TRACK_P
@@ -569,17 +569,17 @@ def render_report(notebook: str | os.PathLike[str], out_ipynb: str | os.PathLike
     write_text(out_html, html_text)
 
 
-def default_parameters(worst_failures: int, commit: str) -> dict[str, Any]:
+def default_parameters(worst_failures: int, commit: str,
+                       params_path: str | os.PathLike[str] = A.PARAMS_PATH) -> dict[str, Any]:
     params: dict[str, Any] = {name: path.as_posix() for name, (path, _stage) in INPUTS.items()}
-    params.update(git_commit=commit, worst_failures=worst_failures)
+    # The notebook reads the params file the CLI was given (--params), not always params.yaml.
+    params.update(git_commit=commit, worst_failures=worst_failures,
+                  params_path=Path(params_path).as_posix())
     return params
 
 
-def run(params: dict[str, Any]) -> None:
-    cfg = section(params, "report")
-    worst = cfg.get("worst_failures", 10)
-    if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
-        raise StageError(f"params.yaml: report.worst_failures must be an integer >= 0, "
-                         f"got {worst!r}")
-    render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML, default_parameters(worst, git_commit()))
+def run(params: Params) -> None:
+    worst = params.report.worst_failures  # validated by the CLI (an integer >= 0)
+    render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML,
+                  default_parameters(worst, git_commit(), params.path))
     print(f"report: wrote {OUT_IPYNB} and {OUT_HTML}", file=sys.stderr)
