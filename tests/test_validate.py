@@ -401,3 +401,15 @@ def test_stored_text_is_normalised_to_the_same_item(raw_dir: Path,
     assert result.report["normalisations"][TRACK_P]["sub-solution1"] == {"whitespace": 7}
     assert result.report["stored_text_changes"][TRACK_P] == {
         "sub-solution1": {"crlf": 1, "strip": 1}}
+
+
+@pytest.mark.parametrize("bad", ["2023a1\n", "2023a1\r\n", "2023a1x", " 2023a1"])
+def test_problem_id_must_match_in_full(tmp_path: Path, raw_dir: Path, bad: str) -> None:
+    """A JSON Schema ``$`` (Python's re.search) also matches before a final newline; the
+    pattern ends in a lookahead for no character at all, which both dialects honour."""
+    edit_jsonl(raw_dir / "RIMO-N.jsonl", "2023a1", setter("problem_id", bad))
+    message = failure(tmp_path, raw_dir)
+    lines = [ln for ln in message.splitlines() if "rule=schema.pattern" in ln]
+    assert lines, message
+    assert lines[0].strip().startswith(f"RIMO-N.jsonl:1 id={bad!r}" if not bad.isprintable()
+                                       else f"RIMO-N.jsonl:1 id={bad} ")

@@ -39,7 +39,7 @@ _ERRATUM = {
     "required": ["id", "track", "problem_id", "covers", "action", "reason", "evidence"],
     "additionalProperties": False,
     "properties": {
-        "id": {"type": "string", "pattern": "^E[0-9]{3,}$"},
+        "id": {"type": "string", "pattern": "^E[0-9]{3,}(?![\\s\\S])"},
         "track": {"enum": list(TRACKS)},
         "problem_id": {"type": "string", "minLength": 1},
         "covers": {"type": "array", "minItems": 1, "uniqueItems": True,
