@@ -27,8 +27,8 @@ from stages.core.artifacts import NOTEBOOK
 from stages.core.artifacts import REPORT_HTML as OUT_HTML
 from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
 from stages.core.atomic import write_text
-from stages.core.config import Params
-from stages.core.errors import StageError
+from stages.core.config import Params, ReportParams, coerce
+from stages.core.errors import ConfigError, StageError
 from stages.core.hashing import canonical_json, sha256_file
 from stages.core.tracks import TRACK_N, TRACK_P
 
@@ -578,8 +578,14 @@ def default_parameters(worst_failures: int, commit: str,
     return params
 
 
-def run(params: Params) -> None:
-    worst = params.report.worst_failures  # validated by the CLI (an integer >= 0)
+def run(params: Params | Mapping[str, Any]) -> None:
+    """``params``: the CLI's validated params, or a plain dict holding a ``report`` section."""
+    if isinstance(params, Params):
+        cfg, path = params.report, params.path
+    else:
+        if "report" not in params:
+            raise ConfigError("params.yaml: report: missing key (the section 'report')")
+        cfg, path = coerce(ReportParams, params["report"], "report"), A.PARAMS_PATH
     render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML,
-                  default_parameters(worst, git_commit(), params.path))
+                  default_parameters(cfg.worst_failures, git_commit(), path))
     print(f"report: wrote {OUT_IPYNB} and {OUT_HTML}", file=sys.stderr)
