@@ -44,6 +44,7 @@ def test_the_project_params_load_into_typed_sections() -> None:
     (lambda p: p["predict"]["openai"].update(temprature=0.5),
      "exp.yaml: predict.openai.temprature: unknown key"),
     (lambda p: p.update(sccore={}), "exp.yaml: sccore: unknown key"),
+    (lambda p: p.update(path="elsewhere.yaml"), "exp.yaml: path: unknown key"),
     (lambda p: p.pop("score"), "exp.yaml: score: missing key"),
     (lambda p: p["fetch"].pop("revision"), "exp.yaml: fetch.revision: missing key"),
     (lambda p: p["predict"].update(lokal={}), "exp.yaml: predict.lokal: unknown key"),

@@ -230,10 +230,13 @@ def parse_params(data: Any, path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Pa
     if not isinstance(data, Mapping):
         raise ConfigError(f"{os.fspath(path)}: expected a mapping of stage sections at the "
                           "top level")
+    if "path" in data:  # the field records where the file was read; the file cannot set it
+        raise ConfigError(f"{os.fspath(path)}: path: unknown key")
     try:
-        return Params.model_validate({**data, "path": Path(path)})
+        params = Params.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(path, data, exc)) from None
+    return params.model_copy(update={"path": Path(path)})
 
 
 def read_yaml(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Any:
