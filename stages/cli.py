@@ -69,12 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # compare reads each side's own artifacts: a params file is optional for it.
         optional = args.command in PARAMS_OPTIONAL and not Path(args.params).exists()
+        # Validated once, here: every stage receives the typed sections and the file's path.
         params = None if optional else load_params(args.params)
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
-            return int(module.main(args, params))
+            return int(module.main(args, None if params is None else params.as_dict()))
         if getattr(args, "estimate", False):
-            print(module.estimate(params["predict"]))
+            print(module.estimate(params.predict.as_dict()))
             return 0
         module.run(params)
     except StageError as exc:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.artifacts import RAW_DIR
-from stages.core.errors import StageError
+from stages.core.config import FetchParams, Params, coerce
+from stages.core.errors import DataError, IntegrityError, StageError
 from stages.core.hashing import sha256_bytes, sha256_file
 
 
@@ -31,15 +32,12 @@ class FetchConfig:
     timeout_s: float
 
     @classmethod
-    def from_params(cls, cfg: dict[str, Any]) -> FetchConfig:
-        try:
-            sha = {str(k): str(v).lower() for k, v in cfg["sha256"].items()}
-            return cls(repo=cfg["repo"], revision=str(cfg["revision"]), folder=cfg["folder"],
-                       url_template=cfg["url_template"],
-                       mirrors=tuple(Path(m) for m in cfg.get("mirrors") or ()),
-                       sha256=sha, timeout_s=float(cfg.get("timeout_s", 60)))
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise StageError(f"params.yaml: invalid fetch section ({exc!r})") from exc
+    def from_params(cls, cfg: FetchParams | dict[str, Any]) -> FetchConfig:
+        p: FetchParams = coerce(FetchParams, cfg, "fetch")  # type: ignore[assignment]
+        return cls(repo=p.repo, revision=p.revision, folder=p.folder,
+                   url_template=p.url_template, mirrors=tuple(Path(m) for m in p.mirrors),
+                   sha256={k: v.lower() for k, v in p.sha256.items()},
+                   timeout_s=float(p.timeout_s))
 
     def url(self, name: str) -> str:
         return self.url_template.format(repo=self.repo, revision=self.revision,
@@ -69,7 +67,7 @@ def download(url: str, timeout_s: float) -> bytes:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             return resp.read()
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise StageError(f"{url}: download failed: {exc}") from exc
+        raise DataError(f"{url}: download failed: {exc}") from exc
 
 
 def _stage_from_mirror(cfg: FetchConfig, mirror: Path, staging: Path) -> None:
@@ -78,7 +76,7 @@ def _stage_from_mirror(cfg: FetchConfig, mirror: Path, staging: Path) -> None:
         # Re-hash the copy: the mirror could change between the check and the copy.
         actual = sha256_file(staging / name)
         if actual != expected:
-            raise StageError(f"{mirror / name}: sha256 mismatch while copying: "
+            raise IntegrityError(f"{mirror / name}: sha256 mismatch while copying: "
                              f"expected {expected}, got {actual}")
 
 
@@ -89,7 +87,7 @@ def _stage_from_network(cfg: FetchConfig, staging: Path) -> None:
         data = download(url, cfg.timeout_s)
         actual = sha256_bytes(data)
         if actual != expected:
-            raise StageError(f"{name}: sha256 mismatch for {url}: expected {expected}, "
+            raise IntegrityError(f"{name}: sha256 mismatch for {url}: expected {expected}, "
                              f"got {actual}")
         (staging / name).write_bytes(data)
 
@@ -143,7 +141,7 @@ def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
                 _stage_from_network(cfg, staging)
             except StageError as exc:
                 detail = "".join(f"\n  mirror: {p}" for p in rejected)
-                raise StageError(f"fetch failed, nothing written to {out_dir}: {exc}{detail}"
+                raise type(exc)(f"fetch failed, nothing written to {out_dir}: {exc}{detail}"
                                  ) from exc
             source = "network"
         _publish(staging, out_dir)
@@ -151,5 +149,5 @@ def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
     return source
 
 
-def run(params: dict[str, Any], out_dir: Path = RAW_DIR) -> None:
-    fetch(FetchConfig.from_params(params["fetch"]), out_dir)
+def run(params: Params, out_dir: Path = RAW_DIR) -> None:
+    fetch(FetchConfig.from_params(params.fetch), out_dir)

@@ -16,7 +16,8 @@ from typing import Any
 
 from stages.core.artifacts import PREDICT_RUN_PATH
 from stages.core.atomic import write_json
-from stages.core.errors import StageError
+from stages.core.config import Params, PredictParams, coerce
+from stages.core.errors import ConfigError, DataError
 from stages.core.hashing import fingerprint, sha256_bytes
 from stages.core.items import ITEMS_DIR, Item, load_items
 from stages.core.predictions import (
@@ -26,6 +27,7 @@ from stages.core.predictions import (
     STATUSES,
     build_table,
     predictions_path,
+    run_id,
     write_table,
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -40,8 +42,8 @@ def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[I
     """
     if limit is None:
         return list(items)
-    if not isinstance(limit, int) or limit < 0:
-        raise StageError(f"params.yaml: predict.limit must be null or an integer >= 0, "
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigError(f"params.yaml: predict.limit must be null or an integer >= 0, "
                          f"got {limit!r}")
 
     def rank(it: Item) -> str:
@@ -52,17 +54,17 @@ def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[I
 
 def _check_prediction(pred: Prediction, item: Item) -> None:
     if pred.status not in STATUSES:
-        raise StageError(f"{item.track} {item.problem_id}: unknown prediction status "
+        raise DataError(f"{item.track} {item.problem_id}: unknown prediction status "
                          f"{pred.status!r}")
     value = pred.prediction
     if value is None:
         return
     if item.track == TRACK_N and not isinstance(value, str):
-        raise StageError(f"{item.track} {item.problem_id}: prediction must be a string, "
+        raise DataError(f"{item.track} {item.problem_id}: prediction must be a string, "
                          f"got {type(value).__name__}")
     if item.track == TRACK_P and not (
             isinstance(value, list) and all(isinstance(v, str) for v in value)):
-        raise StageError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
+        raise DataError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
 
 
 def _encodable(value: str | list[str] | None) -> bool:
@@ -85,14 +87,6 @@ def _unicode_safe(pred: Prediction) -> Prediction:
                       sample=pred.sample)
 
 
-def sample_count(cfg: dict[str, Any]) -> int:
-    """k = predict.samples: independent samples per item (default 1)."""
-    k = cfg.get("samples", 1)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise StageError(f"params.yaml: predict.samples must be an integer >= 1, got {k!r}")
-    return k
-
-
 def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, samples: int = 1
             ) -> dict[tuple[str, str, int], Prediction]:
     """Exactly one prediction per requested (item, sample); one the backend skipped is
@@ -102,14 +96,14 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
     for pred in preds:
         item = wanted.get(pred.key)
         if item is None:
-            raise StageError(f"backend {backend}: prediction for an item not requested: "
+            raise DataError(f"backend {backend}: prediction for an item not requested: "
                              f"{pred.track} {pred.problem_id}")
         if isinstance(pred.sample, bool) or not isinstance(pred.sample, int) \
                 or not 0 <= pred.sample < samples:
-            raise StageError(f"backend {backend}: {pred.track} {pred.problem_id}: sample "
+            raise DataError(f"backend {backend}: {pred.track} {pred.problem_id}: sample "
                              f"{pred.sample!r} outside 0..{samples - 1} (predict.samples)")
         if pred.sample_key in out:
-            raise StageError(f"backend {backend}: two predictions for {pred.track} "
+            raise DataError(f"backend {backend}: two predictions for {pred.track} "
                              f"{pred.problem_id} sample {pred.sample}")
         _check_prediction(pred, item)
         out[pred.sample_key] = _unicode_safe(pred)
@@ -119,22 +113,22 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
     return out
 
 
-def _setup(cfg: dict[str, Any], items_dir: Path
+def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path
            ) -> tuple[str, Predictor, dict[str, list[Item]], dict[str, list[Item]]]:
-    backend = cfg.get("backend")
-    if not isinstance(backend, str):
-        raise StageError("params.yaml: predict.backend must name a backend")
-    k = sample_count(cfg)
-    predictor: Predictor = create_predictor(backend, cfg.get(backend))
-    predictor.samples = k
+    """``cfg`` is the typed ``predict`` section (a plain dict is validated into one)."""
+    params: PredictParams = coerce(PredictParams, cfg, "predict")  # type: ignore[assignment]
+    backend = params.backend
+    # A backend receives its own section as a dict of the keys the file set.
+    predictor: Predictor = create_predictor(backend, params.backend_config())
+    predictor.samples = params.samples
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
-    seed = cfg.get("sample_seed", 0)
-    sample = {t: select_sample(its, cfg.get("limit"), seed) for t, its in all_items.items()}
+    sample = {t: select_sample(its, params.limit, params.sample_seed)
+              for t, its in all_items.items()}
     return backend, predictor, all_items, sample
 
 
-def estimate(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR) -> str:
+def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -> str:
     """``rimo-eval predict --estimate``: requests, cache hits, prompt tokens. Sends nothing,
     writes nothing."""
     from stages.predictors.estimate import estimate as chat_estimate
@@ -151,7 +145,7 @@ def estimate(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR) -> str:
     return f"{head}\n{render(est, predictor.settings.get('price_per_mtok'))}"
 
 
-def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
+def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
             out_dir: Path = PREDICTIONS_DIR,
             run_path: Path | None = None) -> dict[str, Any]:
     backend, predictor, all_items, sample = _setup(cfg, items_dir)
@@ -165,8 +159,11 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
     started = time.monotonic()
     preds = collect(predictor.predict(requested), requested, backend, k)
     wall_s = time.monotonic() - started
-    tables = {t: build_table(t, sample[t], preds, identity, fp, k) for t in TRACKS}
-    # Publish only once both tables are built, so a failure leaves the old pair intact.
+    run = run_id(fp, sample, k)
+    tables = {t: build_table(t, sample[t], preds, identity, fp, k, run) for t in TRACKS}
+    # Published only once both are built, so a failure before here leaves the old pair. Two
+    # renames are not one: a kill between them leaves a mixed pair, which score refuses
+    # because the run ids differ.
     for track, table in tables.items():
         write_table(table, predictions_path(track, out_dir))
     counts = {t: {s: sum(1 for key, p in preds.items() if key[0] == t and p.status == s)
@@ -175,7 +172,7 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
     run_facts = run_record(backend, fp, predictor, sample, wall_s)
     if run_path is not None:
         write_json(run_path, run_facts)
-    return {"fingerprint": fp, "counts": counts, "run": run_facts}
+    return {"fingerprint": fp, "run_id": run, "counts": counts, "run": run_facts}
 
 
 def run_record(backend: str, fp: str, predictor: Predictor, sample: dict[str, list[Item]],
@@ -193,5 +190,5 @@ def run_record(backend: str, fp: str, predictor: Predictor, sample: dict[str, li
             **tracks}
 
 
-def run(params: dict[str, Any]) -> None:
-    predict(params["predict"], run_path=PREDICT_RUN_PATH)
+def run(params: Params) -> None:
+    predict(params.predict, run_path=PREDICT_RUN_PATH)

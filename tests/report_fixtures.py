@@ -140,8 +140,7 @@ def _validation() -> dict[str, Any]:
                "rule": "text.control_char", "message": "sub_problems[1] contains '\\x0c'",
                "field": "sub_problems[1]"}
     return {
-        "report_version": 1,
-        "ok": True,
+        "report_version": 2,
         "inputs": {name: {"sha256": digest, "bytes": 1000, "bom": False,
                           "line_endings": {"lf": 10}} for name, digest in sorted(sha.items())},
         "errata": {"file": "errata.yaml", "sha256": "e" * 64, "version": 1, "applied": [

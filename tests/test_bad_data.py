@@ -139,7 +139,8 @@ def test_cli_reports_a_fault_without_traceback(raw_dir: Path, tmp_path: Path,
     shutil.copytree(raw_dir, root / "data/raw")
     (want,) = [e for e in deep_nesting(root / "data/raw") if e.rule == "json.parse"]
     shutil.copyfile(ERRATA, root / "data/errata.yaml")
-    (root / "params.yaml").write_text("validate:\n  errata: data/errata.yaml\n")
+    # The whole params file: the CLI validates every section before any stage runs.
+    shutil.copyfile(REPO_ROOT / "params.yaml", root / "params.yaml")
     with_previous(root, good_run)
     exe = Path(sys.executable).parent / "rimo-eval"
     proc = subprocess.run([str(exe), "validate"], cwd=root, capture_output=True, text=True,

@@ -36,8 +36,10 @@ def project(tmp_path: Path, server: ChatServer, samples: int, **openai: Any) -> 
     small_benchmark(tmp_path / "data" / "items")
     cfg = {"base_url": server.base_url, "model": "fake-model", "api_key_env": None,
            "cache_dir": str(tmp_path / "cache"), "max_tokens": 100, **openai}
-    params = {"predict": {"backend": "openai", "limit": None, "samples": samples,
-                          "openai": cfg}}
+    # The CLI validates the whole file: start from the project's own params.
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params["predict"].update({"backend": "openai", "limit": None, "samples": samples,
+                              "openai": cfg})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     return tmp_path
 

@@ -23,7 +23,7 @@ def _closed_port() -> int:
 
 
 def config(mirrors: list[Path], url_template: str | None = None) -> FetchConfig:
-    cfg = dict(load_params(REPO_ROOT / "params.yaml")["fetch"])
+    cfg = load_params(REPO_ROOT / "params.yaml").fetch.as_dict()
     cfg["mirrors"] = [str(m) for m in mirrors]
     cfg["url_template"] = url_template or f"http://127.0.0.1:{_closed_port()}/{{file}}"
     cfg["timeout_s"] = 5

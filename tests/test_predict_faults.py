@@ -267,7 +267,10 @@ def test_predict_survives_faults_and_sigkill_loop(server: ChatServer, tmp_path: 
     previous = file_bytes(out_dir)
     cache_dir = work / "cache"
     params = work / "params.yaml"
-    params.write_text(yaml.safe_dump({"predict": predict_cfg(openai_config(server, cache_dir))}))
+    # The whole file: the CLI validates every section before the stage runs.
+    full = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    full["predict"] = predict_cfg(openai_config(server, cache_dir))
+    params.write_text(yaml.safe_dump(full))
 
     kills: list[dict[str, Any]] = []  # per kill: server records so far, prompts cached
 

@@ -182,7 +182,7 @@ def test_provenance_lists_hashes_backend_and_params(rendered: dict) -> None:
     for name in ("items_n_path", "items_p_path", "predictions_n_path", "predictions_p_path",
                  "scores_n_path", "scores_p_path"):
         assert sha256_file(paths[name]) in html_text, name
-    params = load_params(paths["params_path"])
+    params = load_params(paths["params_path"]).as_dict()
     assert params["fetch"]["revision"] in html_text
     for digest in params["fetch"]["sha256"].values():
         assert digest in html_text
@@ -264,7 +264,7 @@ def test_banner_follows_the_run_not_params_yaml(tmp_path: Path) -> None:
     _run_stage(tmp_path)
     before = _banner((tmp_path / R.OUT_HTML).read_text(encoding="utf-8"))
     assert "predict.limit = 7, predict.sample_seed = 0" in before
-    params = load_params(paths["params_path"])
+    params = load_params(paths["params_path"]).as_dict()
     params["predict"].update(limit=None, sample_seed=9)  # edited after the run
     paths["params_path"].write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     _run_stage(tmp_path)
@@ -415,7 +415,7 @@ def test_provenance_rows(tmp_path: Path) -> None:
 
     paths = make_report_inputs(tmp_path)
     preds = {TRACK_N: pd.read_parquet(paths["predictions_n_path"])}
-    rows = T.provenance_rows(load_params(paths["params_path"]),
+    rows = T.provenance_rows(load_params(paths["params_path"]).as_dict(),
                              {"items": paths["items_n_path"]}, preds, "abc123")
     table = {(s, i): v for s, i, v in rows.itertuples(index=False, name=None)}
     assert table[("artifact sha256", "items")] == sha256_file(paths["items_n_path"])

@@ -124,7 +124,8 @@ def test_real_data_is_ok_with_exactly_the_three_errata(real: ValidationResult) -
         ("2023c2", "answer.integer", "E001"),
         ("2023c2", "crosscheck.mismatch", "E001"),
     ]
-    assert real.report["ok"] is True
+    # No 'ok' flag: a report on disk is the pass (a failure raises and writes nothing).
+    assert "ok" not in real.report and real.report["report_version"] == 2
     assert real.report["counts"] == {
         TRACK_N: {"items": 335, "gradable": 335, "ungradable": 0},
         TRACK_P: {"items": 456, "gradable": 454, "ungradable": 2},
@@ -217,7 +218,7 @@ def test_run_writes_byte_identical_outputs(tmp_path: Path, mirror_dir: Path) -> 
         assert pq.read_metadata(a).row_group(0).column(0).compression == "ZSTD"
         assert pq.read_table(a).schema.equals(ITEM_SCHEMAS[track])
     assert first[1].read_bytes() == second[1].read_bytes()
-    assert json.loads(first[1].read_text(encoding="utf-8"))["ok"] is True
+    assert json.loads(first[1].read_text(encoding="utf-8"))["report_version"] == 2
     items = {i.problem_id: i for i in load_items(TRACK_N, first[0])}
     assert items["2023c2"].answer == "215"
 
@@ -400,3 +401,15 @@ def test_stored_text_is_normalised_to_the_same_item(raw_dir: Path,
     assert result.report["normalisations"][TRACK_P]["sub-solution1"] == {"whitespace": 7}
     assert result.report["stored_text_changes"][TRACK_P] == {
         "sub-solution1": {"crlf": 1, "strip": 1}}
+
+
+@pytest.mark.parametrize("bad", ["2023a1\n", "2023a1\r\n", "2023a1x", " 2023a1"])
+def test_problem_id_must_match_in_full(tmp_path: Path, raw_dir: Path, bad: str) -> None:
+    """A JSON Schema ``$`` (Python's re.search) also matches before a final newline; the
+    pattern ends in a lookahead for no character at all, which both dialects honour."""
+    edit_jsonl(raw_dir / "RIMO-N.jsonl", "2023a1", setter("problem_id", bad))
+    message = failure(tmp_path, raw_dir)
+    lines = [ln for ln in message.splitlines() if "rule=schema.pattern" in ln]
+    assert lines, message
+    assert lines[0].strip().startswith(f"RIMO-N.jsonl:1 id={bad!r}" if not bad.isprintable()
+                                       else f"RIMO-N.jsonl:1 id={bad} ")

@@ -1,35 +1,293 @@
-"""Reading ``params.yaml``: each stage takes its own section."""
+"""``params.yaml``, read and validated once (by the CLI) into typed, frozen sections.
+
+Every section is a pydantic model with ``extra="forbid"`` and strict types, so a typo
+(``predict.openai.temprature``), a missing section or ``predict.limit: true`` is a ConfigError
+naming the key path, never a traceback deep inside a stage.
+
+Backend sections: the built-in backends (local, openai, oracle, constant, replay) have models
+here. A plugin backend registered in the ``rimo_eval.predictors`` entry-point group may have
+its own ``predict.<name>`` mapping; it is passed through as a dict and the plugin class checks
+it. Any other unknown key under ``predict`` is refused, so a misspelt built-in section is not
+silently ignored. Values from YAML are kept as written (an ``int`` stays an ``int`` where a
+number is allowed) so that a backend's fingerprint does not change with validation.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from stages.core.errors import StageError
+from stages.core.artifacts import PARAMS_PATH
+from stages.core.errors import ConfigError
 
-DEFAULT_PARAMS = Path("params.yaml")
+DEFAULT_PARAMS = PARAMS_PATH
+PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
+BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay")
+
+# YAML writes 60 and 60.0 alike for a number; keep what was written (no int -> float coercion).
+Number = int | float
+NonNegInt = Annotated[int, Field(ge=0)]
+PosInt = Annotated[int, Field(ge=1)]
+PosNumber = Annotated[Number, Field(gt=0)]
 
 
-def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> dict[str, Any]:
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys the file set, as plain data: what a backend or a fingerprint sees."""
+        return self.model_dump(mode="python", exclude_unset=True)
+
+
+class FetchParams(Section):
+    repo: str
+    revision: str
+    folder: str
+    url_template: str
+    mirrors: list[str] = []
+    timeout_s: PosNumber = 60
+    sha256: dict[str, Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]]
+
+
+class ValidateParams(Section):
+    errata: Annotated[str, Field(min_length=1)]
+
+
+class ConstantParams(Section):
+    answer: str = "0"
+    solution: str = ""
+
+
+class ReplayParams(Section):
+    path: Annotated[str, Field(min_length=1)]
+
+
+class OracleParams(Section):
+    pass
+
+
+class ThinkSplit(Section):
+    enabled: bool = True
+    open: Annotated[str, Field(min_length=1)] = "<think>"
+    close: Annotated[str, Field(min_length=1)] = "</think>"
+
+
+class PricePerMtok(Section):
+    input: Annotated[Number, Field(ge=0)]
+    output: Annotated[Number, Field(ge=0)]
+
+
+class ChatParams(Section):
+    """An OpenAI-compatible chat endpoint and how to call it (predict.openai, judge)."""
+
+    base_url: str | None = None
+    model: str | None = None
+    # Every sampling parameter may be null: not sent.
+    temperature: Number | None = None
+    top_p: Number | None = None
+    max_tokens: PosInt | None = None
+    seed: int | None = None
+    extra_body: dict[str, Any] | None = None
+    system_prompt: str | None = None
+    timeout_s: PosNumber = 600
+    max_retries: NonNegInt = 6
+    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
+    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
+    concurrency: PosInt = 16
+    api_key_env: str | None = None
+    cache_dir: str | None = None
+
+
+class OpenAIParams(ChatParams):
+    # Removed in favour of predict.samples: kept here so the backend can say so by name.
+    n: PosInt | None = None
+    max_completion_tokens: PosInt | None = None
+    reasoning_effort: str | None = None
+    think_split: ThinkSplit | None = ThinkSplit()
+    price_per_mtok: PricePerMtok | None = None
+
+
+class LocalParams(Section):
+    model_path: str | None = None
+    model_cache_dir: str | None = None
+    n_ctx: PosInt = 8192
+    n_threads: PosInt | None = None
+    max_tokens: PosInt = 512
+    temperature: Annotated[Number, Field(ge=0)] = 0.0
+    seed: NonNegInt = 0
+    system_prompt: str | None = None
+    cache_dir: str | None = None
+
+
+BACKEND_MODELS: dict[str, type[Section]] = {
+    "local": LocalParams, "openai": OpenAIParams, "oracle": OracleParams,
+    "constant": ConstantParams, "replay": ReplayParams,
+}
+
+
+def plugin_backends() -> frozenset[str]:
+    """Backends registered by other packages (the built-ins are registered too: not these)."""
+    return frozenset(ep.name for ep in entry_points(group=PREDICTOR_GROUP)) - set(BUILTIN_BACKENDS)
+
+
+class PredictParams(Section):
+    # extra is allowed only to admit plugin sections; the validator below refuses the rest.
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    backend: Annotated[str, Field(min_length=1)]
+    limit: NonNegInt | None = None
+    sample_seed: int = 0
+    samples: PosInt = 1
+    local: LocalParams | None = None
+    openai: OpenAIParams | None = None
+    oracle: OracleParams | None = None
+    constant: ConstantParams | None = None
+    replay: ReplayParams | None = None
+
+    @model_validator(mode="after")
+    def _plugin_sections(self) -> PredictParams:
+        extra = self.model_extra or {}
+        if extra:
+            plugins = plugin_backends()
+            for key, value in extra.items():
+                if key not in plugins:
+                    raise ValueError(f"@{key}: unknown key (not a backend registered in "
+                                     f"{PREDICTOR_GROUP})")
+                if not isinstance(value, Mapping):
+                    raise ValueError(f"@{key}: a backend section must be a mapping")
+        return self
+
+    def backend_config(self, name: str | None = None) -> dict[str, Any] | None:
+        """The section of backend ``name`` (default: the selected one) as a dict, or None."""
+        name = name or self.backend
+        value = getattr(self, name, None) if name in BACKEND_MODELS else (
+            (self.model_extra or {}).get(name))
+        if value is None:
+            return None
+        return value.as_dict() if isinstance(value, Section) else dict(value)
+
+
+class BootstrapParams(Section):
+    samples: PosInt = 1000
+    seed: int = 0
+    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
+
+
+class ScoreParams(Section):
+    bootstrap: BootstrapParams = BootstrapParams()
+    pass_at: list[PosInt] = [1]
+
+
+class ReportParams(Section):
+    worst_failures: NonNegInt = 10
+
+
+class Params(Section):
+    """The whole params file; ``path`` is where it was read from (the CLI's ``--params``)."""
+
+    fetch: FetchParams
+    validate_: ValidateParams = Field(alias="validate")  # 'validate' shadows a BaseModel name
+    predict: PredictParams
+    score: ScoreParams
+    report: ReportParams
+    path: Path = Field(default=DEFAULT_PARAMS, exclude=True)
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="python", exclude_unset=True, by_alias=True)
+
+
+def _key_path(data: Any, loc: tuple[int | str, ...]) -> list[str]:
+    """The keys of ``loc`` that exist in the data: pydantic adds union members ('int',
+    'float') and validator tags to a location, which are not keys of the file."""
+    keys: list[str] = []
+    for part in loc:
+        name = "validate" if part == "validate_" else part
+        in_list = isinstance(data, list) and isinstance(name, int) and name < len(data)
+        if in_list or (isinstance(data, Mapping) and name in data):
+            data = data[name]
+        elif not keys or isinstance(data, Mapping):
+            keys.append(str(name))  # a missing or unknown key: named, then stop
+            break
+        else:
+            continue
+        keys.append(str(name))
+    return keys
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    kind, msg = err["type"], str(err["msg"])
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "missing key"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    return f"{msg} (got {err['input']!r})"
+
+
+def format_errors(path: str | os.PathLike[str], data: Any, exc: ValidationError) -> str:
+    """One line per key path: ``params.yaml: predict.limit: <what is wrong>``."""
+    by_key: dict[str, list[str]] = {}
+    for err in exc.errors(include_url=False):
+        keys, msg = _key_path(data, tuple(err["loc"])), _message(err)
+        # A validator names an extra key as "@key: message" (pydantic gives no location).
+        if msg.startswith("@"):
+            key, _, msg = msg[1:].partition(": ")
+            keys.append(key)
+        msgs = by_key.setdefault(".".join(keys) or "<top>", [])
+        if msg not in msgs:
+            msgs.append(msg)
+    return "\n".join(f"{os.fspath(path)}: {key}: {' or '.join(msgs)}"
+                     for key, msgs in sorted(by_key.items()))
+
+
+def parse_params(data: Any, path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
+    """Validate already-loaded params (a mapping) into typed sections."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{os.fspath(path)}: expected a mapping of stage sections at the "
+                          "top level")
+    if "path" in data:  # the field records where the file was read; the file cannot set it
+        raise ConfigError(f"{os.fspath(path)}: path: unknown key")
+    try:
+        params = Params.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(path, data, exc)) from None
+    return params.model_copy(update={"path": Path(path)})
+
+
+def read_yaml(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Any:
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
+            return yaml.safe_load(fh) or {}
     except FileNotFoundError as exc:
-        raise StageError(f"{path}: params file not found (run from the project root)") from exc
-    except yaml.YAMLError as exc:
-        raise StageError(f"{path}: invalid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise StageError(f"{path}: expected a mapping of stage sections at the top level")
-    return data
+        raise ConfigError(f"{path}: params file not found (run from the project root)") from exc
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
 
 
-def section(params: dict[str, Any], name: str, path: str | os.PathLike[str] = DEFAULT_PARAMS
-            ) -> dict[str, Any]:
-    value = params.get(name)
-    if not isinstance(value, dict):
-        raise StageError(f"{path}: missing or invalid section '{name}'")
-    return value
+def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
+    return parse_params(read_yaml(path), path)
+
+
+def coerce(model: type[Section], value: Section | Mapping[str, Any] | None, where: str
+           ) -> Section:
+    """A section from a typed object or a plain dict (how tests call the stage functions)."""
+    if isinstance(value, model):
+        return value
+    data = {where: dict(value or {})}
+    try:
+        return model.model_validate(data[where])
+    except ValidationError as exc:
+        # Validated alone, the section's errors are located from its own key.
+        wrapped = ValidationError.from_exception_data(exc.title, [
+            {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[misc]
+        raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped)) from None

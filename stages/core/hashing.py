@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 _CHUNK = 1 << 20
@@ -36,16 +35,3 @@ def canonical_json(obj: Any) -> str:
 
 def fingerprint(obj: Any) -> str:
     return sha256_bytes(canonical_json(obj).encode("utf-8"))
-
-
-def sha256_tree(path: str | os.PathLike[str]) -> str:
-    """Hash of a file, or of a folder as the sorted (relative path, file hash) pairs."""
-    path = Path(path)
-    if path.is_file():
-        return sha256_file(path)
-    entries = [
-        [p.relative_to(path).as_posix(), sha256_file(p)]
-        for p in sorted(path.rglob("*"))
-        if p.is_file()
-    ]
-    return fingerprint(entries)

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.core.artifacts import PREDICTION_FILES, PREDICTIONS_DIR, predictions_path  # noqa: F401
-from stages.core.atomic import write_with
-from stages.core.errors import StageError
-from stages.core.hashing import canonical_json
+from stages.core.errors import DataError
+from stages.core.hashing import canonical_json, fingerprint
 from stages.core.items import Item
+from stages.core.tables import write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P
 
 STATUS_OK = "ok"
@@ -57,17 +57,34 @@ _COMMON = [
     ("backend", pa.string()),
     ("backend_params", pa.string()),  # canonical JSON of the backend's params
     ("fingerprint", pa.string()),  # sha256 of backend identity (params, templates, version)
+    ("run_id", pa.string()),  # sha256 of the fingerprint and the whole sample: see run_id()
 ]
+# The run id is also in each file's schema metadata, so an empty table (limit 0) carries one.
+RUN_ID_META = b"rimo_eval.run_id"
 PREDICTION_SCHEMAS = {
     TRACK_N: pa.schema([*_COMMON[:4], ("prediction", pa.string()), *_COMMON[4:]]),
     TRACK_P: pa.schema([*_COMMON[:4], ("prediction", pa.list_(pa.string())), *_COMMON[4:]]),
 }
 
 
+def run_id(fp: str, sample: dict[str, Sequence[Item]], samples: int = 1) -> str:
+    """One predict run: the backend fingerprint, k and every requested item of both tracks.
+
+    The fingerprint alone does not change with ``limit``, ``sample_seed`` or
+    ``predict.samples``, so two runs that differ only there would pass for one. Deterministic,
+    so a rerun stays byte-identical.
+    """
+    chosen = {t: sorted([it.problem_id, it.content_hash] for it in its)
+              for t, its in sorted(sample.items())}
+    return fingerprint({"fingerprint": fp, "sample": chosen, "samples": samples})
+
+
 def build_table(track: str, items: Sequence[Item],
                 preds: dict[tuple[str, str, int], Prediction], identity: dict[str, Any], fp: str,
-                samples: int = 1) -> pa.Table:
-    """Rows sorted by (problem_id, sample), so the file is byte-stable."""
+                samples: int = 1, run: str | None = None) -> pa.Table:
+    """Rows sorted by (problem_id, sample), so the file is byte-stable. ``run`` defaults to a
+    run id of this table's items alone (one-track callers)."""
+    run = run or run_id(fp, {track: items}, samples)
     rows = []
     for item in sorted(items, key=lambda it: it.problem_id):
         for j in range(samples):
@@ -84,19 +101,27 @@ def build_table(track: str, items: Sequence[Item],
                 "backend": identity["backend"],
                 "backend_params": canonical_json(identity.get("params", {})),
                 "fingerprint": fp,
+                "run_id": run,
             })
-    schema = PREDICTION_SCHEMAS[track]
+    schema = PREDICTION_SCHEMAS[track].with_metadata({RUN_ID_META: run.encode()})
     return pa.Table.from_pylist(rows, schema=schema)
 
 
 def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
-    write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    write_parquet(table, path)
+
+
+def read_run_id(path: str | os.PathLike[str]) -> str | None:
+    """The run id a predictions file was written with (None: written before run ids)."""
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(RUN_ID_META)
+    return value.decode() if value else None
 
 
 def read_predictions(track: str, out_dir: str | os.PathLike[str] = PREDICTIONS_DIR
                      ) -> pd.DataFrame:
     path = predictions_path(track, out_dir)
     if not path.exists():
-        raise StageError(f"{path}: predictions not found (run the predict stage first)")
+        raise DataError(f"{path}: predictions not found (run the predict stage first)")
     return pd.read_parquet(path)
 

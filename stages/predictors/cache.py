@@ -6,7 +6,8 @@ and ``extra_body``; never the API key. Each entry also stores the full request a
 served when that request equals the one asked for, so a renamed, copied or corrupt file is a
 miss, never a wrong answer. Entries are written atomically (temporary file, fsync, rename): a
 ``kill -9`` leaves either no entry or a complete one, and an unreadable entry is simply
-re-fetched and rewritten. Failed requests are never cached.
+re-fetched and rewritten. Failed requests are never cached. The temporary file of a writer
+killed before its rename is removed when a cache is next opened (see ``clean_stale``).
 
 The folder lives outside DVC's outputs on purpose, so every ``dvc exp run`` shares it.
 """
@@ -17,6 +18,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from stages.core.hashing import canonical_json, fingerprint
 
 DEFAULT_CACHE_DIR = Path(".rimo_cache/responses")
 FORMAT = 1
+# A temporary file this old is stale even if its writer's pid is alive (the pid may be reused).
+STALE_AFTER_S = 600.0
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -37,6 +41,8 @@ class ResponseCache:
         self.root = Path(root) if root is not None else None
         self.hits = 0
         self.misses = 0
+        if self.root is not None:
+            clean_stale(self.root)
 
     def path(self, key: str) -> Path:
         assert self.root is not None
@@ -65,7 +71,9 @@ class ResponseCache:
         target.parent.mkdir(parents=True, exist_ok=True)
         data = canonical_json({"format": FORMAT, "key": key, "request": request,
                                "response": response}).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=target.parent)
+        # The writer's pid is in the name, so a later start can tell a dead writer's file.
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.{os.getpid()}.", suffix=".tmp",
+                                   dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -85,3 +93,33 @@ class ResponseCache:
         except (OSError, UnicodeDecodeError, ValueError):
             return None  # absent, unreadable or torn: a miss, rewritten after the request
         return entry if isinstance(entry, dict) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process, or not a pid we can ask about: keep the file
+    return True
+
+
+def clean_stale(root: Path, max_age_s: float = STALE_AFTER_S) -> list[Path]:
+    """Remove temporary entry files left by killed writers: those whose writer pid is dead, or
+    older than ``max_age_s``. A live concurrent writer's file is young and its pid alive, so it
+    is left alone. Returns what was removed."""
+    removed = []
+    now = time.time()
+    for tmp in root.glob("*/.*.tmp"):
+        parts = tmp.name.split(".")  # "", key prefix, pid, random part, "tmp"
+        pid = int(parts[2]) if len(parts) == 5 and parts[2].isdigit() else None
+        try:
+            old = now - tmp.stat().st_mtime > max_age_s
+        except FileNotFoundError:
+            continue  # its writer renamed it meanwhile
+        if old or (pid is not None and not _alive(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                removed.append(tmp)
+    return removed

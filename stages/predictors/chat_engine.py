@@ -39,7 +39,7 @@ from typing import Any, ClassVar, TypeVar
 from tqdm import tqdm
 
 from stages import __version__
-from stages.core.errors import StageError
+from stages.core.errors import ConfigError, StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
@@ -133,14 +133,14 @@ def cache_payload(transport: ChatTransport, request: dict[str, Any],
 def resolve_config(name: str, config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(config) - set(defaults))
     if unknown:
-        raise StageError(f"params.yaml: predict.{name} has unknown keys {unknown}; "
+        raise ConfigError(f"params.yaml: predict.{name} has unknown keys {unknown}; "
                          f"known: {sorted(defaults)}")
     return {**defaults, **config}
 
 
 def require(cond: bool, message: str) -> None:
     if not cond:
-        raise StageError(f"params.yaml: {message}")
+        raise ConfigError(f"params.yaml: {message}")
 
 
 def resolve_think_split(name: str, value: Any) -> dict[str, Any]:

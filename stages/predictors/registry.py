@@ -5,10 +5,11 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from stages.core.errors import StageError
+from stages.core.config import PREDICTOR_GROUP
+from stages.core.errors import ConfigError
 from stages.predictors.base import Predictor
 
-GROUP = "rimo_eval.predictors"
+GROUP = PREDICTOR_GROUP  # defined with the params models, which admit plugin sections
 
 
 def _entry_points() -> dict[str, EntryPoint]:
@@ -23,10 +24,11 @@ def predictor_class(name: str) -> type[Predictor]:
     eps = _entry_points()
     if name not in eps:
         known = ", ".join(sorted(eps)) or "none (is rimo-eval installed?)"
-        raise StageError(f"params.yaml: predict.backend '{name}' is not registered; known: {known}")
+        raise ConfigError(f"params.yaml: predict.backend '{name}' is not registered; "
+                          f"known: {known}")
     cls = eps[name].load()
     if not (isinstance(cls, type) and issubclass(cls, Predictor)):
-        raise StageError(f"entry point '{name}' ({eps[name].value}) is not a Predictor subclass")
+        raise ConfigError(f"entry point '{name}' ({eps[name].value}) is not a Predictor subclass")
     return cls
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import Item
+from stages.core.jsonl import iter_lines, parse_line
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors.base import STATUS_MISSING, Prediction, Predictor
 
@@ -84,31 +84,27 @@ def _sample(rec: dict[str, Any], where: str) -> int:
 
 
 def read_jsonl(path: Path) -> Iterator[Row]:
-    with io.StringIO(_decode(path), newline=None) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                rec = json.loads(line, parse_constant=_reject_constant)
-            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-                raise StageError(f"{where}: rule replay.json: {exc}") from exc
-            if not isinstance(rec, dict) or not {"track", "problem_id", "prediction"} <= rec.keys():
-                raise StageError(f"{where}: rule replay.fields: need track, problem_id and "
-                                 f"prediction")
-            track, pid = rec["track"], rec["problem_id"]
-            if track not in TRACKS or not isinstance(pid, str):
-                raise StageError(f"{where}: rule replay.fields: track must be one of {TRACKS} "
-                                 f"and problem_id a string")
-            where = f"{where} id={pid}"
-            j = _sample(rec, where)
-            value = _check_value(track, rec["prediction"], where)
-            _check_text(value, where)
-            yield track, pid, j, value, where
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
+    # The project's one JSONL reader (stages.core.jsonl): same line split and strictness.
+    for lineno, line in iter_lines(_decode(path)):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = parse_line(line)
+        except ValueError as exc:
+            raise StageError(f"{where}: rule replay.json: {exc}") from exc
+        if not isinstance(rec, dict) or not {"track", "problem_id", "prediction"} <= rec.keys():
+            raise StageError(f"{where}: rule replay.fields: need track, problem_id and "
+                             f"prediction")
+        track, pid = rec["track"], rec["problem_id"]
+        if track not in TRACKS or not isinstance(pid, str):
+            raise StageError(f"{where}: rule replay.fields: track must be one of {TRACKS} "
+                             f"and problem_id a string")
+        where = f"{where} id={pid}"
+        j = _sample(rec, where)
+        value = _check_value(track, rec["prediction"], where)
+        _check_text(value, where)
+        yield track, pid, j, value, where
 
 
 def read_csv(path: Path) -> Iterator[Row]:

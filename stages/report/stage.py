@@ -6,7 +6,9 @@ figures) and .html (escaped tables); stages.report.runner executes it byte-stabl
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,8 @@ from stages.core import artifacts as A
 from stages.core.artifacts import NOTEBOOK
 from stages.core.artifacts import REPORT_HTML as OUT_HTML
 from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
-from stages.core.config import section
-from stages.core.errors import StageError
+from stages.core.config import Params, ReportParams, coerce
+from stages.core.errors import ConfigError
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.report import charts, cost, html, tables
 from stages.report.runner import git_commit, render_report
@@ -42,18 +44,24 @@ PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
 NOTEBOOK_MODULES = (charts, cost, html, tables)
 
 
-def default_parameters(worst_failures: int, commit: str) -> dict[str, Any]:
+def default_parameters(worst_failures: int, commit: str,
+                       params_path: str | os.PathLike[str] = A.PARAMS_PATH) -> dict[str, Any]:
     params: dict[str, Any] = {name: path.as_posix() for name, (path, _stage) in INPUTS.items()}
-    params.update(git_commit=commit, worst_failures=worst_failures)
+    # The notebook reads the params file the CLI was given (--params), not always params.yaml.
+    params.update(git_commit=commit, worst_failures=worst_failures,
+                  params_path=Path(params_path).as_posix())
     return params
 
 
-def run(params: dict[str, Any]) -> None:
-    cfg = section(params, "report")
-    worst = cfg.get("worst_failures", 10)
-    if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
-        raise StageError(f"params.yaml: report.worst_failures must be an integer >= 0, "
-                         f"got {worst!r}")
-    render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML, default_parameters(worst, git_commit()),
+def run(params: Params | Mapping[str, Any]) -> None:
+    """``params``: the CLI's validated params, or a plain dict holding a ``report`` section."""
+    if isinstance(params, Params):
+        cfg, path = params.report, params.path
+    else:
+        if "report" not in params:
+            raise ConfigError("params.yaml: report: missing key (the section 'report')")
+        cfg, path = coerce(ReportParams, params["report"], "report"), A.PARAMS_PATH
+    render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML,
+                  default_parameters(cfg.worst_failures, git_commit(), path),
                   producers=PRODUCERS)
     print(f"report: wrote {OUT_IPYNB} and {OUT_HTML}", file=sys.stderr)

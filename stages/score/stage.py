@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from stages.core.artifacts import METRICS_PATH, PLOTS_DIR, SCORE_FILES, SCORES_DIR
-from stages.core.atomic import write_json, write_text, write_with
-from stages.core.errors import StageError
+from stages.core.atomic import write_json, write_text
+from stages.core.config import Params
+from stages.core.errors import IntegrityError, StageError
 from stages.core.items import ITEMS_DIR, items_path, read_items_frame
 from stages.core.predictions import (
     PREDICTIONS_DIR,
@@ -19,8 +19,10 @@ from stages.core.predictions import (
     STATUSES,
     predictions_path,
     read_predictions,
+    read_run_id,
 )
 from stages.core.provenance import build_provenance
+from stages.core.tables import write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
@@ -68,14 +70,24 @@ def join_predictions(items: pd.DataFrame, preds: pd.DataFrame, track: str) -> pd
     return merged.sort_values(["problem_id", "sample"], kind="stable").reset_index(drop=True)
 
 
-def check_one_run(preds: dict[str, pd.DataFrame]) -> None:
+def check_one_run(preds: dict[str, pd.DataFrame], preds_dir: Path) -> None:
     """Both tables must come from one predict run; a predict killed between publishing the two
-    files would otherwise let one run's RIMO-N be scored beside another's RIMO-P."""
-    fps = {t: sorted(set(df["fingerprint"])) for t, df in preds.items() if len(df)}
-    if len({fp for v in fps.values() for fp in v}) > 1:
-        shown = {t: [f[:12] for f in v] for t, v in fps.items()}
-        raise StageError(f"predictions come from more than one predict run {shown}: "
-                         f"rerun the predict stage")
+    files would otherwise let one run's RIMO-N be scored beside another's RIMO-P. The run id
+    covers the backend fingerprint and the sample, so a change of ``limit`` alone is caught.
+    An empty table (limit 0) has no rows: its file's schema metadata holds the run id."""
+    paths = {t: predictions_path(t, preds_dir) for t in TRACKS}
+    ids: dict[str, set[str]] = {}
+    for track, df in preds.items():
+        if "run_id" not in df.columns:
+            raise IntegrityError(f"{paths[track]}: no run_id column (written before run ids): "
+                                 "rerun the predict stage")
+        found = set(df["run_id"].dropna()) if len(df) else {read_run_id(paths[track])}
+        ids[track] = {r for r in found if r}
+    if len(set().union(*ids.values())) > 1:
+        shown = "; ".join(f"{paths[t]} has run id {', '.join(sorted(ids[t])) or '-'}"
+                          for t in TRACKS)
+        raise IntegrityError(f"predictions come from more than one predict run: {shown}: "
+                             "rerun the predict stage")
 
 
 def score_n(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
@@ -123,7 +135,7 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     boot = bootstrap_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
-    check_one_run(preds)
+    check_one_run(preds, Path(preds_dir))
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
     metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot,
@@ -131,8 +143,7 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
                       {**(params or {}), "score": cfg})
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
-        write_with(scores_dir / SCORE_FILES[track],
-                   lambda tmp, t=table: pq.write_table(t, tmp, compression="zstd"))
+        write_parquet(table, scores_dir / SCORE_FILES[track])
     for name, text in plot_tables(metrics).items():
         write_text(plots_dir / name, text)
     # After the scores are written, so the block can name their hashes too.
@@ -146,8 +157,9 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     return metrics
 
 
-def run(params: dict[str, Any]) -> None:
-    metrics = score(params.get("score") or {}, params=params)
+def run(params: Params) -> None:
+    # Dict views of the validated sections: score() is also called directly, with dicts.
+    metrics = score(params.score.as_dict(), params=params.as_dict())
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     print(f"score: RIMO-N accuracy {n['accuracy']} over {n['n']}; RIMO-P strict {p['strict']}, "
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")

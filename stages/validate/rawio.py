@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.core.errors import StageError
+from stages.core.errors import DataError
 from stages.core.hashing import sha256_bytes
+from stages.core.jsonl import parse_line
 from stages.validate.rules import Finding, show
 
 BOM = b"\xef\xbb\xbf"
@@ -56,14 +57,14 @@ def read_raw(raw_dir: Path, names: list[str]) -> dict[str, RawFile]:
     """All named files, or one StageError naming every file that is missing."""
     missing = [n for n in names if not (raw_dir / n).is_file()]
     if missing:
-        raise StageError(f"{raw_dir}: missing input file(s): {', '.join(missing)} "
+        raise DataError(f"{raw_dir}: missing input file(s): {', '.join(missing)} "
                          "(run the fetch stage first)")
     files = {}
     for name in names:
         try:
             data = (raw_dir / name).read_bytes()
         except OSError as exc:
-            raise StageError(f"{raw_dir / name}: cannot read: {exc}") from exc
+            raise DataError(f"{raw_dir / name}: cannot read: {exc}") from exc
         bom = data.startswith(BOM)
         files[name] = RawFile(name, data[len(BOM):] if bom else data, sha256_bytes(data), bom)
     return files
@@ -117,9 +118,8 @@ def _parse_line(name: str, track: str, number: int, text: str
             Finding(name, number, track, None, "json.parse", "empty line")]
     dups: list[str] = []
     try:
-        record = json.loads(text, object_pairs_hook=_dict_noting(dups),
-                            parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+        record = parse_line(text, object_pairs_hook=_dict_noting(dups))
+    except ValueError as exc:
         return JsonlRow(number, None, pid), [
             Finding(name, number, track, pid, "json.parse", f"invalid JSON: {exc}")]
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(record):
@@ -152,10 +152,6 @@ def _dict_noting(dups: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str,
             obj[key] = value
         return obj
     return hook
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def read_csv(raw: RawFile, track: str, columns: tuple[str, ...]

@@ -79,7 +79,10 @@ class Finding:
 
     def render(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where} id={self.problem_id or '-'} rule={self.rule}: {self.message}"
+        pid = self.problem_id or "-"
+        # An id such as "2001a1\n" is shown escaped, so one finding stays one line.
+        pid = pid if pid.isprintable() else repr(pid)
+        return f"{where} id={pid} rule={self.rule}: {self.message}"
 
     def sort_key(self) -> tuple[str, int, str, str, str, str]:
         return (self.file, self.line or 0, self.problem_id or "", self.rule, self.field or "",
