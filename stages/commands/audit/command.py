@@ -30,6 +30,7 @@ from stages.core.artifacts import LOCK_PATH, UPSTREAM_FILES
 from stages.core.errors import StageError
 from stages.core.hashing import file_digest, fingerprint, sha256_file
 from stages.core.items import ITEMS_DIR, items_path
+from stages.core.missing import require_outputs
 from stages.core.predictions import PREDICTIONS_DIR, predictions_path
 from stages.core.provenance import package_versions, params_fingerprint, predictions_identity
 from stages.core.provenance import upstream_pin as make_upstream_pin
@@ -774,6 +775,10 @@ def build_chains(root: Path, lock: Mapping[str, Any] | None, shown: Mapping[str,
 
 
 def main(args: argparse.Namespace, params: Mapping[str, Any]) -> int:
+    # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
+    needed = [RAW_DIR, *(d / SCORE_FILES[t] for d in (ITEMS_DIR, PREDICTIONS_DIR, SCORES_DIR)
+                         for t in TRACKS)]
+    require_outputs(Path("."), "audit", only=needed)
     report = audit(Path("."), params)
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))

@@ -28,6 +28,7 @@ import pandas as pd
 from stages.core.atomic import write_text
 from stages.core.errors import StageError
 from stages.core.items import DOMAINS
+from stages.core.missing import require_outputs
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.score.stage import METRICS_PATH, SCORE_FILES, SCORES_DIR
 
@@ -324,7 +325,11 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
 
 def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
             confidence: float = 0.95) -> dict[str, Any]:
-    sides = [load_side(root, resolve(root, name)) for name in (a, b)]
+    revisions = [resolve(root, name) for name in (a, b)]
+    for r in revisions:  # name every absent table and its `dvc pull` before reading any
+        require_outputs(root, "compare", r.rev, r.label, r.kind == "experiment",
+                        only=[SCORES_DIR / SCORE_FILES[t] for t in TRACKS])
+    sides = [load_side(root, r) for r in revisions]
     return compare_sides(*sides, samples=samples, seed=seed, confidence=confidence)
 
 
