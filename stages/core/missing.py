@@ -38,7 +38,8 @@ def missing_outputs(root: Path, rev: str | None = None,
         with Repo(os.fspath(root), rev=rev) as repo:
             odb = repo.cache.local
             for out in repo.index.outs:
-                path = _posix(out.def_path)
+                # def_path is relative to its .dvc file's folder; report repo-relative paths
+                path = _posix(repo.fs.relpath(out.fs_path, repo.root_dir))
                 if not out.use_cache or (wanted is not None and path not in wanted):
                     continue
                 if rev is None:
