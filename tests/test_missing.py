@@ -55,9 +55,9 @@ def test_workspace_lists_absent_cached_outputs_only(repo: Path) -> None:
     assert missing_outputs(repo) == ["data/a.txt", "data/d"]
     assert missing_outputs(repo, only=["data/d"]) == ["data/d"]
     with pytest.raises(StageError) as err:
-        require_outputs(repo, "audit")
+        require_outputs(repo)
     msg = str(err.value)
-    assert msg.startswith("audit: 2 DVC-tracked output(s) missing from the workspace: "
+    assert msg.startswith("2 DVC-tracked output(s) missing from the workspace: "
                           "data/a.txt, data/d.") and "`dvc pull` brings them" in msg
 
 
@@ -76,12 +76,12 @@ def test_revision_lists_outputs_absent_from_the_cache(repo: Path) -> None:
     cache_object(repo, a_md5).unlink()
     assert missing_outputs(repo, sha) == ["data/a.txt", "data/d"]
     with pytest.raises(StageError) as err:
-        require_outputs(repo, "compare", sha, "exp-1", experiment=True)
+        require_outputs(repo, sha, "exp-1", experiment=True)
     msg = str(err.value)
     assert f"of exp-1 ({sha[:12]}) missing from the local DVC cache: data/a.txt, data/d" in msg
     assert "`dvc exp pull <git-remote> exp-1`" in msg
     with pytest.raises(StageError, match=f"`dvc fetch --rev {sha}`"):
-        require_outputs(repo, "compare", sha, "main")
+        require_outputs(repo, sha, "main")
 
 
 def test_shared_paths_resolve_against_dvc_root(tmp_path: Path,

@@ -132,6 +132,8 @@ def team(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path, s3: S3Serve
 
 def test_fresh_clone_names_missing_files_and_dvc_pull(team: dict[str, Any]) -> None:
     assert team["empty_cache"]
+    for key in ("audit_before", "compare_before", "compare_exps_before"):
+        print(f"{key}: {team[key].stderr.strip()}")  # what a new user sees, in the CI log
     audit = team["audit_before"]
     assert audit.returncode == 1 and "Traceback" not in audit.stderr + audit.stdout
     msg = audit.stderr

@@ -68,7 +68,7 @@ def _in_cache(odb: Any, oid: str | None) -> bool:
                for e in entries)
 
 
-def require_outputs(root: Path, command: str, rev: str | None = None, label: str | None = None,
+def require_outputs(root: Path, rev: str | None = None, label: str | None = None,
                     experiment: bool = False,
                     only: Iterable[str | os.PathLike[str]] | None = None) -> None:
     """Raise a StageError naming every missing output and the DVC command that brings it."""
@@ -77,7 +77,7 @@ def require_outputs(root: Path, command: str, rev: str | None = None, label: str
         return
     listed = ", ".join(absent)
     if rev is None:
-        raise StageError(f"{command}: {len(absent)} DVC-tracked output(s) missing from the "
+        raise StageError(f"{len(absent)} DVC-tracked output(s) missing from the "
                          f"workspace: {listed}. `dvc pull` brings them from the DVC remote "
                          f"(`dvc checkout` if this clone's cache already has them).")
     name = label or rev
@@ -85,5 +85,5 @@ def require_outputs(root: Path, command: str, rev: str | None = None, label: str
            if experiment else
            f"`dvc pull` brings them when {name} is checked out, `dvc fetch --rev {rev}` "
            f"without checking it out")
-    raise StageError(f"{command}: {len(absent)} DVC-tracked output(s) of {name} "
+    raise StageError(f"{len(absent)} DVC-tracked output(s) of {name} "
                      f"({rev[:12]}) missing from the local DVC cache: {listed}. {fix}.")

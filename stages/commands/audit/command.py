@@ -778,7 +778,7 @@ def main(args: argparse.Namespace, params: Mapping[str, Any]) -> int:
     # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
     needed = [RAW_DIR, *(d / SCORE_FILES[t] for d in (ITEMS_DIR, PREDICTIONS_DIR, SCORES_DIR)
                          for t in TRACKS)]
-    require_outputs(Path("."), "audit", only=needed)
+    require_outputs(Path("."), only=needed)
     report = audit(Path("."), params)
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))

@@ -327,7 +327,7 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
             confidence: float = 0.95) -> dict[str, Any]:
     revisions = [resolve(root, name) for name in (a, b)]
     for r in revisions:  # name every absent table and its `dvc pull` before reading any
-        require_outputs(root, "compare", r.rev, r.label, r.kind == "experiment",
+        require_outputs(root, r.rev, r.label, r.kind == "experiment",
                         only=[SCORES_DIR / SCORE_FILES[t] for t in TRACKS])
     sides = [load_side(root, r) for r in revisions]
     return compare_sides(*sides, samples=samples, seed=seed, confidence=confidence)
