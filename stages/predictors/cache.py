@@ -9,7 +9,8 @@ miss, never a wrong answer. Entries are written atomically (temporary file, fsyn
 re-fetched and rewritten. Failed requests are never cached. The temporary file of a writer
 killed before its rename is removed when a cache is next opened (see ``clean_stale``).
 
-The folder lives outside DVC's outputs on purpose, so every ``dvc exp run`` shares it.
+The folder lives outside DVC's outputs on purpose, so every ``dvc exp run`` shares it; a
+relative one is resolved against the main working tree, so queued runs share it too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.hashing import canonical_json, fingerprint
+from stages.core.shared import shared_path
 
 DEFAULT_CACHE_DIR = Path(".rimo_cache/responses")
 FORMAT = 1
@@ -38,7 +40,7 @@ class ResponseCache:
     """``root=None`` disables caching (every lookup misses, nothing is written)."""
 
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
-        self.root = Path(root) if root is not None else None
+        self.root = shared_path(root) if root is not None else None
         self.hits = 0
         self.misses = 0
         if self.root is not None:

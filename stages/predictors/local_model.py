@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from stages.core.atomic import atomic_path
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
+from stages.core.shared import shared_path
 from stages.predictors.cache import DEFAULT_CACHE_DIR
 from stages.predictors.chat_engine import (
     ChatPredictor,
@@ -195,7 +196,7 @@ class LocalModelPredictor(ChatPredictor):
     def model(self) -> tuple[Path, str]:
         if self._model is None:
             self._model = locate_model(self.settings["model_path"],
-                                       self.settings["model_cache_dir"])
+                                       shared_path(self.settings["model_cache_dir"]))
         return self._model
 
     def endpoint_identity(self) -> dict[str, Any]:

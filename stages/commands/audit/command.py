@@ -55,6 +55,7 @@ from stages.core.artifacts import (
 )
 from stages.core.errors import DataError
 from stages.core.hashing import sha256_file
+from stages.core.missing import require_outputs
 from stages.core.provenance import predictions_identity
 from stages.core.provenance import upstream_pin as make_upstream_pin
 from stages.core.tracks import TRACK_N, TRACKS
@@ -194,6 +195,10 @@ def build_chains(root: Path, lock: Mapping[str, Any] | None, shown: Mapping[str,
 
 
 def main(args: argparse.Namespace, params: Mapping[str, Any]) -> int:
+    # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
+    needed = [RAW_DIR, *(path(t) for path in (items_path, predictions_path, scores_path)
+                         for t in TRACKS)]
+    require_outputs(Path("."), only=needed)
     report = audit(Path("."), params)
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))

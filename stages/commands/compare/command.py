@@ -18,7 +18,10 @@ from typing import Any
 from stages.commands.compare.pairing import compare_sides, compare_track, flips, metric_rows, pair
 from stages.commands.compare.render import render_html, render_markdown
 from stages.commands.compare.revisions import WORKSPACE, Revision, Side, load_side, resolve
+from stages.core.artifacts import scores_path
 from stages.core.atomic import write_text
+from stages.core.missing import require_outputs
+from stages.core.tracks import TRACKS
 from stages.score.metrics import bootstrap_params
 from stages.score.statistics import bootstrap, mcnemar_exact
 
@@ -36,7 +39,11 @@ def bootstrap_settings(params: Mapping[str, Any] | None, args: argparse.Namespac
 
 def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
             confidence: float = 0.95) -> dict[str, Any]:
-    sides = [load_side(root, resolve(root, name)) for name in (a, b)]
+    revisions = [resolve(root, name) for name in (a, b)]
+    for r in revisions:  # name every absent table and its `dvc pull` before reading any
+        require_outputs(root, r.rev, r.label, r.kind == "experiment",
+                        only=[scores_path(t) for t in TRACKS])
+    sides = [load_side(root, r) for r in revisions]
     return compare_sides(*sides, samples=samples, seed=seed, confidence=confidence)
 
 

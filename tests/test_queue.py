@@ -1,0 +1,166 @@
+"""Parallel experiments with ``dvc exp run --queue`` and ``dvc queue start -j 2``.
+
+The openai backend talks to the loopback fake chat server (which records every request), so the
+test can count what queued runs send. The experiments:
+
+- baseline (``dvc repro`` in the workspace, model m-a): answers m-a into the workspace's
+  response cache (the relative default ``.rimo_cache/responses``);
+- q-b, q-c (model m-b, different ``concurrency``, an operational knob): the same requests, run
+  by two queue workers at once, so both predict processes write one cache concurrently;
+- q-a (model m-a, another ``concurrency``): already answered by the workspace, so its queued
+  run, in a temporary copy of the repo, must send 0 requests;
+- s-b (model m-b, ``cache_dir: null``, in the workspace): the sequential, uncached reference.
+
+Only the stages up to ``score`` run (metrics.json is its output): the report notebook adds
+nothing to what is tested here and would triple the time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.predictors.cache import FORMAT
+from tests.chat_server import ChatServer
+from tests.pipeline_repo import env, make_repo
+
+pytestmark = pytest.mark.slow
+
+KEY_ENV = "RIMO_QUEUE_TEST_KEY"
+LATENCY_S, MARGIN_S = 0.2, 0.5
+QUEUED = {"q-b": ("m-b", 4), "q-c": ("m-b", 3), "q-a": ("m-a", 2)}  # name: (model, concurrency)
+
+
+def run(cwd: Path, *args: str, check: bool = True, timeout: float = 900
+        ) -> subprocess.CompletedProcess[str]:
+    e = {**env(), KEY_ENV: "sk-queue-test"}
+    proc = subprocess.run(args, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def exp_metrics(repo: Path) -> dict[str, dict[str, Any]]:
+    """metrics.json (git-tracked, so in each experiment's commit) by experiment name."""
+    refs = run(repo, "git", "for-each-ref", "refs/exps", "--format=%(refname) %(objectname)")
+    out = {}
+    for line in refs.stdout.split("\n"):
+        if line.startswith("refs/exps/") and "/exps/celery" not in line:
+            ref, sha = line.split()
+            out[ref.rsplit("/", 1)[1]] = json.loads(
+                run(repo, "git", "show", f"{sha}:reports/metrics.json").stdout)
+    return out
+
+
+def wait_for_queue(repo: Path, names: list[str], timeout_s: float = 600) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = run(repo, "dvc", "queue", "status").stdout
+        rows = [ln for ln in status.splitlines() if any(f" {n} " in f" {ln} " for n in names)]
+        if len(rows) == len(names) and all(("Success" in r or "Failed" in r) for r in rows):
+            return status
+        time.sleep(2)
+    raise AssertionError(f"queue not done after {timeout_s} s:\n{status}")
+
+
+@pytest.fixture(scope="module")
+def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterator[dict[str, Any]]:
+    server = ChatServer(latency_s=LATENCY_S).start()
+    repo = make_repo(tmp_path_factory.mktemp("queue") / "repo", mirror_dir, predict={
+        "backend": "openai", "limit": 4,
+        "openai": {"base_url": server.base_url, "model": "m-a", "api_key_env": KEY_ENV,
+                   "max_retries": 0, "timeout_s": 30, "concurrency": 1,
+                   "cache_dir": ".rimo_cache/responses"}})  # relative: the default
+    try:
+        run(repo, "dvc", "repro", "score")
+        run(repo, "git", "add", "-A")
+        run(repo, "git", "commit", "-qm", "baseline m-a")
+        baseline = json.loads((repo / "reports/metrics.json").read_text())
+        baseline_requests = len(server.ok_records())
+        server.reset()
+        for name, (model, conc) in QUEUED.items():
+            run(repo, "dvc", "exp", "run", "--queue", "-n", name, "score",
+                "-S", f"predict.openai.model={model}", "-S", f"predict.openai.concurrency={conc}")
+        started = time.monotonic()
+        run(repo, "dvc", "queue", "start", "-j", "2")
+        status = wait_for_queue(repo, list(QUEUED))
+        queue_s = time.monotonic() - started
+        records = list(server.records)
+        logs = {n: run(repo, "dvc", "queue", "logs", n).stdout for n in QUEUED}
+        server.reset()
+        run(repo, "dvc", "exp", "run", "-n", "s-b", "score", "-S", "predict.openai.model=m-b",
+            "-S", "predict.openai.cache_dir=null")
+        sequential_requests = len(server.ok_records())
+        yield {"repo": repo, "baseline": baseline, "baseline_requests": baseline_requests,
+               "status": status, "records": records, "logs": logs, "queue_s": queue_s,
+               "metrics": exp_metrics(repo), "sequential_requests": sequential_requests}
+    finally:
+        run(repo, "dvc", "queue", "stop", "--kill", check=False)
+        server.stop()
+
+
+def test_all_three_finish_and_queue_status_and_logs_show_them(queued: dict[str, Any]) -> None:
+    for name in QUEUED:
+        row = next(ln for ln in queued["status"].splitlines() if f" {name} " in f" {ln} ")
+        assert "Success" in row, queued["status"]
+        assert "Running stage 'predict'" in queued["logs"][name], queued["logs"][name][-2000:]
+    assert set(QUEUED) | {"s-b"} <= set(queued["metrics"])
+
+
+def test_queued_metrics_equal_sequential_runs(queued: dict[str, Any]) -> None:
+    m = queued["metrics"]
+    # cache_dir and concurrency are operational: same requests, same bytes of metrics.
+    assert m["q-b"] == m["q-c"] == m["s-b"]
+    assert m["q-a"] == queued["baseline"]
+    assert m["q-a"] != m["q-b"]  # the model is in the provenance fingerprint
+
+
+def test_already_answered_experiment_sends_nothing_from_the_queue(queued: dict[str, Any]
+                                                                   ) -> None:
+    models = [(r.body or {}).get("model") for r in queued["records"]]
+    assert queued["baseline_requests"] > 0
+    assert models.count("m-a") == 0  # q-a: every reply from the workspace's cache
+    assert "0 requests sent" in queued["logs"]["q-a"], queued["logs"]["q-a"][-2000:]
+
+
+def test_two_workers_share_one_cache_without_loss_or_needless_repeats(queued: dict[str, Any]
+                                                                       ) -> None:
+    records = [r for r in queued["records"] if (r.body or {}).get("model") == "m-b"]
+    assert all(r.outcome == "ok" for r in records), {r.outcome for r in records}
+    by_key: dict[str, list[Any]] = defaultdict(list)
+    for r in records:
+        by_key[r.key].append(r)
+    # A request sent twice is only allowed while the other copy was still in flight: from
+    # its send until its reply is in the cache, which the server sees end at its reply plus
+    # the client's parse and fsync (MARGIN_S covers those on a loaded 2-core machine).
+    repeats = {k: rs for k, rs in by_key.items() if len(rs) > 1}
+    for rs in repeats.values():
+        assert len(rs) == 2, "a third process asked again"
+        first, second = sorted(rs, key=lambda r: r.started)
+        assert second.started < first.finished + MARGIN_S, "sent again after it was cached"
+    # m-b: q-b and q-c together ask for each distinct request; s-b asks each once, uncached.
+    assert len(by_key) == queued["sequential_requests"]
+    print(f"m-b: {len(by_key)} distinct requests, {len(records)} sent, {len(repeats)} sent "
+          f"twice while both were in flight; queue wall time {queued['queue_s']:.1f} s")
+    # Nothing lost, nothing torn: one complete entry per distinct request (m-a's and m-b's).
+    cache = queued["repo"] / ".rimo_cache/responses"
+    entries = [p for p in cache.rglob("*") if p.is_file()]
+    assert not [p for p in entries if p.name.endswith(".tmp")]
+    assert len(entries) == queued["baseline_requests"] + len(by_key)
+    models: defaultdict[str, int] = defaultdict(int)
+    for path in entries:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        assert entry["format"] == FORMAT and path.name == f"{entry['key']}.json"
+        assert entry["response"]["texts"], path  # a complete reply, not an error
+        models[entry["request"]["request"]["model"]] += 1
+    assert dict(models) == {"m-a": queued["baseline_requests"], "m-b": len(by_key)}
+    # No queued run made a cache of its own in its temporary copy.
+    assert not list((queued["repo"] / ".dvc/tmp").rglob(".rimo_cache"))
