@@ -22,6 +22,7 @@ from stages.core.predictions import (
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor, create_predictor
+from stages.predictors.error_budget import allowed_share, check_error_budget
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
@@ -102,6 +103,7 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
     if not isinstance(backend, str):
         raise StageError("params.yaml: predict.backend must name a backend")
     predictor: Predictor = create_predictor(backend, cfg.get(backend))
+    allow_errors = allowed_share(cfg)
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
     seed = cfg.get("sample_seed", 0)
@@ -113,6 +115,7 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
           + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS),
           file=sys.stderr)
     preds = collect(predictor.predict(requested), requested, backend)
+    errors = check_error_budget(preds.values(), allow_errors)
     tables = {t: build_table(t, sample[t], preds, identity, fp) for t in TRACKS}
     # Publish only once both tables are built, so a failure leaves the old pair intact.
     for track, table in tables.items():
@@ -120,7 +123,7 @@ def predict(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR,
     counts = {t: {s: sum(1 for it in sample[t] if preds[it.key].status == s) for s in STATUSES}
               for t in TRACKS}
     print(f"predict: wrote {os.fspath(out_dir)} {counts}", file=sys.stderr)
-    return {"fingerprint": fp, "counts": counts}
+    return {"fingerprint": fp, "counts": counts, "errors": errors}
 
 
 def run(params: dict[str, Any]) -> None:

@@ -33,15 +33,15 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
 
-from tqdm import tqdm
-
 from stages import __version__
 from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
 from stages.predictors.base import STATUS_ERROR, Prediction, Predictor
+from stages.predictors.breaker import DEFAULT_WINDOW, CircuitBreaker
 from stages.predictors.cache import ResponseCache, request_key
+from stages.predictors.progress import DEFAULT_STALL_WARNING_S, Progress
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
@@ -77,9 +77,14 @@ def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
 
 
 class TransportError(Exception):
-    """A request that failed for good. The message is safe to record (no secrets)."""
+    """A request that failed for good. The message is safe to record (no secrets).
+
+    ``transient``: the failure was the server or the network (connection, timeout, 5xx), not
+    this request; the circuit breaker counts only those.
+    """
 
     request_sha256: str | None = None
+    transient: bool = False
 
 
 class ChatTransport(ABC):
@@ -96,6 +101,10 @@ class ChatTransport(ABC):
     @abstractmethod
     async def send(self, request: dict[str, Any]) -> ChatReply:
         """Send one request (retrying as the transport sees fit) or raise ``TransportError``."""
+
+    async def probe(self) -> None:  # noqa: B027 - optional hook
+        """Called once before the first request is sent; raise ``StageError`` if the endpoint
+        is certainly unreachable (see ``probe``)."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -120,7 +129,8 @@ def require(cond: bool, message: str) -> None:
 # Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
-                              "model_cache_dir", "model_path"})
+                              "model_cache_dir", "model_path", "breaker_window",
+                              "stall_warning_s"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,14 +193,18 @@ class _Run:
         self.transport, self.cache, self.items = transport, cache, items
         self.system_prompt: str | None = predictor.settings["system_prompt"]
         self.semaphore = asyncio.Semaphore(max(1, transport.concurrency))
-        self.bar = tqdm(total=calls_needed(items), unit="req", desc=f"predict[{predictor.name}]",
-                        file=sys.stderr, dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
+        self.label = f"predict[{predictor.name}]"
+        settings = predictor.settings
+        self.bar = Progress(calls_needed(items), self.label,
+                            settings.get("stall_warning_s", DEFAULT_STALL_WARNING_S))
+        self.breaker = CircuitBreaker(settings.get("breaker_window", DEFAULT_WINDOW), self.label)
         self.sent = self.errors = 0
         self.inflight: dict[str, asyncio.Future[ChatReply]] = {}
+        self.probed: asyncio.Future[None] | None = None
         self.started = time.monotonic()
-        self.label = f"predict[{predictor.name}]"
 
     async def all(self) -> list[Prediction]:
+        self.bar.start()
         try:
             async with asyncio.TaskGroup() as group:  # a StageError cancels the other items
                 tasks = [group.create_task(self.one(item)) for item in self.items]
@@ -241,12 +255,20 @@ class _Run:
 
     async def fetch(self, key: str, payload: dict[str, Any],
                     request: dict[str, Any]) -> ChatReply:
+        if self.probed is None:  # only a run that sends anything probes: a warm cache needs none
+            self.probed = asyncio.ensure_future(self.transport.probe())
+        await asyncio.shield(self.probed)
         self.sent += 1
+        token = self.bar.begin()
         try:
             reply = await self.transport.send(request)
         except TransportError as exc:
             exc.request_sha256 = key
+            self.bar.end(token)
+            self.breaker.failure(str(exc), transient=exc.transient)
             raise
+        self.bar.end(token)
+        self.breaker.success()
         # fsync off the event loop; awaited, so an item is done only once its reply is durable
         await asyncio.to_thread(self.cache.put, key, payload, reply.to_json())
         return reply

@@ -32,6 +32,8 @@ from tenacity import (
 )
 
 from stages.core.errors import StageError
+from stages.predictors import probe
+from stages.predictors.breaker import DEFAULT_WINDOW
 from stages.predictors.cache import DEFAULT_CACHE_DIR
 from stages.predictors.chat_engine import (
     ChatPredictor,
@@ -41,10 +43,12 @@ from stages.predictors.chat_engine import (
     int_usage,
     require,
 )
+from stages.predictors.progress import DEFAULT_STALL_WARNING_S
 from stages.predictors.redact import DUMMY_API_KEY, Redactor
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _SLOTS_PER_CLIENT = 8
+_CONNECT_TIMEOUT_S = 10.0  # reaching a server is quick even when its reply takes many minutes
 _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
 
@@ -130,8 +134,11 @@ class OpenAITransport(ChatTransport):
         # Over plain http one shared TLS context (used only if redirected to https) spares each
         # client loading the CA store; https keeps the client's own defaults.
         shared_tls = ssl.create_default_context() if self.base_url.startswith("http:") else None
+        self._timeout_s = float(s["timeout_s"])
+        timeout = openai.Timeout(float(s["timeout_s"]),
+                                 connect=min(_CONNECT_TIMEOUT_S, float(s["timeout_s"])))
         clients = [openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, timeout=float(s["timeout_s"]), max_retries=0,
+            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(verify=shared_tls) if shared_tls else None,
         ) for _ in range(-(-self.concurrency // _SLOTS_PER_CLIENT))]
         self._clients = clients
@@ -182,9 +189,9 @@ class OpenAITransport(ChatTransport):
                 raise StageError(f"{self.base_url}: HTTP {exc.status_code} "
                                  f"{_FATAL_STATUS[exc.status_code]}: "
                                  f"{self._redact(str(exc))[:300]}") from None
-            raise TransportError(self._describe(exc, attempts)) from None
+            raise self._failed(exc, attempts) from None
         except (openai.OpenAIError, MalformedResponse, ValueError) as exc:
-            raise TransportError(self._describe(exc, attempts)) from None
+            raise self._failed(exc, attempts) from None
         raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
@@ -197,9 +204,21 @@ class OpenAITransport(ChatTransport):
         reply.model = clean(reply.model)
         return reply
 
-    def _describe(self, exc: BaseException, attempts: int) -> str:
+    def _failed(self, exc: BaseException, attempts: int) -> TransportError:
         text = f"{type(exc).__name__}: {exc}"
-        return self._redact(f"failed after {attempts} attempt(s): {text}")[:500]
+        if isinstance(exc, openai.APIConnectionError):  # "Connection error." alone says nothing
+            text += f" ({probe.connection_cause(exc, self.base_url) or self.base_url})"
+        error = TransportError(self._redact(f"failed after {attempts} attempt(s): {text}")[:500])
+        error.transient = is_retryable(exc)
+        return error
+
+    async def probe(self) -> None:
+        wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
+        client = self._clients[0].with_options(timeout=wait, max_retries=0)
+        await probe.probe_endpoint(
+            client.models.list, self.base_url, wait,
+            is_connection_error=lambda e: isinstance(e, openai.APIConnectionError),
+            is_timeout=lambda e: isinstance(e, openai.APITimeoutError))
 
     async def aclose(self) -> None:
         for client in self._clients:
@@ -233,13 +252,15 @@ class OpenAIPredictor(ChatPredictor):
         "n": 1,
         "extra_body": {},
         "system_prompt": None,
-        "timeout_s": 600.0,
+        "timeout_s": 1800.0,  # a reasoning model may think for many minutes before replying
         "max_retries": 6,
         "backoff_initial_s": 1.0,
         "backoff_max_s": 60.0,
         "concurrency": 16,
         "api_key_env": "OPENAI_API_KEY",
         "cache_dir": str(DEFAULT_CACHE_DIR),
+        "breaker_window": DEFAULT_WINDOW,  # stop when this many requests in a row failed
+        "stall_warning_s": DEFAULT_STALL_WARNING_S,  # warn when nothing finished for this long
     }
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -252,6 +273,11 @@ class OpenAIPredictor(ChatPredictor):
                 "predict.openai.concurrency must be an integer >= 1")
         require(isinstance(s["max_retries"], int) and s["max_retries"] >= 0,
                 "predict.openai.max_retries must be an integer >= 0")
+        require(isinstance(s["breaker_window"], int) and s["breaker_window"] >= 0,
+                "predict.openai.breaker_window must be an integer >= 0 (0: never stop)")
+        require(s["stall_warning_s"] is None or (
+            isinstance(s["stall_warning_s"], int | float) and s["stall_warning_s"] > 0),
+            "predict.openai.stall_warning_s must be a number of seconds > 0 or null")
         require(isinstance(s["extra_body"], dict | None),
                 "predict.openai.extra_body must be a mapping")
         require(s["api_key_env"] is None or isinstance(s["api_key_env"], str),
