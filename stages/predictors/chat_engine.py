@@ -233,15 +233,31 @@ class _Run:
         key = request_key(payload)
         reply = self.cached(key, payload)
         if reply is None:
-            # Single flight: two items asking the very same thing share one request.
-            task = self.inflight.get(key)
-            if task is None:
-                task = asyncio.ensure_future(self.fetch(key, payload, request))
-                self.inflight[key] = task
-                task.add_done_callback(lambda _: self.inflight.pop(key, None))
-            reply = await asyncio.shield(task)
+            reply = await self.single_flight(key, payload, request)
         self.bar.update(1)
         return reply, key
+
+    async def single_flight(self, key: str, payload: dict[str, Any],
+                            request: dict[str, Any]) -> ChatReply:
+        """Two items asking the very same thing share one request. The first one sends it in
+        its own task (no extra task per request); the others wait on a future."""
+        shared = self.inflight.get(key)
+        if shared is not None:
+            return await asyncio.shield(shared)
+        shared = self.inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            reply = await self.fetch(key, payload, request)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                shared.cancel()
+            else:
+                shared.set_exception(exc)
+                shared.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            del self.inflight[key]
+        shared.set_result(reply)
+        return reply
 
     def cached(self, key: str, payload: dict[str, Any]) -> ChatReply | None:
         entry = self.cache.get(key, payload)
@@ -257,7 +273,9 @@ class _Run:
                     request: dict[str, Any]) -> ChatReply:
         if self.probed is None:  # only a run that sends anything probes: a warm cache needs none
             self.probed = asyncio.ensure_future(self.transport.probe())
-        await asyncio.shield(self.probed)
+        if not self.probed.done():
+            await asyncio.shield(self.probed)
+        self.probed.result()  # re-raises the probe's StageError
         self.sent += 1
         token = self.bar.begin()
         try:
