@@ -23,11 +23,8 @@ import os
 import random
 import ssl
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
-
-import httpx2
-import openai
 
 from stages.core.errors import StageError
 from stages.predictors import probe
@@ -43,6 +40,12 @@ from stages.predictors.chat_engine import (
 )
 from stages.predictors.progress import DEFAULT_STALL_WARNING_S
 from stages.predictors.redact import DUMMY_API_KEY, Redactor
+
+if TYPE_CHECKING:
+    import openai
+
+# ``openai`` is imported on the first request, not with this module: it is a good part of the
+# process's start-up, and a run whose replies are all cached sends nothing.
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _SLOTS_PER_CLIENT = 8
@@ -90,6 +93,8 @@ class MalformedResponse(Exception):
 
 def is_retryable(exc: BaseException) -> bool:
     """429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are transient."""
+    import openai
+
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -123,25 +128,35 @@ class OpenAITransport(ChatTransport):
         self._attempts = int(s["max_retries"]) + 1
         self._backoff_initial = float(s["backoff_initial_s"])
         self._backoff_max = float(s["backoff_max_s"])
-        key = resolve_api_key(s["api_key_env"], self.base_url)
-        self._redact = Redactor(key)
+        self._key = resolve_api_key(s["api_key_env"], self.base_url)
+        self._redact = Redactor(self._key)
+        self._timeout_s = float(s["timeout_s"])
+        self._clients: list[openai.AsyncOpenAI] = []
+        self._slots: asyncio.Queue[openai.AsyncOpenAI] | None = None
+
+    def _start(self) -> asyncio.Queue[openai.AsyncOpenAI]:
+        """The clients, made on first use (inside the running loop)."""
+        if self._slots is not None:
+            return self._slots
+        import openai
+
         # Several clients, each serving at most _SLOTS_PER_CLIENT requests at a time: the HTTP
         # pool scans all its connections on every request and release, which at 64 connections
         # in one pool costs more CPU than the whole rest of a request.
         # Over plain http one shared TLS context (used only if redirected to https) spares each
         # client loading the CA store; https keeps the client's own defaults.
         shared_tls = ssl.create_default_context() if self.base_url.startswith("http:") else None
-        self._timeout_s = float(s["timeout_s"])
-        timeout = openai.Timeout(float(s["timeout_s"]),
-                                 connect=min(_CONNECT_TIMEOUT_S, float(s["timeout_s"])))
+        timeout = openai.Timeout(self._timeout_s,
+                                 connect=min(_CONNECT_TIMEOUT_S, self._timeout_s))
         clients = [openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
+            api_key=self._key, base_url=self.base_url, timeout=timeout, max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(verify=shared_tls) if shared_tls else None,
         ) for _ in range(-(-self.concurrency // _SLOTS_PER_CLIENT))]
         self._clients = clients
-        self._slots: asyncio.Queue[openai.AsyncOpenAI] = asyncio.Queue()
+        self._slots = asyncio.Queue()
         for i in range(self.concurrency):
             self._slots.put_nowait(clients[i % len(clients)])
+        return self._slots
 
     def endpoint(self) -> dict[str, Any]:
         # base_url is part of the key: a model name alone ("default", "gpt-oss") does not say
@@ -163,6 +178,8 @@ class OpenAITransport(ChatTransport):
         return max(wait, min(hint, self._backoff_max)) if hint else wait
 
     async def send(self, request: dict[str, Any]) -> ChatReply:
+        import openai
+
         body = dict(request)
         body.update(body.pop("extra_body", None) or {})  # as the client merges extra_body
         attempt = 0
@@ -185,14 +202,17 @@ class OpenAITransport(ChatTransport):
             raise self._failed(exc, attempt) from None
 
     async def _post(self, body: dict[str, Any]) -> ChatReply:
-        client = await self._slots.get()
+        import httpx2
+
+        slots = self._start()
+        client = await slots.get()
         try:
             started = time.perf_counter()
             response = await client.post("/chat/completions", body=body,
                                          cast_to=httpx2.Response)
             latency = time.perf_counter() - started
         finally:
-            self._slots.put_nowait(client)
+            slots.put_nowait(client)
         return _parse(json.loads(response.content), latency)
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
@@ -206,6 +226,8 @@ class OpenAITransport(ChatTransport):
         return reply
 
     def _failed(self, exc: BaseException, attempts: int) -> TransportError:
+        import openai
+
         text = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, openai.APIConnectionError):  # "Connection error." alone says nothing
             text += f" ({probe.connection_cause(exc, self.base_url) or self.base_url})"
@@ -214,6 +236,9 @@ class OpenAITransport(ChatTransport):
         return error
 
     async def probe(self) -> None:
+        import openai
+
+        self._start()
         wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
         client = self._clients[0].with_options(timeout=wait, max_retries=0)
         await probe.probe_endpoint(
