@@ -43,6 +43,12 @@ def connection_cause(exc: BaseException, base_url: str) -> str | None:
     return None
 
 
+def root_cause(exc: BaseException) -> str:
+    """The innermost exception of the chain, e.g. ``ServerDisconnectedError: ...``."""
+    *_, root = _chain(exc)
+    return f"{type(root).__name__}: {root}" if root is not exc else str(exc)
+
+
 async def probe_endpoint(call: Callable[[], Awaitable[object]], base_url: str, wait_s: float,
                          is_connection_error: Callable[[BaseException], bool],
                          is_timeout: Callable[[BaseException], bool]) -> None:
@@ -53,11 +59,9 @@ async def probe_endpoint(call: Callable[[], Awaitable[object]], base_url: str, w
     try:
         await call()
     except Exception as exc:  # any answer other than the three causes is fine
+        cause = connection_cause(exc, base_url) if is_connection_error(exc) else None
+        if cause is not None:
+            raise StageError(cause) from None
         if is_timeout(exc):
             print(f"predict: WARNING: {base_url} did not answer GET /models within "
                   f"{wait_s:g}s; starting anyway", file=sys.stderr)
-            return
-        if is_connection_error(exc):
-            cause = connection_cause(exc, base_url)
-            if cause is not None:
-                raise StageError(cause) from None
