@@ -6,6 +6,7 @@ re-run resumes), and ``predict.allow_errors`` decides whether a run with failed 
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -93,6 +94,13 @@ def test_a_warm_cache_needs_no_server(server: ChatServer, tmp_path: Path) -> Non
     server.stop()
     again = OpenAIPredictor(cfg).predict(items(6))  # nothing to send: no probe, no error
     assert again == first and server.model_probes == 1
+
+
+def test_tls_failure_names_the_url(server: ChatServer, tmp_path: Path) -> None:
+    base_url = server.base_url.replace("http://", "https://")  # TLS to a plain-HTTP server
+    with pytest.raises(StageError, match=rf"TLS handshake with {re.escape(base_url)} failed"):
+        OpenAIPredictor(config(base_url, tmp_path)).predict(items(3))
+    assert cache_entries(tmp_path) == 0 and not server.records
 
 
 # --- hangs -----------------------------------------------------------------------------------
@@ -204,3 +212,4 @@ def test_allow_errors_must_be_a_share(value: Any, tmp_path: Path) -> None:
     items_dir = stage_items(tmp_path, error_rows(2, 0))
     with pytest.raises(StageError, match=r"predict\.allow_errors must be a share"):
         predict({"backend": "constant", "allow_errors": value}, items_dir, tmp_path / "preds")
+
