@@ -88,6 +88,7 @@ class Run:
     wall_s: float
     rss_mib: float
     sent: int
+    engine_s: float = 0.0  # inside the chat engine: from the first item to the last reply
 
 
 def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
@@ -109,8 +110,10 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"predict failed ({proc.returncode}):\n{err[-3000:]}")
-    sent = re.search(r"(\d+) requests sent", err)
-    return Run(wall, usage.ru_maxrss / 1024, int(sent.group(1)) if sent else -1)
+    sent = re.search(r"(\d+) requests sent, \d+ items failed, ([\d.]+)s", err)
+    if sent is None:
+        raise SystemExit(f"predict printed no summary line:\n{err[-2000:]}")
+    return Run(wall, usage.ru_maxrss / 1024, int(sent.group(1)), float(sent.group(2)))
 
 
 def requests_of(work: Path, limit: int | None) -> tuple[int, int]:
@@ -246,17 +249,18 @@ def throughput(args: argparse.Namespace) -> None:
         c1_req, _ = requests_of(work, args.c1_limit)
         c1 = run_predict(work, base_url, 1, "cache-c1", limit=args.c1_limit)
         row(f"rimo-eval c=1 ({args.c1_limit} items per track)", c1.sent, c1.wall_s,
-            c1_req * lat)
+            c1_req * lat, f"engine {c1.engine_s:.1f} s")
         requests, chain = requests_of(work, None)
         c16 = run_predict(work, base_url, 16, "cache-c16")
         row("rimo-eval c=16 (all 791 items)", c16.sent, c16.wall_s,
-            max(requests * lat / 16, chain * lat))
+            max(requests * lat / 16, chain * lat), f"engine {c16.engine_s:.1f} s")
         runs = [run_predict(work, base_url, 64, f"cache-c64-{i}") for i in range(args.repeats)]
         c64 = statistics.median(r.wall_s for r in runs)
         bound64 = max(requests * lat / 64, chain * lat)
         spread = ", ".join(f"{r.wall_s:.2f}" for r in runs)
         row("rimo-eval c=64 (all 791 items) HEADLINE", runs[0].sent, c64, bound64,
-            f"median of {len(runs)}: {spread} s")
+            f"median of {len(runs)}: {spread} s; engine "
+            f"{statistics.median(r.engine_s for r in runs):.1f} s")
         warm = run_predict(work, base_url, 64, "cache-c64-0")
         assert warm.sent == 0, warm
         print(f"| {'warm: c=64 again, every reply cached':<40} | {0:5d} | {warm.wall_s:8.2f} s "
