@@ -143,7 +143,8 @@ class OpenAITransport(ChatTransport):
         # The client's aiohttp transport (``openai.DefaultAioHttpClient``, the documented
         # ``openai[aiohttp]`` option) instead of httpcore: a third less CPU per request at 64
         # connections, the same client, errors and retries above it. Several clients, each
-        # serving at most _SLOTS_PER_CLIENT requests at a time, keep each pool small.
+        # serving at most _SLOTS_PER_CLIENT requests at a time: measured cheaper than one pool
+        # of 64 connections (benchmarks/README.md).
         # Over plain http one shared TLS context (used only if redirected to https) spares each
         # client loading the CA store; https keeps the client's own defaults.
         shared_tls = ssl.create_default_context() if self.base_url.startswith("http:") else None
