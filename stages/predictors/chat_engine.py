@@ -36,15 +36,15 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from tqdm import tqdm
-
 from stages import __version__
 from stages.core.errors import ConfigError, StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
 from stages.predictors.base import STATUS_ERROR, Prediction, Predictor
+from stages.predictors.breaker import DEFAULT_WINDOW, CircuitBreaker
 from stages.predictors.cache import ResponseCache, request_key
+from stages.predictors.progress import DEFAULT_STALL_WARNING_S, Progress
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
@@ -89,9 +89,14 @@ def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
 
 
 class TransportError(Exception):
-    """A request that failed for good. The message is safe to record (no secrets)."""
+    """A request that failed for good. The message is safe to record (no secrets).
+
+    ``transient``: the failure was the server or the network (connection, timeout, 5xx), not
+    this request; the circuit breaker counts only those.
+    """
 
     request_sha256: str | None = None
+    transient: bool = False
 
     def __init__(self, message: str, kind: str | None = None) -> None:
         super().__init__(message)
@@ -115,6 +120,10 @@ class ChatTransport(ABC):
     @abstractmethod
     async def send(self, request: dict[str, Any]) -> ChatReply:
         """Send one request (retrying as the transport sees fit) or raise ``TransportError``."""
+
+    async def probe(self) -> None:  # noqa: B027 - optional hook
+        """Called once before the first request is sent; raise ``StageError`` if the endpoint
+        is certainly unreachable (see ``probe``)."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -158,7 +167,8 @@ def resolve_think_split(name: str, value: Any) -> dict[str, Any]:
 # Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
-                              "model_cache_dir", "model_path", "price_per_mtok"})
+                              "model_cache_dir", "model_path", "price_per_mtok",
+                              "breaker_window", "stall_warning_s"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,21 +249,28 @@ class _Run:
         self.think = predictor.think
         self.system_prompt: str | None = predictor.settings["system_prompt"]
         self.semaphore = asyncio.Semaphore(max(1, transport.concurrency))
-        self.bar = tqdm(total=calls_needed(items, self.samples), unit="req",
-                        desc=f"predict[{predictor.name}]", file=sys.stderr, dynamic_ncols=True,
-                        mininterval=0.5, smoothing=0.1)
+        self.label = f"predict[{predictor.name}]"
+        settings = predictor.settings
+        self.bar = Progress(calls_needed(items, self.samples), self.label,
+                            settings.get("stall_warning_s", DEFAULT_STALL_WARNING_S))
+        self.breaker = CircuitBreaker(settings.get("breaker_window", DEFAULT_WINDOW), self.label)
         self.errors = 0
         self.sent: Counter[str] = Counter()  # per track
         self.hits: Counter[str] = Counter()
         self.inflight: dict[str, asyncio.Future[ChatReply]] = {}
+        self.probed: asyncio.Future[None] | None = None
         self.started = time.monotonic()
-        self.label = f"predict[{predictor.name}]"
 
     async def all(self) -> list[Prediction]:
+        self.bar.start()
         try:
             async with asyncio.TaskGroup() as group:  # a StageError cancels the other items
-                tasks = [group.create_task(self.one(item, j))
-                         for item in self.items for j in range(self.samples)]
+                # Longest chains first (the semaphore is FIFO): a 4-part RIMO-P item started
+                # last would leave the run waiting 4 round trips on one connection at the end.
+                wanted = [(it, j) for it in self.items for j in range(self.samples)]
+                order = sorted(wanted, key=lambda w: -calls_needed([w[0]]))
+                started = {(id(it), j): group.create_task(self.one(it, j)) for it, j in order}
+                tasks = [started[id(it), j] for it, j in wanted]
         except ExceptionGroup as failed:
             stage_errors = [e for e in failed.exceptions if isinstance(e, StageError)]
             raise (stage_errors or failed.exceptions)[0] from None
@@ -286,22 +303,33 @@ class _Run:
         key = request_key(payload)
         reply = self.cached(key, payload)
         if reply is None:
-            # Single flight: two items asking the very same thing share one request.
-            task = self.inflight.get(key)
-            if task is None:
-                task = asyncio.ensure_future(self.fetch(track, key, payload, request))
-                self.inflight[key] = task
-                task.add_done_callback(lambda t: self._settled(key, t))
-            reply = await asyncio.shield(task)
+            reply = await self.single_flight(track, key, payload, request)
         else:
             self.hits[track] += 1
         self.bar.update(1)
         return reply, key
 
-    def _settled(self, key: str, task: asyncio.Future[ChatReply]) -> None:
-        self.inflight.pop(key, None)
-        if not task.cancelled():
-            task.exception()  # retrieved here too: its waiter may have been cancelled
+    async def single_flight(self, track: str, key: str, payload: dict[str, Any],
+                            request: dict[str, Any]) -> ChatReply:
+        """Two items asking the very same thing share one request. The first one sends it in
+        its own task (no extra task per request); the others wait on a future."""
+        shared = self.inflight.get(key)
+        if shared is not None:
+            return await asyncio.shield(shared)
+        shared = self.inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            reply = await self.fetch(track, key, payload, request)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                shared.cancel()
+            else:
+                shared.set_exception(exc)
+                shared.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            del self.inflight[key]
+        shared.set_result(reply)
+        return reply
 
     def cached(self, key: str, payload: dict[str, Any]) -> ChatReply | None:
         entry = self.cache.get(key, payload)
@@ -315,12 +343,22 @@ class _Run:
 
     async def fetch(self, track: str, key: str, payload: dict[str, Any],
                     request: dict[str, Any]) -> ChatReply:
+        if self.probed is None:  # only a run that sends anything probes: a warm cache needs none
+            self.probed = asyncio.ensure_future(self.transport.probe())
+        if not self.probed.done():
+            await asyncio.shield(self.probed)
+        self.probed.result()  # re-raises the probe's StageError
         self.sent[track] += 1
+        token = self.bar.begin()
         try:
             reply = await self.transport.send(request)
         except TransportError as exc:
             exc.request_sha256 = key
+            self.bar.end(token)
+            self.breaker.failure(str(exc), transient=exc.transient)
             raise
+        self.bar.end(token)
+        self.breaker.success()
         # fsync off the event loop; awaited, so an item is done only once its reply is durable
         await asyncio.to_thread(self.cache.put, key, payload, reply.to_json())
         return reply
