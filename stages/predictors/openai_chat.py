@@ -4,7 +4,7 @@ The transport behind the shared engine (``chat_engine.ChatPredictor``, which hol
 prompting, extraction, cache and RIMO-P chaining): ``AsyncOpenAI`` clients, retried here (429,
 408/409, 5xx, timeouts, dropped connections and garbled bodies are retried with full jitter,
 honouring ``Retry-After``). Requests go through the client's documented raw ``post`` with
-``cast_to=httpx.Response``: the same HTTP stack, status errors and exception types as
+``cast_to=httpx2.Response``: the same HTTP stack, status errors and exception types as
 ``chat.completions.create``, without its per-request TypedDict transform and pydantic models,
 which were a quarter of the engine's CPU at 64 connections. A request that still fails after
 its retries marks only its item ``error``; configuration failures that would fail every item
@@ -12,7 +12,8 @@ its retries marks only its item ``error``; configuration failures that would fai
 parameter the server rejects (``max_tokens`` or ``temperature`` on an OpenAI reasoning model):
 a wrong configuration is reported once, naming the params key, instead of failing every item.
 A 400 for a prompt over the model's context window is that item's error, kept as
-``error_kind: context_length``.
+``error_kind: context_length``. Reading the body and classifying those 400s is
+``openai_replies``.
 
 The API key is read from the environment variable named by ``api_key_env`` and only ever handed
 to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
@@ -25,7 +26,6 @@ import ipaddress
 import json
 import os
 import random
-import re
 import ssl
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,16 +35,18 @@ from stages.core.errors import StageError
 from stages.predictors import probe
 from stages.predictors.breaker import DEFAULT_WINDOW
 from stages.predictors.cache import DEFAULT_CACHE_DIR
-from stages.predictors.chat_engine import (
-    ChatPredictor,
-    ChatReply,
-    ChatTransport,
-    TransportError,
-    int_usage,
-    require,
+from stages.predictors.chat_engine import ChatPredictor, require
+from stages.predictors.openai_replies import (
+    SAMPLING_KEYS,
+    MalformedResponse,
+    context_length_error,
+    params_key,
+    parse_completion,
+    rejected_parameter,
 )
 from stages.predictors.progress import DEFAULT_STALL_WARNING_S
 from stages.predictors.redact import DUMMY_API_KEY, Redactor
+from stages.predictors.transport import ChatReply, ChatTransport, TransportError
 
 if TYPE_CHECKING:
     import openai
@@ -55,14 +57,6 @@ if TYPE_CHECKING:
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _SLOTS_PER_CLIENT = 8
 _CONNECT_TIMEOUT_S = 10.0  # reaching a server is quick even when its reply takes many minutes
-# Sampling parameters sent only when not null (the server's default otherwise).
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "max_completion_tokens",
-                 "reasoning_effort", "seed")
-_CONTEXT = re.compile(r"context[ _]length|context window|maximum context|too many tokens"
-                      r"|prompt is too long|exceeds the model", re.IGNORECASE)
-_BAD_PARAM = re.compile(r"unsupported (parameter|value)|unrecognized request argument"
-                        r"|extra inputs are not permitted|unknown parameter"
-                        r"|not supported with this model|does not support", re.IGNORECASE)
 _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
 
@@ -98,38 +92,6 @@ def resolve_api_key(env_name: str | None, base_url: str) -> str:
         raise StageError(f"environment variable {env_name} (predict.openai.api_key_env) is not "
                          f"set, and {base_url} is not a local server")
     return DUMMY_API_KEY
-
-
-def context_length_error(exc: openai.APIStatusError) -> bool:
-    return exc.status_code in (400, 413, 422) and (
-        getattr(exc, "code", None) == "context_length_exceeded" or bool(_CONTEXT.search(str(exc))))
-
-
-def rejected_parameter(exc: openai.APIStatusError, request: dict[str, Any]) -> str | None:
-    """The request parameter a 400/422 rejects, or ``None`` when it names none we sent."""
-    if exc.status_code not in (400, 422) or context_length_error(exc):
-        return None
-    sent = {k for k in request if k not in ("messages", "model", "extra_body")}
-    sent |= set(request.get("extra_body") or {})
-    param = getattr(exc, "param", None)
-    if isinstance(param, str) and param in sent:
-        return param
-    message = str(exc)
-    if not _BAD_PARAM.search(message):
-        return None
-    named = [k for k in sorted(sent, key=len, reverse=True)
-             if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", message)]
-    return named[0] if named else (param if isinstance(param, str) else "(unnamed)")
-
-
-def params_key(param: str, request: dict[str, Any]) -> str:
-    if param in (request.get("extra_body") or {}):
-        return f"predict.openai.extra_body.{param}"
-    return f"predict.openai.{param}" if param in SAMPLING_KEYS else "predict.openai.extra_body"
-
-
-class MalformedResponse(Exception):
-    """HTTP 200 with a body that is not a usable chat completion (retried)."""
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -273,7 +235,7 @@ class OpenAITransport(ChatTransport):
             latency = time.perf_counter() - started
         finally:
             slots.put_nowait(client)
-        return _parse(json.loads(response.content), latency)
+        return parse_completion(json.loads(response.content), latency)
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
         """A server may echo the key in any string field; none of them may reach the cache."""
@@ -313,34 +275,6 @@ class OpenAITransport(ChatTransport):
     async def aclose(self) -> None:
         for client in self._clients:
             await client.close()
-
-
-def _parse(data: Any, latency_s: float) -> ChatReply:
-    """A chat completion's JSON body, checked field by field (what the client's models did)."""
-    try:
-        choices = sorted(data.get("choices") or [], key=lambda c: c.get("index") or 0)
-        texts = [c["message"].get("content") or "" for c in choices]
-        # vLLM and SGLang (reasoning parsers), DeepSeek: reasoning_content; OpenRouter: reasoning
-        reasoning = [_text(c["message"].get("reasoning_content"))
-                     or _text(c["message"].get("reasoning")) for c in choices]
-        finish = [c.get("finish_reason") for c in choices]
-        usage = data.get("usage") or {}
-        model = data.get("model")
-        ok = (all(isinstance(t, str) for t in texts) and isinstance(usage, dict)
-              and all(f is None or isinstance(f, str) for f in finish)
-              and (model is None or isinstance(model, str)))
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise MalformedResponse(f"unexpected response shape: {exc!r}") from None
-    if not ok:
-        raise MalformedResponse("unexpected response shape: a field has the wrong type")
-    if not texts:
-        raise MalformedResponse("the response has no choices")
-    return ChatReply(texts, finish, int_usage(usage), model, latency_s, reasoning)
-
-
-def _text(value: Any) -> str | None:
-    # A reasoning field that is absent, empty or not a string is no reasoning.
-    return value if isinstance(value, str) and value else None
 
 
 class OpenAIPredictor(ChatPredictor):
