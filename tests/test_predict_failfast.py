@@ -215,3 +215,16 @@ def test_allow_errors_must_be_a_share(value: Any, tmp_path: Path) -> None:
                                           r"1, got "):
         predict({"backend": "constant", "allow_errors": value}, items_dir, tmp_path / "preds")
 
+
+
+def test_with_k_samples_the_share_is_of_item_samples(server: ChatServer, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    items_dir = stage_items(tmp_path, error_rows(20, 1))  # both samples of one item fail
+    out = predict({"backend": "openai", "samples": 2,
+                   "openai": config(server.base_url, tmp_path)}, items_dir, tmp_path / "preds")
+    assert out["errors"] == 2 and out["counts"][TRACK_N]["error"] == 2
+    assert "WARNING: 2 of 40 item samples (5.0%) ended in an error" in capsys.readouterr().err
+    items_dir = stage_items(tmp_path / "more", error_rows(20, 2))  # 4 of 40: over 5%
+    with pytest.raises(StageError, match=r"4 of 40 item samples \(10\.0%\)"):
+        predict({"backend": "openai", "samples": 2, "openai": config(server.base_url, tmp_path)},
+                items_dir, tmp_path / "more" / "preds")
