@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -96,8 +95,10 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
     """One ``rimo-eval predict`` process in ``work``; its wall clock and peak RSS."""
     openai_cfg = {"base_url": base_url, "model": "bench", "api_key_env": None,
                   "cache_dir": cache, "concurrency": concurrency, "timeout_s": 60.0}
-    params = {"predict": {"backend": "openai", "limit": limit, "sample_seed": 0,
-                          "allow_errors": 0.0, "openai": openai_cfg}}
+    # The CLI validates the whole file: the project's own, with this predict section.
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["predict"] = {"backend": "openai", "limit": limit, "sample_seed": 0,
+                         "allow_errors": 0.0, "openai": openai_cfg}
     (work / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
     started = time.perf_counter()
@@ -110,10 +111,9 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"predict failed ({proc.returncode}):\n{err[-3000:]}")
-    sent = re.search(r"(\d+) requests sent, \d+ items failed, ([\d.]+)s", err)
-    if sent is None:
-        raise SystemExit(f"predict printed no summary line:\n{err[-2000:]}")
-    return Run(wall, usage.ru_maxrss / 1024, int(sent.group(1)), float(sent.group(2)))
+    # The stage's own record of the run: requests sent and the time spent predicting.
+    facts = json.loads((work / "reports/predict_run.json").read_text(encoding="utf-8"))
+    return Run(wall, usage.ru_maxrss / 1024, int(facts["requests_sent"]), float(facts["wall_s"]))
 
 
 def requests_of(work: Path, limit: int | None) -> tuple[int, int]:
@@ -318,9 +318,12 @@ def run_local(count: int, max_tokens: int) -> None:
         started = time.perf_counter()
         preds = predictor.predict(items)
         elapsed = time.perf_counter() - started
+        # Latency is not in the predictions (they must be byte-identical between runs); the
+        # cache entry keeps it with the reply.
+        busy = sum(json.loads(p.read_text(encoding="utf-8"))["response"]["latency_s"]
+                   for p in Path(cache).rglob("*.json"))
     gen = sum(p.details["usage"]["completion_tokens"] for p in preds)
     prompt = sum(p.details["usage"]["prompt_tokens"] for p in preds)
-    busy = sum(p.details["latency_s"] for p in preds)
     print(f"local backend, {count} real RIMO-N items, max_tokens {max_tokens}, "
           f"n_threads={transport.n_threads}, load avg {os.getloadavg()[0]:.2f}")
     print(f"  model load {transport.load_s:.2f}s; {elapsed:.1f}s in all, "
