@@ -79,4 +79,6 @@ class Progress:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+        # The last tick's "in flight" is stale once the run is over; the final bar omits it.
+        self.bar.set_postfix_str(self.postfix(time.monotonic()), refresh=False)
         self.bar.close()
