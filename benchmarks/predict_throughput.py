@@ -1,18 +1,24 @@
-"""Throughput of the openai backend against the loopback server with injected latency.
+"""Throughput of ``rimo-eval predict`` (openai backend) against a loopback server with latency.
 
-791 synthetic single-request items (the size of RIMO-N + RIMO-P) at concurrency 1, 16 and 64,
-each run on a cold response cache, compared with the bound ``N x latency / concurrency``; and
-the upstream scripts' pattern (a sequential loop sleeping 0.25 s between requests) for scale.
-Concurrency 1 and the sequential loop would take minutes on all 791 items, so they run on a
-subset and are extrapolated linearly (each request costs the same); the output says so.
-``--mixed`` adds one run shaped like the real benchmark: 335 one-call RIMO-N items plus 456
-RIMO-P items of 1-4 sequential parts (the real distribution: 47/140/159/110).
-``--local K`` instead times the local backend (Gemma 3 270M, in-process) on the first K real
-RIMO-N problems of the upstream mirror: load time, prompt and generation tokens/s, s/item.
+The workload is RIMO itself: the 791 real items (the upstream mirror through the validate
+stage), which make 1579 requests because RIMO-P sends one request per part, in order. Each row
+times the whole predict process (``python -m stages predict``: imports, items, requests,
+cache, parquet) on a cold response cache, against the bound
+``max(requests x latency / c, longest RIMO-P chain x latency)``. In one run it prints:
 
-The server runs in its own process so that it does not share the client's GIL.
+* rimo-eval at c = 1 (a per-track subset: c = 1 at 200 ms would take 5 minutes), 16 and 64
+  (all 1579 requests, median of ``--repeats``), peak RSS of predict at c = 64, and the warm row
+  (the c = 64 run again with every reply cached: nothing is sent);
+* a raw asyncio HTTP client at 64 connections: the ceiling of this server and machine;
+* peers on the very same prompts as independent samples: inspect_ai 0.3.285 (``openai-api``
+  provider, ``--max-connections``), installed by this script into ``benchmarks/.venvs/``,
+  never a project dependency. Independent samples are easier than chained RIMO-P parts.
 
-    .venv/bin/python benchmarks/predict_throughput.py [--latency 0.2] [--mixed]
+The server runs in its own process so that it does not share the client's GIL. Wall-clock
+ratios depend on the machine's load: the header prints the load average.
+
+    .venv/bin/python benchmarks/predict_throughput.py            # everything (about 5 min)
+    .venv/bin/python benchmarks/predict_throughput.py --quick    # one repeat, small c=1, no peers
     .venv/bin/python benchmarks/predict_throughput.py --local 5 [--max-tokens 512]
 """
 
@@ -23,27 +29,28 @@ import asyncio
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: bars would mangle the table
-
-import openai
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages.core.items import Item  # noqa: E402
-from stages.core.tracks import TRACK_N, TRACK_P  # noqa: E402
-from stages.predictors.chat_engine import calls_needed  # noqa: E402
-from stages.predictors.openai_chat import OpenAIPredictor  # noqa: E402
+from stages.core.items import load_items  # noqa: E402
+from stages.core.tracks import TRACK_N, TRACKS  # noqa: E402
 
-N_ITEMS = 791
-PARTS = {1: 47, 2: 140, 3: 159, 4: 110}  # RIMO-P items by number of parts
+INSPECT_VERSION = "0.3.285"
+VENVS = ROOT / "benchmarks" / ".venvs"
+MIB = 1024 * 1024
 
 
 @contextlib.contextmanager
@@ -58,41 +65,82 @@ def loopback_server(latency: float) -> Iterator[str]:
         proc.wait()
 
 
-def synthetic_items(count: int) -> list[Item]:
-    return [Item(TRACK_N, f"b{i}", f"Benchmark problem {i}. [[gold:{i}]]", "algebra", 1, True,
-                 f"h{i}", answer=str(i)) for i in range(count)]
+def find_mirror() -> Path:
+    candidates = [os.environ.get("RIMO_MIRROR", ""), ROOT.parent / "shared/rimo/upstream",
+                  "/work/shared/rimo/upstream", ROOT / "data/raw"]
+    for c in candidates:
+        if c and (Path(c) / "RIMO-N.jsonl").is_file():
+            return Path(c)
+    raise SystemExit(f"RIMO upstream files not found in {candidates} (set RIMO_MIRROR)")
 
 
-def mixed_items() -> list[Item]:
-    items = synthetic_items(335)
-    for parts, count in PARTS.items():
-        for j in range(count):
-            subs = tuple(f"Part {k + 1} of mixed problem {parts}-{j}." for k in range(parts))
-            items.append(Item(TRACK_P, f"p{parts}-{j}", f"Mixed problem {parts}-{j}.",
-                              "algebra", parts, True, f"hp{parts}-{j}", sub_problems=subs))
-    return items
+def prepare_items(work: Path) -> None:
+    """data/items/ of the work folder: the real benchmark, through the real validate stage."""
+    from stages.validate.stage import run as validate
+
+    validate({"validate": {"errata": str(ROOT / "data/errata.yaml")}}, raw_dir=find_mirror(),
+             items_dir=work / "data/items", report_path=work / "validate_report.json")
 
 
-def run_backend(base_url: str, items: list[Item], concurrency: int) -> float:
-    with tempfile.TemporaryDirectory() as cache:  # cold cache: every request is sent
-        config = {"base_url": base_url, "model": "bench", "api_key_env": None,
-                  "cache_dir": cache, "concurrency": concurrency, "timeout_s": 30.0}
-        started = time.perf_counter()
-        preds = OpenAIPredictor(config).predict(items)
-        elapsed = time.perf_counter() - started
-    failed = [p for p in preds if p.status != "ok"]
-    assert not failed, failed[:3]
-    return elapsed
+@dataclass
+class Run:
+    wall_s: float
+    rss_mib: float
+    sent: int
+    engine_s: float = 0.0  # inside the chat engine: from the first item to the last reply
 
 
-async def _raw_worker(port: int, queue: asyncio.Queue[int]) -> None:
+def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
+                limit: int | None = None) -> Run:
+    """One ``rimo-eval predict`` process in ``work``; its wall clock and peak RSS."""
+    openai_cfg = {"base_url": base_url, "model": "bench", "api_key_env": None,
+                  "cache_dir": cache, "concurrency": concurrency, "timeout_s": 60.0}
+    # The CLI validates the whole file: the project's own, with this predict section.
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["predict"] = {"backend": "openai", "limit": limit, "sample_seed": 0,
+                         "allow_errors": 0.0, "openai": openai_cfg}
+    (work / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "stages", "predict"], cwd=work, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"predict failed ({proc.returncode}):\n{err[-3000:]}")
+    # The stage's own record of the run: requests sent and the time spent predicting.
+    facts = json.loads((work / "reports/predict_run.json").read_text(encoding="utf-8"))
+    return Run(wall, usage.ru_maxrss / 1024, int(facts["requests_sent"]), float(facts["wall_s"]))
+
+
+def requests_of(work: Path, limit: int | None) -> tuple[int, int]:
+    """(requests, longest chain) of a run over ``limit`` items per track."""
+    from stages.predict import select_sample
+
+    total = longest = 0
+    for track in TRACKS:
+        for item in select_sample(load_items(track, work / "data/items"), limit, 0):
+            parts = 1 if item.track == TRACK_N else len(item.sub_problems)
+            total, longest = total + parts, max(longest, parts)
+    return total, longest
+
+
+def cached_prompts(cache: Path) -> list[list[dict[str, str]]]:
+    """The message lists of every request in a response cache, in a stable order."""
+    entries = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(cache.rglob("*.json"))]
+    return [e["request"]["request"]["messages"] for e in entries]
+
+
+# --- reference: hand-written HTTP over asyncio streams -------------------------------------
+async def _raw_worker(port: int, queue: asyncio.Queue[bytes]) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     while not queue.empty():
-        i = queue.get_nowait()
-        body = json.dumps({"model": "bench",
-                           "messages": [{"role": "user", "content": f"raw {i} [[gold:{i}]]"}]})
-        writer.write(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                     f"application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+        body = queue.get_nowait()
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         head = await reader.readuntil(b"\r\n\r\n")
         length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                       if line.lower().startswith(b"content-length"))
@@ -100,14 +148,14 @@ async def _raw_worker(port: int, queue: asyncio.Queue[int]) -> None:
     writer.close()
 
 
-def run_raw_reference(base_url: str, count: int, concurrency: int) -> float:
-    """Hand-written HTTP over asyncio streams: the ceiling this server and machine allow."""
+def run_raw_reference(base_url: str, prompts: list[list[dict[str, str]]],
+                      concurrency: int) -> float:
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
 
     async def main() -> float:
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(count):
-            queue.put_nowait(i)
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        for messages in prompts:
+            queue.put_nowait(json.dumps({"model": "bench", "messages": messages}).encode())
         started = time.perf_counter()
         await asyncio.gather(*(_raw_worker(port, queue) for _ in range(concurrency)))
         return time.perf_counter() - started
@@ -115,33 +163,144 @@ def run_raw_reference(base_url: str, count: int, concurrency: int) -> float:
     return asyncio.run(main())
 
 
-def run_upstream_loop(base_url: str, items: list[Item], pause: float) -> float:
-    """What the upstream scripts do: one request at a time, then sleep."""
-    client = openai.OpenAI(base_url=base_url, api_key="EMPTY")
+# --- peers ---------------------------------------------------------------------------------
+INSPECT_TASK = '''
+import json, os
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+from inspect_ai.solver import generate
+
+ROLES = {"user": ChatMessageUser, "system": ChatMessageSystem}
+
+@task
+def rimo_prompts():
+    rows = [json.loads(line) for line in open(os.environ["RIMO_BENCH_PROMPTS"])]
+    samples = [Sample(id=i, input=[ROLES[m["role"]](content=m["content"]) for m in row])
+               for i, row in enumerate(rows)]
+    return Task(dataset=MemoryDataset(samples), solver=generate())
+'''
+
+
+def inspect_venv() -> Path | None:
+    """benchmarks/.venvs/inspect with inspect_ai installed (created on first use)."""
+    venv = VENVS / "inspect"
+    exe = venv / "bin" / "inspect"
+    if not exe.exists():
+        print(f"installing inspect-ai=={INSPECT_VERSION} into {venv} ...", file=sys.stderr)
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(venv / "bin/pip"), "install", "-q",
+                            f"inspect-ai=={INSPECT_VERSION}",
+                            f"openai=={metadata.version('openai')}"], check=True)
+        except subprocess.CalledProcessError as exc:
+            print(f"inspect_ai could not be installed: {exc}", file=sys.stderr)
+            return None
+    return exe
+
+
+def run_inspect(exe: Path, base_url: str, prompts: list[list[dict[str, str]]],
+                connections: int, work: Path) -> Run:
+    folder = Path(tempfile.mkdtemp(dir=work, prefix="inspect-"))
+    (folder / "task.py").write_text(INSPECT_TASK, encoding="utf-8")
+    with open(folder / "prompts.jsonl", "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(p) + "\n" for p in prompts)
+    env = {**os.environ, "RIMO_BENCH_PROMPTS": str(folder / "prompts.jsonl"),
+           "BENCH_BASE_URL": base_url, "BENCH_API_KEY": "EMPTY",
+           "INSPECT_LOG_DIR": str(folder / "logs"), "HOME": str(folder)}
+    env.pop("PYTHONPATH", None)
     started = time.perf_counter()
-    for item in items:
-        client.chat.completions.create(model="bench", temperature=0.0,
-                                       messages=[{"role": "user", "content": item.problem}])
-        time.sleep(pause)
-    return time.perf_counter() - started
+    proc = subprocess.Popen([str(exe), "eval", "task.py", "--model", "openai-api/bench/bench",
+                             "--max-connections", str(connections), "--display", "none"],
+                            cwd=folder, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"inspect eval failed:\n{out[-2000:]}")
+    return Run(wall, usage.ru_maxrss / 1024, len(prompts))
 
 
-def report(label: str, measured_items: int, elapsed: float, concurrency: int,
-           latency: float, total: int = N_ITEMS, requests_per_item: float = 1.0,
-           bound_s: float | None = None) -> None:
-    extrapolated = elapsed * total / measured_items
-    bound = bound_s if bound_s is not None else total * requests_per_item * latency / concurrency
-    note = (f"  (measured {measured_items} items in {elapsed:.2f}s, extrapolated to {total})"
-            if measured_items != total else "")
-    print(f"{label:<34} {extrapolated:8.2f}s {total / extrapolated:8.1f} items/s   "
-          f"bound {bound:7.2f}s   ratio {bound / extrapolated:6.1%}{note}")
+# --- the table -----------------------------------------------------------------------------
+def row(label: str, requests: int, wall: float, bound: float, extra: str = "") -> None:
+    print(f"| {label:<40} | {requests:5d} | {wall:8.2f} s | {bound:7.2f} s | "
+          f"{bound / wall:6.1%} | {extra} |")
 
 
-def mirror_rimo_n(count: int) -> list[Item]:
-    candidates = [os.environ.get("RIMO_MIRROR", ""), ROOT.parent / "shared/rimo/upstream",
-                  "/work/shared/rimo/upstream"]
-    path = next(Path(c) / "RIMO-N.jsonl" for c in candidates
-                if c and (Path(c) / "RIMO-N.jsonl").is_file())
+def throughput(args: argparse.Namespace) -> None:
+    lat = args.latency
+    with tempfile.TemporaryDirectory(prefix="rimo-bench-") as tmp, \
+            loopback_server(lat) as base_url:
+        work = Path(tmp)
+        prepare_items(work)
+        load = os.getloadavg()
+        print(f"rimo-eval predict, openai backend, loopback server {base_url}, "
+              f"latency {lat * 1000:.0f} ms; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
+              f"{os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / "
+              f"{load[2]:.2f}")
+        print("bound = max(requests x latency / c, longest RIMO-P chain x latency); "
+              "wall = the whole predict process, cold cache\n")
+        print(f"| {'run':<40} | req   | wall       | bound     | ratio  | notes |")
+        print(f"|{'-' * 42}|-------|------------|-----------|--------|-------|")
+        run_predict(work, base_url, 8, "cache-warmup", limit=2)  # page cache, server threads
+
+        c1_req, _ = requests_of(work, args.c1_limit)
+        c1 = run_predict(work, base_url, 1, "cache-c1", limit=args.c1_limit)
+        row(f"rimo-eval c=1 ({args.c1_limit} items per track)", c1.sent, c1.wall_s,
+            c1_req * lat, f"engine {c1.engine_s:.1f} s")
+        requests, chain = requests_of(work, None)
+        c16 = run_predict(work, base_url, 16, "cache-c16")
+        row("rimo-eval c=16 (all 791 items)", c16.sent, c16.wall_s,
+            max(requests * lat / 16, chain * lat), f"engine {c16.engine_s:.1f} s")
+        runs = [run_predict(work, base_url, 64, f"cache-c64-{i}") for i in range(args.repeats)]
+        c64 = statistics.median(r.wall_s for r in runs)
+        bound64 = max(requests * lat / 64, chain * lat)
+        spread = ", ".join(f"{r.wall_s:.2f}" for r in runs)
+        row("rimo-eval c=64 (all 791 items) HEADLINE", runs[0].sent, c64, bound64,
+            f"median of {len(runs)}: {spread} s; engine "
+            f"{statistics.median(r.engine_s for r in runs):.1f} s")
+        warm = run_predict(work, base_url, 64, "cache-c64-0")
+        assert warm.sent == 0, warm
+        print(f"| {'warm: c=64 again, every reply cached':<40} | {0:5d} | {warm.wall_s:8.2f} s "
+              f"|         - |      - | goal < 2 s |")
+        prompts = cached_prompts(work / "cache-c64-0")
+        assert len(prompts) == requests, (len(prompts), requests)
+        raw = run_raw_reference(base_url, prompts, 64)
+        row("reference: raw asyncio HTTP, 64 conns", len(prompts), raw,
+            len(prompts) * lat / 64, "independent requests, no client library")
+
+        peers: dict[str, tuple[float, float]] = {}
+        exe = None if args.no_peers else inspect_venv()
+        if exe is not None:
+            c1_prompts = cached_prompts(work / "cache-c1")
+            p1 = run_inspect(exe, base_url, c1_prompts, 1, work)
+            row(f"inspect_ai {INSPECT_VERSION} max_connections 1", len(c1_prompts), p1.wall_s,
+                c1_req * lat, "same c=1 prompts")
+            p64 = run_inspect(exe, base_url, prompts, 64, work)
+            row(f"inspect_ai {INSPECT_VERSION} max_connections 64", len(prompts), p64.wall_s,
+                len(prompts) * lat / 64, f"independent samples; RSS {p64.rss_mib:.0f} MiB")
+            peers["inspect_ai"] = (p1.wall_s, p64.wall_s)
+        print()
+        peak = max(r.rss_mib for r in runs)
+        print(f"peak RSS of predict at c=64: {peak:.0f} MiB (goal < 400 MiB)")
+        print(f"c=64: {bound64 / c64:.1%} of the bound (goal >= 90%); warm run {warm.wall_s:.2f}"
+              f" s (goal < 2 s)")
+        for name, (w1, w64) in peers.items():
+            print(f"{name} / rimo-eval wall time: c=1 {w1 / c1.wall_s:.2f}x, "
+                  f"c=64 {w64 / c64:.2f}x (goals: >= 1x at c=1, >= 4x at c=64)")
+        if not peers:
+            print("peers: skipped" + (" (--no-peers)" if args.no_peers else ""))
+        print("lm-eval: not run (local-chat-completions needs lm_eval[api], which pulls torch "
+              "and transformers: too big for this machine)")
+
+
+# --- the local backend ---------------------------------------------------------------------
+def mirror_rimo_n(count: int) -> list[Any]:
+    from stages.core.items import Item
+
+    path = find_mirror() / "RIMO-N.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count]]
     return [Item(TRACK_N, str(r["problem_id"]), r["problem"], r.get("type"), 1, True,
                  f"h{r['problem_id']}", answer=str(r["answer"])) for r in rows]
@@ -159,55 +318,38 @@ def run_local(count: int, max_tokens: int) -> None:
         started = time.perf_counter()
         preds = predictor.predict(items)
         elapsed = time.perf_counter() - started
+        # Latency is not in the predictions (they must be byte-identical between runs); the
+        # cache entry keeps it with the reply.
+        busy = sum(json.loads(p.read_text(encoding="utf-8"))["response"]["latency_s"]
+                   for p in Path(cache).rglob("*.json"))
     gen = sum(p.details["usage"]["completion_tokens"] for p in preds)
     prompt = sum(p.details["usage"]["prompt_tokens"] for p in preds)
-    busy = sum(p.details["latency_s"] for p in preds)
     print(f"local backend, {count} real RIMO-N items, max_tokens {max_tokens}, "
           f"n_threads={transport.n_threads}, load avg {os.getloadavg()[0]:.2f}")
     print(f"  model load {transport.load_s:.2f}s; {elapsed:.1f}s in all, "
           f"{elapsed / count:.1f}s per item")
     print(f"  {prompt} prompt + {gen} generated tokens; {(prompt + gen) / busy:.0f} tokens/s "
           f"processed, {gen / busy:.1f} generated tokens/s (prompt time included)")
-    print(f"  finish reasons {[p.details['finish_reason'] for p in preds]}, "
-          f"extraction {[p.details['extraction'] for p in preds]}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--subset", type=int, default=50,
-                        help="items measured at concurrency 1 and in the sequential loop")
-    parser.add_argument("--pause", type=float, default=0.25, help="upstream loop's sleep")
-    parser.add_argument("--mixed", action="store_true", help="add a RIMO-shaped run")
+    parser.add_argument("--repeats", type=int, default=3, help="c=64 runs (median)")
+    parser.add_argument("--c1-limit", type=int, default=20,
+                        help="items per track at c=1 (null: all; 5+ minutes at 200 ms)")
+    parser.add_argument("--no-peers", action="store_true", help="skip inspect_ai")
+    parser.add_argument("--quick", action="store_true",
+                        help="one c=64 run, 5 items per track at c=1, no peers")
     parser.add_argument("--local", type=int, metavar="K", help="time the local model instead")
     parser.add_argument("--max-tokens", type=int, default=512, help="for --local")
     args = parser.parse_args(argv)
     if args.local:
         run_local(args.local, args.max_tokens)
         return
-
-    with loopback_server(args.latency) as base_url:
-        print(f"loopback server {base_url}, latency {args.latency * 1000:.0f} ms, "
-              f"{os.cpu_count()} cores; bound = N x latency / concurrency")
-        subset = synthetic_items(args.subset)
-        run_backend(base_url, subset[:8], 8)  # warm-up: imports, connections
-        report("backend  concurrency 1", args.subset, run_backend(base_url, subset, 1), 1,
-               args.latency)
-        for concurrency in (16, 64):
-            elapsed = run_backend(base_url, synthetic_items(N_ITEMS), concurrency)
-            report(f"backend  concurrency {concurrency}", N_ITEMS, elapsed, concurrency,
-                   args.latency)
-        elapsed = run_raw_reference(base_url, N_ITEMS, 64)
-        report("reference: raw asyncio HTTP, c=64", N_ITEMS, elapsed, 64, args.latency)
-        elapsed = run_upstream_loop(base_url, subset, args.pause)
-        report(f"upstream loop, sleep {args.pause}s", args.subset, elapsed, 1, args.latency)
-        if args.mixed:
-            items = mixed_items()
-            requests = calls_needed(items)
-            bound = max(requests * args.latency / 64, max(PARTS) * args.latency)
-            elapsed = run_backend(base_url, items, 64)
-            report(f"backend  c=64, RIMO-shaped ({requests} req)", len(items), elapsed, 64,
-                   args.latency, total=len(items), bound_s=bound)
+    if args.quick:
+        args.repeats, args.c1_limit, args.no_peers = 1, 5, True
+    throughput(args)
 
 
 if __name__ == "__main__":

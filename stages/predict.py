@@ -33,6 +33,7 @@ from stages.core.predictions import (
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor, create_predictor
 from stages.predictors.chat_engine import ChatPredictor
+from stages.predictors.error_budget import check_error_budget
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
@@ -113,10 +114,14 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
     return out
 
 
+def _params(cfg: PredictParams | dict[str, Any]) -> PredictParams:
+    """``cfg`` is the typed ``predict`` section (a plain dict is validated into one)."""
+    return coerce(PredictParams, cfg, "predict")  # type: ignore[return-value]
+
+
 def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path
            ) -> tuple[str, Predictor, dict[str, list[Item]], dict[str, list[Item]]]:
-    """``cfg`` is the typed ``predict`` section (a plain dict is validated into one)."""
-    params: PredictParams = coerce(PredictParams, cfg, "predict")  # type: ignore[assignment]
+    params = _params(cfg)
     backend = params.backend
     # A backend receives its own section as a dict of the keys the file set.
     predictor: Predictor = create_predictor(backend, params.backend_config())
@@ -148,7 +153,8 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
             out_dir: Path = PREDICTIONS_DIR,
             run_path: Path | None = None) -> dict[str, Any]:
-    backend, predictor, all_items, sample = _setup(cfg, items_dir)
+    params = _params(cfg)
+    backend, predictor, all_items, sample = _setup(params, items_dir)
     requested = [it for track in TRACKS for it in sample[track]]
     k = predictor.samples
     identity = predictor.identity()
@@ -159,6 +165,9 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     started = time.monotonic()
     preds = collect(predictor.predict(requested), requested, backend, k)
     wall_s = time.monotonic() - started
+    # Too many failed requests fail the stage here, before anything is written.
+    errors = check_error_budget(preds.values(), params.allow_errors,
+                                "item samples" if k > 1 else "items")
     run = run_id(fp, sample, k)
     tables = {t: build_table(t, sample[t], preds, identity, fp, k, run) for t in TRACKS}
     # Published only once both are built, so a failure before here leaves the old pair. Two
@@ -172,7 +181,8 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     run_facts = run_record(backend, fp, predictor, sample, wall_s)
     if run_path is not None:
         write_json(run_path, run_facts)
-    return {"fingerprint": fp, "run_id": run, "counts": counts, "run": run_facts}
+    return {"fingerprint": fp, "run_id": run, "counts": counts, "errors": errors,
+            "run": run_facts}
 
 
 def run_record(backend: str, fp: str, predictor: Predictor, sample: dict[str, list[Item]],

@@ -22,10 +22,14 @@ problem text (they survive into every prompt built from it):
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
 Server-wide: ``latency_s`` before every reply, and ``hang_after``: once that many requests were
-answered, later ones hang (used to kill a client at a known point). ``reasoning_model`` acts as
+answered, later ones hang (used to kill a client at a known point); ``fail_all``: every request
+gets that HTTP status (a broken server); ``die_after``: once that many were answered the server
+dies (listener closed, later requests on open connections dropped). ``reasoning_model`` acts as
 OpenAI's reasoning models do: HTTP 400 naming the parameter for ``max_tokens`` and for a
-``temperature`` other than 1. Every request is recorded;
-``answered`` counts only replies written completely.
+``temperature`` other than 1. ``GET /v1/models`` lists the model unless ``serve_models`` is off
+(then 404, as on servers without it). Every chat request is recorded; ``answered`` counts only
+replies written completely. ``BlackHole`` is a server that accepts connections and never
+answers.
 
 Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
 prints the base URL on its first line and serves until killed.
@@ -97,6 +101,9 @@ class ChatServer:
     hang_after: int | None = None
     reasoning_model: bool = False
     reasoning_field: str = "reasoning_content"
+    fail_all: int | None = None
+    die_after: int | None = None
+    serve_models: bool = True
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -105,10 +112,13 @@ class ChatServer:
         self._answered = 0
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
+        self.dead = False
+        self.model_probes = 0
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> ChatServer:
-        self._httpd = _Server(("127.0.0.1", 0), _make_handler(self))
+    def start(self, port: int = 0) -> ChatServer:
+        """``port``: reuse a dead server's port, so that the base URL (and cache keys) match."""
+        self._httpd = _Server(("127.0.0.1", port), _make_handler(self))
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
         return self
@@ -149,6 +159,22 @@ class ChatServer:
             over = self.hang_after is not None and self._answered >= self.hang_after
             return self._attempts[record.key], over
 
+    def _die_now(self) -> bool:
+        """True once ``die_after`` answers were given; the first caller closes the listener."""
+        with self._lock:
+            if self.die_after is None or self._answered < self.die_after:
+                return False
+            first, self.dead = not self.dead, True
+        if first and self._httpd is not None:
+            httpd = self._httpd
+
+            def die() -> None:
+                httpd.shutdown()
+                httpd.server_close()  # new connections are now refused
+
+            threading.Thread(target=die, daemon=True).start()
+        return True
+
     def _finish(self, record: Record, outcome: str, reply: str | None = None) -> None:
         with self._lock:
             record.outcome, record.reply, record.finished = outcome, reply, time.monotonic()
@@ -181,6 +207,17 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             self._serve(*self._read_request())
 
+        def do_GET(self) -> None:
+            if server._die_now():
+                self._drop()
+                return
+            with server._lock:
+                server.model_probes += 1
+            if self.path.rstrip("/").endswith("/models") and server.serve_models:
+                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            else:
+                self._json(404, {"error": {"message": "not found"}})
+
         def _read_request(self) -> tuple[Any, dict[str, str]]:
             """The JSON body (None if it is not JSON) and the lower-cased headers."""
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -191,6 +228,9 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             return body, {k.lower(): v for k, v in self.headers.items()}
 
         def _serve(self, body: Any, headers: dict[str, str]) -> None:
+            if server._die_now():
+                self._drop()
+                return
             if not self.path.endswith("/chat/completions") or not isinstance(body, dict):
                 rec = Record(None, "", "", headers, time.monotonic())
                 server._begin(rec)
@@ -209,6 +249,10 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 server._stop.wait(server.hang_s)
                 self._drop()
                 server._finish(rec, "hang")
+                return
+            if server.fail_all is not None:
+                self._json(server.fail_all, {"error": {"message": "injected", "type": "x"}})
+                server._finish(rec, f"http-{server.fail_all}")
                 return
             if "drop" in d and _first_k(d["drop"], attempt):
                 self._drop()
@@ -290,6 +334,34 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self.connection.shutdown(socket.SHUT_RDWR)
 
     return Handler
+
+
+class BlackHole:
+    """Accepts TCP connections and never reads or answers: a wedged server."""
+
+    def __init__(self) -> None:
+        self._sock = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self._conns: list[socket.socket] = []
+        self._stop = threading.Event()
+
+    def start(self) -> BlackHole:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        self._sock.settimeout(0.05)
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError, OSError):
+                self._conns.append(self._sock.accept()[0])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
+
+    def stop(self) -> None:
+        self._stop.set()
+        for conn in [*self._conns, self._sock]:
+            conn.close()
 
 
 def _completion(body: dict[str, Any], texts: list[str], finish: str = "stop",

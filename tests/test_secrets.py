@@ -224,7 +224,8 @@ def test_api_key_only_reaches_the_server(tmp_path: Path, mirror_dir: Path,
                   "timeout_s": 10.0, "max_retries": 2, "backoff_initial_s": 0.01,
                   "backoff_max_s": 0.05, "concurrency": 4}
     repo = make_repo(tmp_path / "repo", mirror_dir,
-                     {"backend": "openai", "limit": 3, "openai": openai_cfg})
+                     {"backend": "openai", "limit": 3, "openai": openai_cfg,
+                      "allow_errors": 0.5})  # two of the six items fail on purpose
 
     out = sh(repo, "dvc", "repro", timeout=300)
     # What a user would do next; it also puts the results into git objects.

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from stages.core.artifacts import PARAMS_PATH
 from stages.core.errors import ConfigError
@@ -95,13 +102,17 @@ class ChatParams(Section):
     seed: int | None = None
     extra_body: dict[str, Any] | None = None
     system_prompt: str | None = None
-    timeout_s: PosNumber = 600
+    timeout_s: PosNumber = 1800  # per request: a reasoning model may think for many minutes
     max_retries: NonNegInt = 6
     backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
     backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
     concurrency: PosInt = 16
     api_key_env: str | None = None
     cache_dir: str | None = None
+    # Stop after this many transport failures in a row (0: never); warn when no request has
+    # finished for this many seconds (null: never).
+    breaker_window: NonNegInt = 20
+    stall_warning_s: PosNumber | None = 120
 
 
 class OpenAIParams(ChatParams):
@@ -144,11 +155,21 @@ class PredictParams(Section):
     limit: NonNegInt | None = None
     sample_seed: int = 0
     samples: PosInt = 1
+    # The share of items that may end in an error before the stage fails (checked below, so
+    # that every wrong value gets the same message).
+    allow_errors: Number = 0.05
     local: LocalParams | None = None
     openai: OpenAIParams | None = None
     oracle: OracleParams | None = None
     constant: ConstantParams | None = None
     replay: ReplayParams | None = None
+
+    @field_validator("allow_errors", mode="before")
+    @classmethod
+    def _share(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise ValueError(f"must be a share between 0 and 1, got {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _plugin_sections(self) -> PredictParams:

@@ -18,10 +18,15 @@ response cache, the concurrency, the progress bar and the RIMO-P chaining:
   ``details.error_kind`` (``"context_length"`` for a prompt over the context window).
 * A request that still fails after its retries (``TransportError``) marks only its sample
   ``error``; a transport raises ``StageError`` for configuration failures that would fail every
-  item, and that stops the stage.
+  item, and that stops the stage. Failing fast: the transport's ``probe`` runs once before the
+  first request is sent (``probe``), ``CircuitBreaker`` stops the stage after
+  ``breaker_window`` transport failures in a row (``breaker``), and the progress bar shows the
+  requests in flight with a stall warning (``progress``).
 
-Details are a pure function of the (cached) replies, so re-running over a warm cache writes
-byte-identical predictions; run facts (requests sent, cache hits) go to ``run_stats``.
+The transport interface is in ``transport``, the reading of a reply (reasoning apart, extraction
+status, usage) in ``replies``. Details are a pure function of the (cached) replies, so
+re-running over a warm cache writes byte-identical predictions; run facts (requests sent, cache
+hits) go to ``run_stats``.
 """
 
 from __future__ import annotations
@@ -30,13 +35,10 @@ import asyncio
 import concurrent.futures
 import sys
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections import Counter
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
-
-from tqdm import tqdm
 
 from stages import __version__
 from stages.core.errors import ConfigError, StageError
@@ -44,87 +46,16 @@ from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
 from stages.predictors.base import STATUS_ERROR, Prediction, Predictor
+from stages.predictors.breaker import DEFAULT_WINDOW, CircuitBreaker
 from stages.predictors.cache import ResponseCache, request_key
+from stages.predictors.progress import DEFAULT_STALL_WARNING_S, Progress
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
+from stages.predictors.replies import USAGE_KEYS, read_reply, sum_parts
+from stages.predictors.transport import ChatReply, ChatTransport, TransportError, cache_payload
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 THINK_OFF = {"enabled": False, "open": "<think>", "close": "</think>"}
 T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------------------------
-# Transport interface
-# --------------------------------------------------------------------------------------------
-@dataclass
-class ChatReply:
-    """One completed request: a text per choice, plus what the server said about it."""
-
-    texts: list[str]
-    finish_reasons: list[str | None]
-    usage: dict[str, int]
-    model: str | None
-    latency_s: float
-    reasoning: list[str | None] = field(default_factory=list)  # the server's reasoning field
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChatReply:
-        return cls(texts=list(data["texts"]), finish_reasons=list(data["finish_reasons"]),
-                   usage=dict(data.get("usage") or {}), model=data.get("model"),
-                   latency_s=float(data.get("latency_s", 0.0)),
-                   reasoning=list(data.get("reasoning") or []))
-
-
-def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
-    """The integer counters of a server's usage record, plus the reasoning tokens that OpenAI
-    and vLLM nest under ``completion_tokens_details``."""
-    out = {k: v for k, v in (usage or {}).items() if isinstance(v, int)}
-    nested = (usage or {}).get("completion_tokens_details")
-    if isinstance(nested, Mapping) and isinstance(nested.get("reasoning_tokens"), int):
-        out["reasoning_tokens"] = nested["reasoning_tokens"]
-    return out
-
-
-class TransportError(Exception):
-    """A request that failed for good. The message is safe to record (no secrets)."""
-
-    request_sha256: str | None = None
-
-    def __init__(self, message: str, kind: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind  # e.g. "context_length"; recorded as details.error_kind
-
-
-class ChatTransport(ABC):
-    concurrency: int = 1
-
-    @abstractmethod
-    def endpoint(self) -> dict[str, Any]:
-        """What answers the requests (server or model file); part of every cache key."""
-
-    @abstractmethod
-    def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
-        """The complete request for these messages: model, messages, sampling parameters.
-
-        ``sample`` is the 0-based sample index; a transport with a seed offsets it by the index
-        so that k samples of a seeded model are not k copies of one."""
-
-    @abstractmethod
-    async def send(self, request: dict[str, Any]) -> ChatReply:
-        """Send one request (retrying as the transport sees fit) or raise ``TransportError``."""
-
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
-        pass
-
-
-def cache_payload(transport: ChatTransport, request: dict[str, Any],
-                  sample: int) -> dict[str, Any]:
-    """What the cache key hashes. Sample 0 has no index, so a k = 1 cache stays valid."""
-    payload = {"endpoint": transport.endpoint(), "request": request}
-    return {**payload, "sample": sample} if sample else payload
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +89,8 @@ def resolve_think_split(name: str, value: Any) -> dict[str, Any]:
 # Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
-                              "model_cache_dir", "model_path", "price_per_mtok"})
+                              "model_cache_dir", "model_path", "price_per_mtok",
+                              "breaker_window", "stall_warning_s"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,14 +153,6 @@ def calls_needed(items: Iterable[Item], samples: int = 1) -> int:
     return samples * sum(1 if it.track == TRACK_N else len(it.sub_problems) for it in items)
 
 
-@dataclass
-class _Answer:
-    """One reply read as the engine uses it: reasoning apart, the answer text alone."""
-
-    details: dict[str, Any]
-    text: str
-
-
 class _Run:
     """One ``predict`` call: the semaphore, the progress bar and the counters."""
 
@@ -239,21 +163,28 @@ class _Run:
         self.think = predictor.think
         self.system_prompt: str | None = predictor.settings["system_prompt"]
         self.semaphore = asyncio.Semaphore(max(1, transport.concurrency))
-        self.bar = tqdm(total=calls_needed(items, self.samples), unit="req",
-                        desc=f"predict[{predictor.name}]", file=sys.stderr, dynamic_ncols=True,
-                        mininterval=0.5, smoothing=0.1)
+        self.label = f"predict[{predictor.name}]"
+        settings = predictor.settings
+        self.bar = Progress(calls_needed(items, self.samples), self.label,
+                            settings.get("stall_warning_s", DEFAULT_STALL_WARNING_S))
+        self.breaker = CircuitBreaker(settings.get("breaker_window", DEFAULT_WINDOW), self.label)
         self.errors = 0
         self.sent: Counter[str] = Counter()  # per track
         self.hits: Counter[str] = Counter()
         self.inflight: dict[str, asyncio.Future[ChatReply]] = {}
+        self.probed: asyncio.Future[None] | None = None
         self.started = time.monotonic()
-        self.label = f"predict[{predictor.name}]"
 
     async def all(self) -> list[Prediction]:
+        self.bar.start()
         try:
             async with asyncio.TaskGroup() as group:  # a StageError cancels the other items
-                tasks = [group.create_task(self.one(item, j))
-                         for item in self.items for j in range(self.samples)]
+                # Longest chains first (the semaphore is FIFO): a 4-part RIMO-P item started
+                # last would leave the run waiting 4 round trips on one connection at the end.
+                wanted = [(it, j) for it in self.items for j in range(self.samples)]
+                order = sorted(wanted, key=lambda w: -calls_needed([w[0]]))
+                started = {(id(it), j): group.create_task(self.one(it, j)) for it, j in order}
+                tasks = [started[id(it), j] for it, j in wanted]
         except ExceptionGroup as failed:
             stage_errors = [e for e in failed.exceptions if isinstance(e, StageError)]
             raise (stage_errors or failed.exceptions)[0] from None
@@ -286,22 +217,33 @@ class _Run:
         key = request_key(payload)
         reply = self.cached(key, payload)
         if reply is None:
-            # Single flight: two items asking the very same thing share one request.
-            task = self.inflight.get(key)
-            if task is None:
-                task = asyncio.ensure_future(self.fetch(track, key, payload, request))
-                self.inflight[key] = task
-                task.add_done_callback(lambda t: self._settled(key, t))
-            reply = await asyncio.shield(task)
+            reply = await self.single_flight(track, key, payload, request)
         else:
             self.hits[track] += 1
         self.bar.update(1)
         return reply, key
 
-    def _settled(self, key: str, task: asyncio.Future[ChatReply]) -> None:
-        self.inflight.pop(key, None)
-        if not task.cancelled():
-            task.exception()  # retrieved here too: its waiter may have been cancelled
+    async def single_flight(self, track: str, key: str, payload: dict[str, Any],
+                            request: dict[str, Any]) -> ChatReply:
+        """Two items asking the very same thing share one request. The first one sends it in
+        its own task (no extra task per request); the others wait on a future."""
+        shared = self.inflight.get(key)
+        if shared is not None:
+            return await asyncio.shield(shared)
+        shared = self.inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            reply = await self.fetch(track, key, payload, request)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                shared.cancel()
+            else:
+                shared.set_exception(exc)
+                shared.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            del self.inflight[key]
+        shared.set_result(reply)
+        return reply
 
     def cached(self, key: str, payload: dict[str, Any]) -> ChatReply | None:
         entry = self.cache.get(key, payload)
@@ -315,30 +257,25 @@ class _Run:
 
     async def fetch(self, track: str, key: str, payload: dict[str, Any],
                     request: dict[str, Any]) -> ChatReply:
+        if self.probed is None:  # only a run that sends anything probes: a warm cache needs none
+            self.probed = asyncio.ensure_future(self.transport.probe())
+        if not self.probed.done():
+            await asyncio.shield(self.probed)
+        self.probed.result()  # re-raises the probe's StageError
         self.sent[track] += 1
+        token = self.bar.begin()
         try:
             reply = await self.transport.send(request)
         except TransportError as exc:
             exc.request_sha256 = key
+            self.bar.end(token)
+            self.breaker.failure(str(exc), transient=exc.transient)
             raise
+        self.bar.end(token)
+        self.breaker.success()
         # fsync off the event loop; awaited, so an item is done only once its reply is durable
         await asyncio.to_thread(self.cache.put, key, payload, reply.to_json())
         return reply
-
-    def read(self, reply: ChatReply, key: str) -> _Answer:
-        content = reply.texts[0]
-        reasoning, text = split_reply(reply, self.think)
-        finish = reply.finish_reasons[0]
-        box = extract.extract_boxed(text)
-        extraction = ("boxed" if box is not None
-                      else "truncated" if finish == "length" else "none")
-        details = {"request_sha256": key, "raw_text": content, "text": text,
-                   "reasoning": reasoning, "finish_reason": finish, "extraction": extraction,
-                   "usage": {k: int(reply.usage.get(k, 0)) for k in USAGE_KEYS},
-                   "requests": 1, "model": reply.model}
-        # Latency is kept with the reply in the cache entry named by request_sha256, not here:
-        # wall-clock time would make the predictions differ byte-wise between identical runs.
-        return _Answer(details, text)
 
     async def rimo_n(self, item: Item, sample: int) -> Prediction:
         try:
@@ -349,7 +286,7 @@ class _Run:
             return Prediction(item.track, item.problem_id, None, STATUS_ERROR, str(exc),
                               {"request_sha256": exc.request_sha256, "error_kind": exc.kind,
                                "requests": 1, "usage": dict.fromkeys(USAGE_KEYS, 0)})
-        answer = self.read(reply, key)
+        answer = read_reply(reply, key, self.think)
         return Prediction(item.track, item.problem_id,
                           extract.extract_boxed(answer.text) or "", details=answer.details)
 
@@ -363,34 +300,15 @@ class _Run:
                 reply, key = await self.call(item.track, messages, sample)
             except TransportError as exc:
                 self.bar.update(total - index)  # the remaining parts will not be asked
-                details = _sum_parts(parts, index + 1)
+                details = sum_parts(parts, index + 1)
                 details.update(failed_request_sha256=exc.request_sha256, error_kind=exc.kind,
                                failed_part=index + 1)
                 return Prediction(item.track, item.problem_id, None, STATUS_ERROR,
                                   f"part {index + 1} of {total}: {exc}", details)
-            answer = self.read(reply, key)
+            answer = read_reply(reply, key, self.think)
             parts.append(answer.details)
             proved.append(answer.text.strip())
-        return Prediction(item.track, item.problem_id, proved, details=_sum_parts(parts, total))
-
-
-def split_reply(reply: ChatReply, think: dict[str, Any]) -> tuple[str | None, str]:
-    """``(reasoning, answer text)`` of a reply's first choice: the server's reasoning field and
-    any leading think block are reasoning; only the rest is ever read for an answer."""
-    content = reply.texts[0]
-    server_reasoning = reply.reasoning[0] if reply.reasoning else None
-    thoughts, text = (extract.split_think(content, think["open"], think["close"])
-                      if think["enabled"] else (None, content))
-    return "\n\n".join(r for r in (server_reasoning, thoughts) if r) or None, text
-
-
-def _sum_parts(parts: list[dict[str, Any]], requests: int) -> dict[str, Any]:
-    """A RIMO-P sample's details: its parts, and their usage summed."""
-    usage = {k: sum(p["usage"][k] for p in parts) for k in USAGE_KEYS}
-    truncated = any(p["extraction"] == "truncated" for p in parts)
-    return {"parts": parts, "usage": usage, "requests": requests,
-            "finish_reason": parts[-1]["finish_reason"] if parts else None,
-            "extraction": "truncated" if truncated else "none"}
+        return Prediction(item.track, item.problem_id, proved, details=sum_parts(parts, total))
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, T]) -> T:

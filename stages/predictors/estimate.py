@@ -20,14 +20,10 @@ from typing import Any
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACKS
 from stages.predictors.cache import ResponseCache, request_key
-from stages.predictors.chat_engine import (
-    ChatPredictor,
-    ChatReply,
-    ChatTransport,
-    cache_payload,
-    split_reply,
-)
+from stages.predictors.chat_engine import ChatPredictor
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages
+from stages.predictors.replies import split_reply
+from stages.predictors.transport import ChatReply, ChatTransport, cache_payload
 
 CHARS_PER_TOKEN = 4
 TOKENIZER = "characters / 4 (no tokenizer loaded)"

@@ -31,14 +31,8 @@ from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 from stages.core.shared import shared_path
 from stages.predictors.cache import DEFAULT_CACHE_DIR
-from stages.predictors.chat_engine import (
-    ChatPredictor,
-    ChatReply,
-    ChatTransport,
-    TransportError,
-    int_usage,
-    require,
-)
+from stages.predictors.chat_engine import ChatPredictor, require
+from stages.predictors.transport import ChatReply, ChatTransport, TransportError, int_usage
 
 GEMMA_FORMAT = "gemma-turns-v1"  # in the cache key: bump if gemma_prompt changes
 END_OF_TURN = "<end_of_turn>"

@@ -1,14 +1,19 @@
 """``predict.backend: openai`` - any OpenAI-compatible chat-completions server.
 
 The transport behind the shared engine (``chat_engine.ChatPredictor``, which holds the
-prompting, extraction, cache and RIMO-P chaining): ``AsyncOpenAI`` clients with tenacity
-retries (429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are retried with
-full jitter, honouring ``Retry-After``). A request that still fails after its retries marks only
-its item ``error``; configuration failures that would fail every item (401, 403, 404) stop the
-stage with a ``StageError``, and so does a 400 that names a request parameter the server
-rejects (``max_tokens`` or ``temperature`` on an OpenAI reasoning model): a wrong configuration
-is reported once, naming the params key, instead of failing every item. A 400 for a prompt over
-the model's context window is that item's error, kept as ``error_kind: context_length``.
+prompting, extraction, cache and RIMO-P chaining): ``AsyncOpenAI`` clients, retried here (429,
+408/409, 5xx, timeouts, dropped connections and garbled bodies are retried with full jitter,
+honouring ``Retry-After``). Requests go through the client's documented raw ``post`` with
+``cast_to=httpx2.Response``: the same HTTP stack, status errors and exception types as
+``chat.completions.create``, without its per-request TypedDict transform and pydantic models,
+which were a quarter of the engine's CPU at 64 connections. A request that still fails after
+its retries marks only its item ``error``; configuration failures that would fail every item
+(401, 403, 404) stop the stage with a ``StageError``, and so does a 400 that names a request
+parameter the server rejects (``max_tokens`` or ``temperature`` on an OpenAI reasoning model):
+a wrong configuration is reported once, naming the params key, instead of failing every item.
+A 400 for a prompt over the model's context window is that item's error, kept as
+``error_kind: context_length``. Reading the body and classifying those 400s is
+``openai_replies``.
 
 The API key is read from the environment variable named by ``api_key_env`` and only ever handed
 to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
@@ -20,43 +25,38 @@ import asyncio
 import ipaddress
 import json
 import os
-import re
+import random
 import ssl
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
-import openai
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
-
 from stages.core.errors import StageError
+from stages.predictors import probe
+from stages.predictors.breaker import DEFAULT_WINDOW
 from stages.predictors.cache import DEFAULT_CACHE_DIR
-from stages.predictors.chat_engine import (
-    ChatPredictor,
-    ChatReply,
-    ChatTransport,
-    TransportError,
-    int_usage,
-    require,
+from stages.predictors.chat_engine import ChatPredictor, require
+from stages.predictors.openai_replies import (
+    SAMPLING_KEYS,
+    MalformedResponse,
+    context_length_error,
+    params_key,
+    parse_completion,
+    rejected_parameter,
 )
+from stages.predictors.progress import DEFAULT_STALL_WARNING_S
 from stages.predictors.redact import DUMMY_API_KEY, Redactor
+from stages.predictors.transport import ChatReply, ChatTransport, TransportError
+
+if TYPE_CHECKING:
+    import openai
+
+# ``openai`` is imported on the first request, not with this module: it is a good part of the
+# process's start-up, and a run whose replies are all cached sends nothing.
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _SLOTS_PER_CLIENT = 8
-# Sampling parameters sent only when not null (the server's default otherwise).
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "max_completion_tokens",
-                 "reasoning_effort", "seed")
-_CONTEXT = re.compile(r"context[ _]length|context window|maximum context|too many tokens"
-                      r"|prompt is too long|exceeds the model", re.IGNORECASE)
-_BAD_PARAM = re.compile(r"unsupported (parameter|value)|unrecognized request argument"
-                        r"|extra inputs are not permitted|unknown parameter"
-                        r"|not supported with this model|does not support", re.IGNORECASE)
+_CONNECT_TIMEOUT_S = 10.0  # reaching a server is quick even when its reply takes many minutes
 _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
 
@@ -94,40 +94,10 @@ def resolve_api_key(env_name: str | None, base_url: str) -> str:
     return DUMMY_API_KEY
 
 
-def context_length_error(exc: openai.APIStatusError) -> bool:
-    return exc.status_code in (400, 413, 422) and (
-        getattr(exc, "code", None) == "context_length_exceeded" or bool(_CONTEXT.search(str(exc))))
-
-
-def rejected_parameter(exc: openai.APIStatusError, request: dict[str, Any]) -> str | None:
-    """The request parameter a 400/422 rejects, or ``None`` when it names none we sent."""
-    if exc.status_code not in (400, 422) or context_length_error(exc):
-        return None
-    sent = {k for k in request if k not in ("messages", "model", "extra_body")}
-    sent |= set(request.get("extra_body") or {})
-    param = getattr(exc, "param", None)
-    if isinstance(param, str) and param in sent:
-        return param
-    message = str(exc)
-    if not _BAD_PARAM.search(message):
-        return None
-    named = [k for k in sorted(sent, key=len, reverse=True)
-             if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", message)]
-    return named[0] if named else (param if isinstance(param, str) else "(unnamed)")
-
-
-def params_key(param: str, request: dict[str, Any]) -> str:
-    if param in (request.get("extra_body") or {}):
-        return f"predict.openai.extra_body.{param}"
-    return f"predict.openai.{param}" if param in SAMPLING_KEYS else "predict.openai.extra_body"
-
-
-class MalformedResponse(Exception):
-    """HTTP 200 with a body that is not a usable chat completion (retried)."""
-
-
 def is_retryable(exc: BaseException) -> bool:
     """429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are transient."""
+    import openai
+
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -146,7 +116,7 @@ def _retry_after_s(exc: BaseException | None) -> float | None:
 
 
 class OpenAITransport(ChatTransport):
-    """``AsyncOpenAI`` with its own retries off: tenacity retries instead (see ``send``)."""
+    """``AsyncOpenAI`` with its own retries off: ``send`` retries instead."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         s = settings
@@ -156,26 +126,40 @@ class OpenAITransport(ChatTransport):
         self._sampling = {k: s[k] for k in SAMPLING_KEYS if s[k] is not None}
         self._extra_body: dict[str, Any] = dict(s["extra_body"] or {})
         self._attempts = int(s["max_retries"]) + 1
-        self._wait = wait_random_exponential(multiplier=float(s["backoff_initial_s"]),
-                                             max=float(s["backoff_max_s"]))
+        self._backoff_initial = float(s["backoff_initial_s"])
         self._backoff_max = float(s["backoff_max_s"])
-        key = resolve_api_key(s["api_key_env"], self.base_url)
-        self._redact = Redactor(key)
+        self._key = resolve_api_key(s["api_key_env"], self.base_url)
+        self._redact = Redactor(self._key)
+        self._timeout_s = float(s["timeout_s"])
         self._fatal: StageError | None = None
-        # Several clients, each serving at most _SLOTS_PER_CLIENT requests at a time: the HTTP
-        # pool scans all its connections on every request and release, which at 64 connections
-        # in one pool costs more CPU than the whole rest of a request.
+        self._clients: list[openai.AsyncOpenAI] = []
+        self._slots: asyncio.Queue[openai.AsyncOpenAI] | None = None
+
+    def _start(self) -> asyncio.Queue[openai.AsyncOpenAI]:
+        """The clients, made on first use (inside the running loop)."""
+        if self._slots is not None:
+            return self._slots
+        import openai
+
+        # The client's aiohttp transport (``openai.DefaultAioHttpClient``, the documented
+        # ``openai[aiohttp]`` option) instead of httpcore: a third less CPU per request at 64
+        # connections, the same client, errors and retries above it. Several clients, each
+        # serving at most _SLOTS_PER_CLIENT requests at a time: measured cheaper than one pool
+        # of 64 connections (benchmarks/README.md).
         # Over plain http one shared TLS context (used only if redirected to https) spares each
         # client loading the CA store; https keeps the client's own defaults.
         shared_tls = ssl.create_default_context() if self.base_url.startswith("http:") else None
+        timeout = openai.Timeout(self._timeout_s,
+                                 connect=min(_CONNECT_TIMEOUT_S, self._timeout_s))
         clients = [openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, timeout=float(s["timeout_s"]), max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(verify=shared_tls) if shared_tls else None,
+            api_key=self._key, base_url=self.base_url, timeout=timeout, max_retries=0,
+            http_client=openai.DefaultAioHttpClient(verify=shared_tls or True),
         ) for _ in range(-(-self.concurrency // _SLOTS_PER_CLIENT))]
         self._clients = clients
-        self._slots: asyncio.Queue[openai.AsyncOpenAI] = asyncio.Queue()
+        self._slots = asyncio.Queue()
         for i in range(self.concurrency):
             self._slots.put_nowait(clients[i % len(clients)])
+        return self._slots
 
     def endpoint(self) -> dict[str, Any]:
         # base_url is part of the key: a model name alone ("default", "gpt-oss") does not say
@@ -191,10 +175,11 @@ class OpenAITransport(ChatTransport):
             request["extra_body"] = self._extra_body
         return request
 
-    def _backoff(self, state: RetryCallState) -> float:
-        # Full jitter spreads 64 workers that hit the same 429 burst; honour Retry-After.
-        wait = self._wait(state)
-        hint = _retry_after_s(state.outcome.exception() if state.outcome else None)
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        # Full jitter (uniform up to an exponential cap) spreads 64 workers that hit the same
+        # 429 burst; a Retry-After hint is honoured up to backoff_max_s.
+        wait = random.uniform(0, min(self._backoff_max, self._backoff_initial * 2 ** (attempt - 1)))
+        hint = _retry_after_s(exc)
         return max(wait, min(hint, self._backoff_max)) if hint else wait
 
     async def send(self, request: dict[str, Any]) -> ChatReply:
@@ -207,25 +192,20 @@ class OpenAITransport(ChatTransport):
             raise
 
     async def _send(self, request: dict[str, Any]) -> ChatReply:
-        kwargs = dict(request)
-        extra_body = kwargs.pop("extra_body", None)
-        attempts = 0
+        import openai
+
+        body = dict(request)
+        body.update(body.pop("extra_body", None) or {})  # as the client merges extra_body
+        attempt = 0
         try:
-            async for attempt in AsyncRetrying(stop=stop_after_attempt(self._attempts),
-                                               wait=self._backoff, reraise=True,
-                                               retry=retry_if_exception(is_retryable)):
-                with attempt:
-                    attempts += 1
-                    client = await self._slots.get()
-                    try:
-                        started = time.perf_counter()
-                        response = await client.chat.completions.create(
-                            **kwargs, extra_body=extra_body)
-                        latency = time.perf_counter() - started
-                    finally:
-                        self._slots.put_nowait(client)
-                    reply = _parse(response, latency)
-                    return self._scrub(reply)
+            while True:
+                attempt += 1
+                try:
+                    return self._scrub(await self._post(body))
+                except Exception as exc:
+                    if attempt >= self._attempts or not is_retryable(exc):
+                        raise
+                    await asyncio.sleep(self._backoff(attempt, exc))
         except openai.APIStatusError as exc:
             if exc.status_code in _FATAL_STATUS:
                 raise StageError(f"{self.base_url}: HTTP {exc.status_code} "
@@ -239,10 +219,23 @@ class OpenAITransport(ChatTransport):
                     f"params.yaml (null: not sent). Server said: "
                     f"{self._redact(str(exc))[:300]}") from None
             kind = "context_length" if context_length_error(exc) else None
-            raise TransportError(self._describe(exc, attempts), kind) from None
+            raise self._failed(exc, attempt, kind) from None
         except (openai.OpenAIError, MalformedResponse, ValueError) as exc:
-            raise TransportError(self._describe(exc, attempts)) from None
-        raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
+            raise self._failed(exc, attempt) from None
+
+    async def _post(self, body: dict[str, Any]) -> ChatReply:
+        import httpx2
+
+        slots = self._start()
+        client = await slots.get()
+        try:
+            started = time.perf_counter()
+            response = await client.post("/chat/completions", body=body,
+                                         cast_to=httpx2.Response)
+            latency = time.perf_counter() - started
+        finally:
+            slots.put_nowait(client)
+        return parse_completion(json.loads(response.content), latency)
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
         """A server may echo the key in any string field; none of them may reach the cache."""
@@ -255,34 +248,33 @@ class OpenAITransport(ChatTransport):
         reply.reasoning = [clean(r) for r in reply.reasoning]
         return reply
 
-    def _describe(self, exc: BaseException, attempts: int) -> str:
+    def _failed(self, exc: BaseException, attempts: int,
+                kind: str | None = None) -> TransportError:
+        import openai
+
         text = f"{type(exc).__name__}: {exc}"
-        return self._redact(f"failed after {attempts} attempt(s): {text}")[:500]
+        if isinstance(exc, openai.APIConnectionError):  # "Connection error." alone says nothing
+            cause = probe.connection_cause(exc, self.base_url)
+            text += f" ({cause or f'{probe.root_cause(exc)} at {self.base_url}'})"
+        error = TransportError(self._redact(f"failed after {attempts} attempt(s): {text}")[:500],
+                               kind)
+        error.transient = is_retryable(exc)
+        return error
+
+    async def probe(self) -> None:
+        import openai
+
+        self._start()
+        wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
+        client = self._clients[0].with_options(timeout=wait, max_retries=0)
+        await probe.probe_endpoint(
+            client.models.list, self.base_url, wait,
+            is_connection_error=lambda e: isinstance(e, openai.APIConnectionError),
+            is_timeout=lambda e: isinstance(e, openai.APITimeoutError))
 
     async def aclose(self) -> None:
         for client in self._clients:
             await client.close()
-
-
-def _parse(response: Any, latency_s: float) -> ChatReply:
-    try:
-        choices = sorted(response.choices or [], key=lambda c: c.index or 0)
-        texts = [c.message.content or "" for c in choices]
-        # vLLM and SGLang (reasoning parsers), DeepSeek: reasoning_content; OpenRouter: reasoning
-        reasoning = [_text(getattr(c.message, "reasoning_content", None))
-                     or _text(getattr(c.message, "reasoning", None)) for c in choices]
-        finish = [c.finish_reason for c in choices]
-        usage = response.usage.model_dump(exclude_none=True) if response.usage else {}
-    except (AttributeError, TypeError) as exc:
-        raise MalformedResponse(f"unexpected response shape: {exc}") from None
-    if not texts:
-        raise MalformedResponse("the response has no choices")
-    return ChatReply(texts, finish, int_usage(usage), getattr(response, "model", None), latency_s,
-                     reasoning)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 class OpenAIPredictor(ChatPredictor):
@@ -302,13 +294,15 @@ class OpenAIPredictor(ChatPredictor):
         "price_per_mtok": None,  # {input: USD, output: USD} per million tokens: a cost estimate
         "extra_body": {},
         "system_prompt": None,
-        "timeout_s": 600.0,
+        "timeout_s": 1800.0,  # a reasoning model may think for many minutes before replying
         "max_retries": 6,
         "backoff_initial_s": 1.0,
         "backoff_max_s": 60.0,
         "concurrency": 16,
         "api_key_env": "OPENAI_API_KEY",
         "cache_dir": str(DEFAULT_CACHE_DIR),
+        "breaker_window": DEFAULT_WINDOW,  # stop when this many requests in a row failed
+        "stall_warning_s": DEFAULT_STALL_WARNING_S,  # warn when nothing finished for this long
     }
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
@@ -335,6 +329,11 @@ class OpenAIPredictor(ChatPredictor):
                 "predict.openai.concurrency must be an integer >= 1")
         require(isinstance(s["max_retries"], int) and s["max_retries"] >= 0,
                 "predict.openai.max_retries must be an integer >= 0")
+        require(isinstance(s["breaker_window"], int) and s["breaker_window"] >= 0,
+                "predict.openai.breaker_window must be an integer >= 0 (0: never stop)")
+        require(s["stall_warning_s"] is None or (
+            isinstance(s["stall_warning_s"], int | float) and s["stall_warning_s"] > 0),
+            "predict.openai.stall_warning_s must be a number of seconds > 0 or null")
         require(isinstance(s["extra_body"], dict | None),
                 "predict.openai.extra_body must be a mapping")
         require(s["api_key_env"] is None or isinstance(s["api_key_env"], str),

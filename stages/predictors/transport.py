@@ -1,0 +1,91 @@
+"""What the chat engine asks of a backend: a ``ChatTransport`` sends one request and returns a
+``ChatReply`` or raises ``TransportError``. Kept apart from the engine so that a transport
+(``openai_chat``, ``local_model``, ``--estimate``) imports only this.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ChatReply:
+    """One completed request: a text per choice, plus what the server said about it."""
+
+    texts: list[str]
+    finish_reasons: list[str | None]
+    usage: dict[str, int]
+    model: str | None
+    latency_s: float
+    reasoning: list[str | None] = field(default_factory=list)  # the server's reasoning field
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChatReply:
+        return cls(texts=list(data["texts"]), finish_reasons=list(data["finish_reasons"]),
+                   usage=dict(data.get("usage") or {}), model=data.get("model"),
+                   latency_s=float(data.get("latency_s", 0.0)),
+                   reasoning=list(data.get("reasoning") or []))
+
+
+def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """The integer counters of a server's usage record, plus the reasoning tokens that OpenAI
+    and vLLM nest under ``completion_tokens_details``."""
+    out = {k: v for k, v in (usage or {}).items() if isinstance(v, int)}
+    nested = (usage or {}).get("completion_tokens_details")
+    if isinstance(nested, Mapping) and isinstance(nested.get("reasoning_tokens"), int):
+        out["reasoning_tokens"] = nested["reasoning_tokens"]
+    return out
+
+
+class TransportError(Exception):
+    """A request that failed for good. The message is safe to record (no secrets).
+
+    ``transient``: the failure was the server or the network (connection, timeout, 5xx), not
+    this request; the circuit breaker counts only those.
+    """
+
+    request_sha256: str | None = None
+    transient: bool = False
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind  # e.g. "context_length"; recorded as details.error_kind
+
+
+class ChatTransport(ABC):
+    concurrency: int = 1
+
+    @abstractmethod
+    def endpoint(self) -> dict[str, Any]:
+        """What answers the requests (server or model file); part of every cache key."""
+
+    @abstractmethod
+    def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
+        """The complete request for these messages: model, messages, sampling parameters.
+
+        ``sample`` is the 0-based sample index; a transport with a seed offsets it by the index
+        so that k samples of a seeded model are not k copies of one."""
+
+    @abstractmethod
+    async def send(self, request: dict[str, Any]) -> ChatReply:
+        """Send one request (retrying as the transport sees fit) or raise ``TransportError``."""
+
+    async def probe(self) -> None:  # noqa: B027 - optional hook
+        """Called once before the first request is sent; raise ``StageError`` if the endpoint
+        is certainly unreachable (see ``probe``)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+def cache_payload(transport: ChatTransport, request: dict[str, Any],
+                  sample: int) -> dict[str, Any]:
+    """What the cache key hashes. Sample 0 has no index, so a k = 1 cache stays valid."""
+    payload = {"endpoint": transport.endpoint(), "request": request}
+    return {**payload, "sample": sample} if sample else payload
