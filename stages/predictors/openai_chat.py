@@ -25,11 +25,18 @@ import asyncio
 import ipaddress
 import json
 import os
-import random
 import ssl
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from stages.core.errors import StageError
 from stages.predictors import probe
@@ -126,7 +133,8 @@ class OpenAITransport(ChatTransport):
         self._sampling = {k: s[k] for k in SAMPLING_KEYS if s[k] is not None}
         self._extra_body: dict[str, Any] = dict(s["extra_body"] or {})
         self._attempts = int(s["max_retries"]) + 1
-        self._backoff_initial = float(s["backoff_initial_s"])
+        self._wait = wait_random_exponential(multiplier=float(s["backoff_initial_s"]),
+                                             max=float(s["backoff_max_s"]))
         self._backoff_max = float(s["backoff_max_s"])
         self._key = resolve_api_key(s["api_key_env"], self.base_url)
         self._redact = Redactor(self._key)
@@ -175,11 +183,11 @@ class OpenAITransport(ChatTransport):
             request["extra_body"] = self._extra_body
         return request
 
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
-        # Full jitter (uniform up to an exponential cap) spreads 64 workers that hit the same
-        # 429 burst; a Retry-After hint is honoured up to backoff_max_s.
-        wait = random.uniform(0, min(self._backoff_max, self._backoff_initial * 2 ** (attempt - 1)))
-        hint = _retry_after_s(exc)
+    def _backoff(self, state: RetryCallState) -> float:
+        # Full jitter (tenacity's random exponential) spreads 64 workers that hit the same 429
+        # burst; a Retry-After hint is honoured up to backoff_max_s.
+        wait = self._wait(state)
+        hint = _retry_after_s(state.outcome.exception() if state.outcome else None)
         return max(wait, min(hint, self._backoff_max)) if hint else wait
 
     async def send(self, request: dict[str, Any]) -> ChatReply:
@@ -198,14 +206,12 @@ class OpenAITransport(ChatTransport):
         body.update(body.pop("extra_body", None) or {})  # as the client merges extra_body
         attempt = 0
         try:
-            while True:
-                attempt += 1
-                try:
+            async for retrying in AsyncRetrying(stop=stop_after_attempt(self._attempts),
+                                                wait=self._backoff, reraise=True,
+                                                retry=retry_if_exception(is_retryable)):
+                with retrying:
+                    attempt = retrying.retry_state.attempt_number
                     return self._scrub(await self._post(body))
-                except Exception as exc:
-                    if attempt >= self._attempts or not is_retryable(exc):
-                        raise
-                    await asyncio.sleep(self._backoff(attempt, exc))
         except openai.APIStatusError as exc:
             if exc.status_code in _FATAL_STATUS:
                 raise StageError(f"{self.base_url}: HTTP {exc.status_code} "
@@ -222,6 +228,7 @@ class OpenAITransport(ChatTransport):
             raise self._failed(exc, attempt, kind) from None
         except (openai.OpenAIError, MalformedResponse, ValueError) as exc:
             raise self._failed(exc, attempt) from None
+        raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
 
     async def _post(self, body: dict[str, Any]) -> ChatReply:
         import httpx2
