@@ -15,6 +15,7 @@ STAGES = {
     "validate": "Check every item (schemas, benchmark rules, JSONL vs CSV), apply errata",
     "predict": "Run the configured predictor backend over the items",
     "score": "Grade predictions; write per-item scores, metrics and plot data",
+    "judge": "Opt-in RIMO-P grading by an LLM judge (never the primary metric); --calibrate",
     "report": "Execute the report notebook with papermill and export HTML",
 }
 # Where each command lives: a stage is a module or a package's ``stage`` module.
@@ -23,6 +24,7 @@ MODULES = {
     "validate": "stages.validate.stage",
     "predict": "stages.predict",
     "score": "stages.score.stage",
+    "judge": "stages.judge.stage",
     "report": "stages.report.stage",
     "audit": "stages.commands.audit.command",
     "compare": "stages.commands.compare.command",
@@ -41,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in STAGES.items():
         sub.add_parser(name, help=help_text, description=help_text)
+    sub.choices["judge"].add_argument(
+        "--calibrate", action="store_true",
+        help="measure the judge on references and swapped solutions instead")
     audit = sub.add_parser("audit", help=TOOLS["audit"], description=TOOLS["audit"])
     audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     compare = sub.add_parser("compare", help=TOOLS["compare"], description=TOOLS["compare"])
@@ -64,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, params))
-        module.run(params)
+        # ``judge --calibrate`` is the one stage command with an option.
+        (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)
     except StageError as exc:
         print(f"rimo-eval {args.command}: error: {exc}", file=sys.stderr)
         return 1

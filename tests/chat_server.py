@@ -14,9 +14,11 @@ problem text (they survive into every prompt built from it):
 
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
-Server-wide: ``latency_s`` before every reply, and ``hang_after``: once that many requests were
-answered, later ones hang (used to kill a client at a known point). Every request is recorded;
-``answered`` counts only replies written completely.
+Server-wide: ``responder(body, prompt)``, when set and returning a string, is the reply (a
+scripted judge; fault directives still come first); ``latency_s`` before every reply, and
+``hang_after``: once that many requests were answered, later ones hang (used to kill a client
+at a known point). Every request is recorded; ``answered`` counts only replies written
+completely.
 
 Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
 prints the base URL on its first line and serves until killed.
@@ -34,6 +36,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -71,6 +74,7 @@ class ChatServer:
     latency_s: float = 0.0
     hang_s: float = 30.0
     hang_after: int | None = None
+    responder: Callable[[dict[str, Any], str], str | None] | None = None
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -208,8 +212,10 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._json(200, _completion(body, []))
                 server._finish(rec, "empty")
                 return
-            reply = (f"Working through it carefully, the answer is \\boxed{{{d['gold']}}}."
-                     if "gold" in d else echo_reply(prompt))
+            scripted = server.responder(body, prompt) if server.responder else None
+            reply = scripted if scripted is not None else (
+                f"Working through it carefully, the answer is \\boxed{{{d['gold']}}}."
+                if "gold" in d else echo_reply(prompt))
             n = int(body.get("n") or 1)
             texts = [reply] + [f"{reply} (sample {i})" for i in range(1, n)]
             try:

@@ -1,0 +1,129 @@
+"""The judge's single link to the chat engine (``stages.predictors``): settings and calls.
+
+Everything the ``openai`` backend does for a request is reused as it is: the transport (retries
+with jitter, fatal 401/403/404, key redaction), the content-addressed response cache (resume after
+``kill -9``: an answered request is never sent again), single flight, the concurrency limit and
+the progress bar. Only this module touches the engine, so re-pointing the judge at a changed
+engine (reasoning split, samples) is an edit here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from stages.core.errors import ConfigError, StageError
+from stages.predictors.cache import ResponseCache
+from stages.predictors.chat_engine import ChatTransport, TransportError, _Run
+from stages.predictors.openai_chat import OpenAIPredictor, OpenAITransport
+from stages.predictors.prompting import Message
+
+SYSTEM_PROMPT = "You are an expert mathematician and a strict judge of proofs."
+
+# judge.* in params.yaml: the openai backend's keys (one sample: a verdict is not sampled k
+# times), plus the judge's own.
+CHAT_DEFAULTS: dict[str, Any] = {
+    **{k: v for k, v in OpenAIPredictor.defaults.items() if k != "n"},
+    "system_prompt": SYSTEM_PROMPT,
+}
+OWN_DEFAULTS: dict[str, Any] = {"enabled": False, "calibration": {"seed": 0, "limit": None}}
+DEFAULTS = {**CHAT_DEFAULTS, **OWN_DEFAULTS}
+
+
+def settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``judge.*`` merged over the defaults; unknown keys are an error naming the section."""
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(f"params.yaml: judge has unknown keys {unknown}; known: "
+                          f"{sorted(DEFAULTS)}")
+    merged = {**DEFAULTS, **cfg}
+    calibration = {**OWN_DEFAULTS["calibration"], **(merged["calibration"] or {})}
+    merged["calibration"] = calibration
+    if not isinstance(merged["enabled"], bool):
+        raise ConfigError("params.yaml: judge.enabled must be true or false")
+    return merged
+
+
+def _as_judge(exc: StageError) -> ConfigError:
+    # The engine's messages name predict.openai (or predict.<name>); here the section is judge.
+    text = str(exc).replace("predict.openai", "judge").replace("predict.judge", "judge")
+    return ConfigError(text)
+
+
+class _JudgeBackend(OpenAIPredictor):
+    """The openai backend's checks and transport, with the judge's settings."""
+
+    name = "judge"
+    defaults: ClassVar[dict[str, Any]] = {**CHAT_DEFAULTS, "n": 1}
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        try:
+            super().__init__(config)
+        except StageError as exc:
+            raise _as_judge(exc) from None
+
+    def make_transport(self) -> ChatTransport:
+        try:
+            return OpenAITransport(self.settings)
+        except StageError as exc:
+            raise _as_judge(exc) from None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One judge call: the reply text, or the error that ended it after its retries."""
+
+    text: str | None
+    request_sha256: str | None
+    model: str | None
+    error: str | None
+
+
+def backend(cfg: Mapping[str, Any]) -> _JudgeBackend:
+    chat = {k: v for k, v in cfg.items() if k in CHAT_DEFAULTS}
+    return _JudgeBackend({**chat, "n": 1})
+
+
+def endpoint_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What answers the judge's requests, for the fingerprint (no key, no operational knobs)."""
+    b = backend(cfg)
+    return {k: v for k, v in b.identity()["params"].items() if k != "n"}
+
+
+def ask_all(cfg: Mapping[str, Any], conversations: Sequence[list[Message]],
+            label: str = "judge") -> list[Answer]:
+    """Send every conversation (cached ones are not sent), in order; one ``Answer`` each."""
+    return asyncio.run(_ask_all(backend(cfg), list(conversations), label))
+
+
+async def _ask_all(judge: _JudgeBackend, conversations: list[list[Message]],
+                   label: str) -> list[Answer]:
+    transport = judge.make_transport()
+    run = _Run(judge, transport, ResponseCache(judge.settings["cache_dir"]), [])
+    run.bar.total, run.label = len(conversations), label
+    run.bar.set_description(label)
+    # The engine adds the system prompt itself only for items; the judge's messages carry it.
+    run.system_prompt = None
+
+    async def one(messages: list[Message]) -> Answer:
+        async with run.semaphore:
+            try:
+                reply, key = await run.call(messages)
+            except TransportError as exc:
+                run.bar.update(1)
+                run.errors += 1
+                return Answer(None, exc.request_sha256, None, str(exc))
+        return Answer(reply.texts[0], key, reply.model, None)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(m)) for m in conversations]
+    except ExceptionGroup as failed:  # a StageError (401, 404...) stops the whole stage
+        raise failed.exceptions[0] from None
+    finally:
+        run.close()
+        await transport.aclose()
+    return [t.result() for t in tasks]

@@ -1,0 +1,149 @@
+"""Judge metrics from the judge table, under their own keys (``RIMO-P.judge.*``).
+
+The same three measures as exact match, computed from verdicts instead: ``prefix_score`` (the
+upstream measure: consecutive parts judged correct, from the first, over parts), ``strict`` (every
+part judged correct) and ``sub_problem_accuracy``. ``unparsable``, ``errors`` and ``missing``
+verdicts count as incorrect and are reported. With k samples per item, each sample is judged and
+an item's score is the mean over its samples. Intervals: the score stage's percentile bootstrap
+over items, with its ``score.bootstrap`` settings.
+
+Also used by ``rimo-eval audit`` (recompute from the table) and ``rimo-eval compare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stages.core.tracks import TRACK_P
+from stages.judge.parse import CORRECT, UNPARSABLE
+
+ERROR = "error"  # the request failed after its retries
+MISSING = "missing"  # no candidate text for the part: not sent, incorrect (as upstream)
+RATES = ("prefix_score", "strict", "sub_problem_accuracy")
+COUNTS = ("n", "samples", "sub_problems", "unparsable", "errors", "missing")
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 6)
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return _round(num / den) if den else None
+
+
+def bootstrap_ci(num: np.ndarray, den: np.ndarray | None, samples: int, seed: int,
+                 confidence: float) -> dict[str, float | None]:
+    """Percentile interval of sum(num)/sum(den) (or mean(num)) over resampled items: the score
+    stage's method, so judge and exact-match intervals mean the same thing."""
+    n = len(num)
+    if n == 0 or samples <= 0:
+        return {"low": None, "high": None}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(samples, n))
+    stats = num[idx].sum(axis=1) / (den[idx].sum(axis=1) if den is not None else n)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return {"low": _round(low), "high": _round(high)}
+
+
+def _leading(flags: list[bool]) -> int:
+    count = 0
+    for ok in flags:
+        if not ok:
+            break
+        count += 1
+    return count
+
+
+def proof_scores(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (item, sample): parts, parts judged correct, the correct prefix, strict."""
+    rows = []
+    ordered = table.sort_values(["problem_id", "sample", "part"], kind="stable")
+    for (pid, sample), group in ordered.groupby(["problem_id", "sample"], sort=True):
+        flags = [v == CORRECT for v in group["verdict"]]
+        parts = int(group["number_of_parts"].iloc[0])
+        prefix = _leading(flags)
+        rows.append({"problem_id": pid, "sample": int(sample), "parts": parts,
+                     "correct": sum(flags), "prefix_len": prefix,
+                     "strict": parts > 0 and prefix == parts,
+                     "prefix_score": prefix / parts if parts else 0.0})
+    return pd.DataFrame(rows, columns=["problem_id", "sample", "parts", "correct", "prefix_len",
+                                       "strict", "prefix_score"])
+
+
+def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``RIMO-P.judge`` block (without model and fingerprint, which the stage adds)."""
+    proofs = proof_scores(table)
+    per_item = proofs.groupby("problem_id", sort=True).agg(
+        strict=("strict", "mean"), prefix_score=("prefix_score", "mean"),
+        correct=("correct", "sum"), parts=("parts", "sum"))
+    strict = per_item["strict"].to_numpy(dtype=float)
+    prefix = per_item["prefix_score"].to_numpy(dtype=float)
+    correct = per_item["correct"].to_numpy(dtype=float)
+    parts = per_item["parts"].to_numpy(dtype=float)
+    n = len(per_item)
+    agree = table[table["exact_match"].fillna(False).astype(bool)]
+    boot = dict(boot)
+    return {
+        "prefix_score": _ratio(prefix.sum(), n),
+        "strict": _ratio(strict.sum(), n),
+        "sub_problem_accuracy": _ratio(correct.sum(), parts.sum()),
+        "n": n,
+        "samples": int(proofs.groupby("problem_id")["sample"].nunique().max()) if n else 0,
+        "sub_problems": len(table),
+        "unparsable": int((table["verdict"] == UNPARSABLE).sum()),
+        "errors": int((table["verdict"] == ERROR).sum()),
+        "missing": int((table["verdict"] == MISSING).sum()),
+        # On the parts exact match calls correct: how often the judge agrees.
+        "agreement_with_exact_match": _ratio((agree["verdict"] == CORRECT).sum(), len(agree)),
+        "agreement_n": len(agree),
+        "ci": {
+            "prefix_score": bootstrap_ci(prefix, None, **boot),
+            "strict": bootstrap_ci(strict, None, **boot),
+            "sub_problem_accuracy": bootstrap_ci(correct, parts, **boot),
+        },
+    }
+
+
+def judge_block(report: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``RIMO-P.judge`` block of a judge.json, or None when the judge did not run."""
+    block = (report.get(TRACK_P) or {}).get("judge") if isinstance(report, Mapping) else None
+    return block if isinstance(block, Mapping) and report.get("enabled") else None
+
+
+def recompute_mismatches(table: pd.DataFrame, report: Mapping[str, Any],
+                         boot: Mapping[str, Any]) -> list[str]:
+    """Keys of the recorded judge metrics that the judge table does not reproduce (audit)."""
+    recorded = judge_block(report)
+    if recorded is None:
+        return [] if not len(table) else ["judge table has rows but judge.json says disabled"]
+    fresh = judge_metrics(table, boot)
+    bad = [k for k in (*RATES, *COUNTS, "agreement_with_exact_match", "agreement_n")
+           if recorded.get(k) != fresh[k]]
+    bad += [f"ci.{k}" for k in RATES if (recorded.get("ci") or {}).get(k) != fresh["ci"][k]]
+    fps = sorted(set(table["fingerprint"]))
+    if len(table) and fps != [recorded.get("fingerprint")]:
+        bad.append("fingerprint")
+    return bad
+
+
+def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``RIMO-P.judge.*`` side by side when both judge.json files have them, else nothing."""
+    ja, jb = judge_block(a), judge_block(b)
+    if ja is None or jb is None:
+        return []
+    rows = []
+    for key in (*RATES, "agreement_with_exact_match", *COUNTS):
+        va, vb = ja.get(key), jb.get(key)
+        delta = _round(vb - va) if isinstance(va, int | float) and isinstance(vb, int | float) \
+            else None
+        rows.append({"name": f"{TRACK_P}.judge.{key}", "a": va, "b": vb, "delta": delta,
+                     "rate": key not in COUNTS})
+    same = ja.get("fingerprint") == jb.get("fingerprint")
+    rows.append({"name": f"{TRACK_P}.judge.model", "a": ja.get("model"), "b": jb.get("model"),
+                 "delta": None if same else "judge differs", "rate": False})
+    return rows

@@ -1,0 +1,288 @@
+"""The opt-in RIMO-P judge against a scripted loopback judge server: verdict parsing, metrics,
+samples, disabled no-op, calibration, and the audit/compare helpers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from stages.cli import main as cli_main
+from stages.core.items import load_items
+from stages.core.tracks import TRACK_P
+from stages.judge import parse
+from stages.judge.calibrate import derangement
+from stages.judge.metrics import compare_rows, recompute_mismatches
+from stages.judge.stage import DISABLED, JUDGE_SCHEMA, judge
+from tests.chat_server import ChatServer
+from tests.factories import n_item, p_item, write_items
+from tests.judge_setup import (
+    KEY_ENV,
+    SECRET,
+    candidate_of,
+    hashed_reply,
+    hashed_verdict,
+    judge_cfg,
+    judge_paths,
+    project,
+    scored,
+    verdict_json,
+)
+
+BOOT = {"bootstrap": {"samples": 200, "seed": 0, "confidence": 0.95}}
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    srv = ChatServer(hang_s=5.0).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+# --- parsing ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("raw", "verdict", "reason", "how"), [
+    ('{"verdict": "correct", "reason": "Sound."}', "correct", "Sound.", "json"),
+    ('  {"verdict": " Incorrect ", "reason": "Gap."}\n', "incorrect", "Gap.", "json"),
+    ('Verdict below.\n```json\n{"verdict": "correct", "reason": "ok"}\n```\n', "correct", "ok",
+     "fenced"),
+    ('```\n{"verdict": "incorrect"}\n```', "incorrect", "", "fenced"),
+    ('For sets {1, 2} I find {"verdict": "incorrect", "reason": "wrong case"} overall.',
+     "incorrect", "wrong case", "embedded"),
+    ("It looks fine to me.", "unparsable", "", "none"),
+    ('{"verdict": "partially correct", "reason": "half"}', "unparsable", "half", "json"),
+    ('{"verdict": true}', "unparsable", "", "json"),
+    ("[1, 2]", "unparsable", "", "none"),
+    ('<think>{"verdict": "incorrect"} hmm</think>\n{"verdict": "correct", "reason": "r"}',
+     "correct", "r", "json"),
+    ('<think>{"verdict": "correct"} never finished', "unparsable", "", "none"),
+    ("", "unparsable", "", "none"),
+])
+def test_parse_verdict(raw: str, verdict: str, reason: str, how: str) -> None:
+    assert parse.parse_verdict(raw) == parse.Verdict(verdict, reason, how)
+
+
+# --- the stage on scripted replies -----------------------------------------------------------
+STYLES = {
+    "json-correct": verdict_json("correct", "All steps hold."),
+    "json-incorrect": '{"verdict": "Incorrect", "reason": "Step 2 <b>is</b> unjustified."}',
+    "fenced": 'My verdict:\n```json\n{"verdict": "correct", "reason": "Fine."}\n```',
+    "prose": 'After checking, {"verdict": "incorrect", "reason": "Gap in the induction."}.',
+    "garbage": "I think it is probably fine, but I cannot be sure.",
+    "think": '<think>{"verdict": "incorrect"}?</think>{"verdict": "correct", "reason": "Ok."}',
+    "bad-word": '{"verdict": "partially correct", "reason": "Half."}',
+}
+# problem_id -> the style of reply to each part (the part's reference text names it)
+SCRIPT = {"a1": ["json-correct"], "b2": ["json-correct", "json-incorrect"],
+          "c3": ["fenced", "prose", "garbage"], "d2": ["think", "json-correct"],
+          "e1": ["bad-word"], "g1": ["[[fail:503:*]]"]}
+# What each part must come out as, spelled out by hand from STYLES.
+EXPECTED = {"a1": ["correct"], "b2": ["correct", "incorrect"],
+            "c3": ["correct", "incorrect", "unparsable"], "d2": ["correct", "correct"],
+            "e1": ["unparsable"], "g1": ["error"]}
+
+
+def styled_reply(_body: dict[str, Any], prompt: str) -> str | None:
+    style = candidate_of(prompt).split()[0]
+    return STYLES.get(style)
+
+
+@pytest.fixture
+def styled(tmp_path: Path) -> Path:
+    write_items(tmp_path / "data/items", [n_item("2001a1", "1")],
+                [p_item(pid, [f"{s} proof of part {k} of {pid}" for k, s in enumerate(parts, 1)])
+                 for pid, parts in SCRIPT.items()] + [p_item("h1", [""], gradable=False)])
+    scored(tmp_path, {"backend": "oracle", "limit": None})
+    return tmp_path
+
+
+def test_each_reply_style_and_the_metrics(server: ChatServer, styled: Path) -> None:
+    server.responder = styled_reply
+    paths = judge_paths(styled)
+    report = judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    table = pd.read_parquet(paths["table_path"])
+    assert list(table.columns) == JUDGE_SCHEMA.names
+    got = {pid: list(g.sort_values("part")["verdict"]) for pid, g in table.groupby("problem_id")}
+    assert got == EXPECTED  # the ungradable h1 is not judged
+    row = table.set_index(["problem_id", "part"]).loc[("b2", 2)]
+    assert row["reason"] == "Step 2 <b>is</b> unjustified." and row["parse"] == "json"
+    assert row["raw_text"] == STYLES["json-incorrect"]  # kept verbatim
+    assert table.set_index(["problem_id", "part"]).loc[("c3", 1), "parse"] == "fenced"
+    assert "503" in table.set_index("problem_id").loc["g1", "error"]
+    assert table["exact_match"].all()  # the oracle: exact match says every part is right
+    # Independently: prefix = leading "correct", over the parts; the mean over items.
+    prefixes, strict, correct, parts = [], [], 0, 0
+    for verdicts in EXPECTED.values():
+        lead = next((i for i, v in enumerate(verdicts) if v != "correct"), len(verdicts))
+        prefixes.append(lead / len(verdicts))
+        strict.append(lead == len(verdicts))
+        correct += verdicts.count("correct")
+        parts += len(verdicts)
+    j = report[TRACK_P]["judge"]
+    assert j["prefix_score"] == round(sum(prefixes) / len(prefixes), 6)
+    assert j["strict"] == round(sum(strict) / len(strict), 6)
+    assert j["sub_problem_accuracy"] == round(correct / parts, 6)
+    assert j["agreement_with_exact_match"] == round(correct / parts, 6)
+    assert (j["n"], j["sub_problems"], j["unparsable"], j["errors"], j["ungradable"]) == \
+        (6, 10, 2, 1, 1)
+    assert j["model"] == "judge-model" and len(j["fingerprint"]) == 64
+    assert set(table["fingerprint"]) == {j["fingerprint"]}
+    assert j["ci"]["prefix_score"]["low"] <= j["prefix_score"] <= j["ci"]["prefix_score"]["high"]
+    assert json.loads(paths["metrics_path"].read_text()) == report
+    assert recompute_mismatches(table, report, BOOT["bootstrap"]) == []
+    # Rerun over the warm cache: nothing sent but the failing request, byte-identical outputs.
+    before = {p: paths[p].read_bytes() for p in ("table_path", "metrics_path")}
+    sent = len(server.records)
+    judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    assert {p: paths[p].read_bytes() for p in before} == before
+    assert server.records[sent:] and all("[[fail:503:*]]" in r.prompt
+                                         for r in server.records[sent:])
+
+
+def test_prompt_follows_the_protocol(server: ChatServer, styled: Path) -> None:
+    server.responder = styled_reply
+    judge({"judge": judge_cfg(server, styled), "score": BOOT}, **judge_paths(styled))
+    item = {it.problem_id: it for it in load_items(TRACK_P, styled / "data/items")}["c3"]
+    body = next(r.body for r in server.ok_records() if candidate_of(r.prompt).startswith("prose"))
+    system, user = body["messages"]
+    assert system["role"] == "system" and "strict" in system["content"]
+    text = user["content"]
+    assert "sub-problem 2 of 3" in text and "Be strict" in text
+    # The official complete solution: the reference sub-solutions 1..n in order.
+    assert "\n\n".join(item.sub_solutions) in text
+    assert item.problem in text and candidate_of(text) == item.sub_solutions[1]
+    assert body["model"] == "judge-model" and body["temperature"] == 0.0
+
+
+def test_oracle_judged_always_correct_is_one(server: ChatServer, tmp_path: Path,
+                                             mirror_dir: Path) -> None:
+    root = project(tmp_path, mirror_dir, limit=12)
+    server.responder = lambda _b, _p: verdict_json("correct")
+    paths = judge_paths(root)
+    j = judge({"judge": judge_cfg(server, root), "score": BOOT}, **paths)[TRACK_P]["judge"]
+    scores = pd.read_parquet(root / "data/scores/rimo_p.parquet")
+    graded = scores[scores["gradable"]]
+    assert (j["prefix_score"], j["strict"], j["sub_problem_accuracy"]) == (1.0, 1.0, 1.0)
+    assert j["n"] == len(graded) and j["sub_problems"] == graded["number_of_parts"].sum()
+    assert j["agreement_with_exact_match"] == 1.0 and j["agreement_n"] == j["sub_problems"]
+    assert len(server.ok_records()) == j["sub_problems"]
+
+
+def test_every_sample_is_judged(server: ChatServer, tmp_path: Path, mirror_dir: Path) -> None:
+    """openai backend with n=2 on the same server: the second sample of each part says
+    "(sample 1)"; a judge rejecting those gives 0.5 on every measure."""
+    predict_cfg = {"backend": "openai", "limit": 4,
+                   "openai": {"base_url": server.base_url, "model": "solver", "n": 2,
+                              "api_key_env": KEY_ENV, "cache_dir": str(tmp_path / "cache")}}
+    root = project(tmp_path, mirror_dir, limit=4, predict_cfg=predict_cfg)
+    server.responder = lambda _b, p: (None if "Candidate solution" not in p else verdict_json(
+        "incorrect" if "(sample 1)" in candidate_of(p) else "correct"))
+    paths = judge_paths(root)
+    j = judge({"judge": judge_cfg(server, root), "score": BOOT}, **paths)[TRACK_P]["judge"]
+    table = pd.read_parquet(paths["table_path"])
+    assert sorted(set(table["sample"])) == [0, 1] and j["samples"] == 2
+    assert (j["prefix_score"], j["strict"], j["sub_problem_accuracy"]) == (0.5, 0.5, 0.5)
+    assert table.loc[table["sample"] == 1, "exact_match"].isna().all()  # only sample 0 scored
+
+
+def test_disabled_is_a_no_op(server: ChatServer, styled: Path) -> None:
+    paths = judge_paths(styled)
+    outputs = {p: paths[p] for p in ("table_path", "metrics_path")}
+    for _ in range(2):
+        assert judge({"judge": {"enabled": False}}, **paths) == DISABLED
+        first = {p: f.read_bytes() for p, f in outputs.items()}
+    assert server.records == []
+    assert len(pd.read_parquet(paths["table_path"])) == 0
+    assert pd.read_parquet(paths["table_path"]).columns.tolist() == JUDGE_SCHEMA.names
+    assert json.loads(paths["metrics_path"].read_text())["enabled"] is False
+    judge({"judge": {"enabled": False}}, **paths)
+    assert {p: f.read_bytes() for p, f in outputs.items()} == first
+    # Disabled needs nothing else: not even the inputs.
+    for d in ("items_dir", "preds_dir", "scores_dir"):
+        paths[d] = styled / "absent"
+    assert judge({}, **paths) == DISABLED
+
+
+def test_config_errors_name_the_judge_section(server: ChatServer, styled: Path) -> None:
+    from stages.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"judge has unknown keys \['modle'\]"):
+        judge({"judge": {"enabled": True, "modle": "x"}}, **judge_paths(styled))
+    with pytest.raises(ConfigError, match=r"judge\.model must name"):
+        judge({"judge": {"enabled": True}}, **judge_paths(styled))
+    assert server.records == []
+
+
+def test_calibration_rates_are_exact(server: ChatServer, tmp_path: Path, mirror_dir: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, mirror_dir, limit=1)
+    server.responder = hashed_reply
+    cfg = judge_cfg(server, root, enabled=False, calibration={"seed": 3, "limit": 40})
+    (root / "params.yaml").write_text(json.dumps({"judge": cfg}))
+    monkeypatch.chdir(root)
+    assert cli_main(["judge", "--calibrate"]) == 0
+    result = json.loads((root / "reports/judge_calibration.json").read_text())
+    items = {it.problem_id: it for it in load_items(TRACK_P, root / "data/items")}
+    pairs, chosen = result["pairs"], set(result["pairs"]) | set(result["swapped"]["unpaired"])
+    assert len(chosen) == 40 == result["items"] and all(items[p].gradable for p in chosen)
+    # A derangement within groups of the same size: a permutation with no fixed point.
+    assert sorted(pairs.values()) == sorted(pairs) and all(a != b for a, b in pairs.items())
+    assert all(items[a].number_of_parts == items[b].number_of_parts for a, b in pairs.items())
+    sizes = [items[p].number_of_parts for p in chosen]
+    assert all(sizes.count(items[p].number_of_parts) == 1 for p in result["swapped"]["unpaired"])
+    # Independently: the scripted verdict for every (item, candidate part).
+    refs = [hashed_verdict(items[p].problem.strip(), s.strip())
+            for p in sorted(chosen) for s in items[p].sub_solutions]
+    swapped = [hashed_verdict(items[a].problem.strip(), s.strip())
+               for a, b in pairs.items() for s in items[b].sub_solutions]
+    assert result["true_positive_rate"] == round(refs.count("correct") / len(refs), 6)
+    assert result["false_positive_rate"] == round(swapped.count("correct") / len(swapped), 6)
+    assert result["references"]["unparsable"] == refs.count("unparsable")
+    assert result["swapped"]["parts"] == len(swapped)
+    assert 0 < result["true_positive_rate"] < 1 and 0 < result["false_positive_rate"] < 1
+
+
+def test_derangement_is_seeded_and_stable() -> None:
+    from stages.core.items import Item
+
+    def item(pid: str, parts: int) -> Item:
+        return Item(TRACK_P, pid, "p", None, parts, True, pid,
+                    sub_problems=("q",) * parts, sub_solutions=("s",) * parts)
+
+    items = [item(f"x{i}", 1 + i % 3) for i in range(10)] + [item("alone", 4)]
+    first = derangement(items, 7)
+    assert first == derangement(list(reversed(items)), 7)  # input order does not matter
+    assert "alone" not in first and len(first) == 10
+    assert any(derangement(items, s) != first for s in range(8))  # the seed matters
+
+
+def test_compare_rows_only_when_both_sides_judged() -> None:
+    a = {"enabled": True, TRACK_P: {"judge": {"prefix_score": 0.25, "n": 4, "model": "m",
+                                              "fingerprint": "f"}}}
+    b = {"enabled": True, TRACK_P: {"judge": {"prefix_score": 0.5, "n": 4, "model": "m",
+                                              "fingerprint": "f"}}}
+    rows = {r["name"]: r for r in compare_rows(a, b)}
+    assert rows["RIMO-P.judge.prefix_score"]["delta"] == 0.25
+    assert rows["RIMO-P.judge.model"]["delta"] is None
+    assert compare_rows(a, DISABLED) == [] and compare_rows({}, b) == []
+
+
+def test_audit_recompute_catches_an_edited_metric(server: ChatServer, styled: Path) -> None:
+    server.responder = styled_reply
+    paths = judge_paths(styled)
+    report = judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    table = pd.read_parquet(paths["table_path"])
+    edited = json.loads(json.dumps(report))
+    edited[TRACK_P]["judge"]["prefix_score"] = 0.9
+    assert recompute_mismatches(table, edited, BOOT["bootstrap"]) == ["prefix_score"]
+    flipped = table.copy()
+    flipped.loc[0, "verdict"] = "incorrect"
+    assert "sub_problem_accuracy" in recompute_mismatches(flipped, report, BOOT["bootstrap"])
