@@ -286,3 +286,20 @@ def test_audit_recompute_catches_an_edited_metric(server: ChatServer, styled: Pa
     flipped = table.copy()
     flipped.loc[0, "verdict"] = "incorrect"
     assert "sub_problem_accuracy" in recompute_mismatches(flipped, report, BOOT["bootstrap"])
+
+
+def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
+                                                          tmp_path: Path) -> None:
+    from stages.core.hashing import sha256_file
+    from stages.judge import judging
+    from stages.predictors.prompting import template_hashes
+
+    path = Path(judging.__file__).parents[1] / "prompts/judge_rimo_p.txt"
+    cfg = judge_cfg(server, tmp_path)
+    assert judging.identity(cfg)["template_sha256"] == sha256_file(path)
+    assert "judge_rimo_p.txt" not in template_hashes()  # predictions' fingerprint unchanged
+    # Operational knobs do not change the fingerprint; what decides a verdict does.
+    fp = judging.judge_fingerprint(cfg)
+    assert judging.judge_fingerprint({**cfg, "concurrency": 1, "cache_dir": "x"}) == fp
+    assert judging.judge_fingerprint({**cfg, "model": "other"}) != fp
+    assert SECRET not in json.dumps(judging.identity(cfg))
