@@ -42,6 +42,9 @@ INPUTS: dict[str, tuple[Path, str]] = {
     "scores_p_path": (A.scores_path(TRACK_P), "score"),
     "metrics_path": (A.METRICS_PATH, "score"),
     "validation_path": (A.VALIDATION_PATH, "validate"),
+    "judge_path": (A.JUDGE_METRICS_PATH, "judge"),
+    "judge_calibration_path": (A.JUDGE_CALIBRATION_PATH, "judge --calibrate"),
+    "judge_table_path": (A.JUDGE_TABLE, "judge"),
     "params_path": (A.PARAMS_PATH, ""),
 }
 
