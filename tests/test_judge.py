@@ -303,3 +303,44 @@ def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
     assert judging.judge_fingerprint({**cfg, "concurrency": 1, "cache_dir": "x"}) == fp
     assert judging.judge_fingerprint({**cfg, "model": "other"}) != fp
     assert SECRET not in json.dumps(judging.identity(cfg))
+
+
+def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) -> None:
+    from stages.commands.audit.command import audit
+
+    server.responder = styled_reply
+    paths = judge_paths(styled)
+    judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    params = {"score": BOOT}
+
+    def judge_checks() -> list[tuple[str, str]]:
+        return [(c.status, c.message) for c in audit(styled, params).ledger.checks
+                if c.kind == "judge"]
+
+    assert [s for s, _ in judge_checks()] == ["ok"]
+    report = json.loads(paths["metrics_path"].read_text())
+    report[TRACK_P]["judge"]["strict"] = 0.5
+    paths["metrics_path"].write_text(json.dumps(report))
+    [(status, message)] = judge_checks()
+    assert status == "break" and "strict do not recompute" in message
+
+
+def test_compare_shows_judge_metrics_when_both_sides_have_them(styled: Path) -> None:
+    from stages.commands.compare.command import Revision, Side, compare_sides, render_markdown
+
+    scores = {t: pd.read_parquet(styled / f"data/scores/{f}") for t, f in
+              (("RIMO-N", "rimo_n.parquet"), (TRACK_P, "rimo_p.parquet"))}
+    metrics = json.loads((styled / "reports/metrics.json").read_text())
+    judged = {"enabled": True, TRACK_P: {"judge": {"prefix_score": 0.25, "n": 4,
+                                                   "model": "m", "fingerprint": "f"}}}
+    better = json.loads(json.dumps(judged))
+    better[TRACK_P]["judge"]["prefix_score"] = 0.75
+
+    def side(name: str, judge_json: dict) -> Side:
+        return Side(Revision(name, "git", "0" * 40), metrics, scores, judge_json)
+
+    both = compare_sides(side("a", judged), side("b", better), samples=50)
+    text = render_markdown(both)
+    assert "| RIMO-P.judge.prefix_score | 0.250000 | 0.750000 | +0.500000 | - |" in text
+    one = compare_sides(side("a", judged), side("b", DISABLED), samples=50)
+    assert "judge" not in render_markdown(one)

@@ -10,6 +10,8 @@ engine (reasoning split, samples) is an edit here.
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -99,14 +101,22 @@ def ask_all(cfg: Mapping[str, Any], conversations: Sequence[list[Message]],
     return asyncio.run(_ask_all(backend(cfg), list(conversations), label))
 
 
+class _JudgeRun(_Run):
+    """The engine's run (cache, single flight, progress bar) counting judge calls."""
+
+    def close(self) -> None:
+        self.bar.close()
+        print(f"{self.label}: {self.bar.total} parts, {self.cache.hits} cached replies, "
+              f"{self.sent} requests sent, {self.errors} failed for good, "
+              f"{time.monotonic() - self.started:.1f}s", file=sys.stderr)
+
+
 async def _ask_all(judge: _JudgeBackend, conversations: list[list[Message]],
                    label: str) -> list[Answer]:
     transport = judge.make_transport()
-    run = _Run(judge, transport, ResponseCache(judge.settings["cache_dir"]), [])
+    run = _JudgeRun(judge, transport, ResponseCache(judge.settings["cache_dir"]), [])
     run.bar.total, run.label = len(conversations), label
     run.bar.set_description(label)
-    # The engine adds the system prompt itself only for items; the judge's messages carry it.
-    run.system_prompt = None
 
     async def one(messages: list[Message]) -> Answer:
         async with run.semaphore:

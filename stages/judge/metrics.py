@@ -12,7 +12,9 @@ Also used by ``rimo-eval audit`` (recompute from the table) and ``rimo-eval comp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -132,18 +134,35 @@ def recompute_mismatches(table: pd.DataFrame, report: Mapping[str, Any],
 
 
 def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``RIMO-P.judge.*`` side by side when both judge.json files have them, else nothing."""
+    """``RIMO-P.judge.*`` rows for ``rimo-eval compare`` (its metric-row shape) when both
+    judge.json files have judge metrics, else none. No paired interval: the judge is not
+    paired per item here, and a different judge model makes the two sides incomparable."""
     ja, jb = judge_block(a), judge_block(b)
     if ja is None or jb is None:
         return []
     rows = []
-    for key in (*RATES, "agreement_with_exact_match", *COUNTS):
+    for key in (*RATES, "agreement_with_exact_match", *COUNTS, "model", "fingerprint"):
         va, vb = ja.get(key), jb.get(key)
-        delta = _round(vb - va) if isinstance(va, int | float) and isinstance(vb, int | float) \
-            else None
-        rows.append({"name": f"{TRACK_P}.judge.{key}", "a": va, "b": vb, "delta": delta,
-                     "rate": key not in COUNTS})
-    same = ja.get("fingerprint") == jb.get("fingerprint")
-    rows.append({"name": f"{TRACK_P}.judge.model", "a": ja.get("model"), "b": jb.get("model"),
-                 "delta": None if same else "judge differs", "rate": False})
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
+        rows.append({"name": f"{TRACK_P}.judge.{key}", "a": va, "b": vb,
+                     "delta": _round(vb - va) if numbers and key not in COUNTS
+                     else (vb - va if numbers else None),
+                     "rate": key in RATES or key == "agreement_with_exact_match",
+                     "ci": None, "paired_delta": None})
     return rows
+
+
+def audit_check(table_path: Path, report_path: Path, boot: Mapping[str, Any]
+                ) -> tuple[bool, str] | None:
+    """``rimo-eval audit``: do the judge metrics recompute from the judge table? None when the
+    run has no judge record (older runs)."""
+    if not report_path.is_file():
+        return None
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    if not table_path.is_file():
+        return False, f"{report_path}: {table_path} is missing"
+    bad = recompute_mismatches(pd.read_parquet(table_path), report, boot)
+    if bad:
+        return False, f"{report_path}: {', '.join(bad)} do not recompute from {table_path}"
+    what = "judge metrics recompute" if judge_block(report) else "judge disabled, table empty"
+    return True, f"{report_path}: {what} from {table_path}"

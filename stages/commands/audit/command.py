@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from stages.core import artifacts as A
 from stages.core.artifacts import LOCK_PATH, UPSTREAM_FILES
 from stages.core.errors import StageError
 from stages.core.hashing import file_digest, fingerprint, sha256_file
@@ -35,6 +36,7 @@ from stages.core.provenance import package_versions, params_fingerprint, predict
 from stages.core.provenance import upstream_pin as make_upstream_pin
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.fetch import RAW_DIR
+from stages.judge.metrics import audit_check as judge_check
 from stages.score.stage import (
     METRICS_PATH,
     PLOTS_DIR,
@@ -725,6 +727,11 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
         results = check_metrics(ledger, metrics, fresh, metrics_shown,
                                 {t: shown[t]["scores"] for t in TRACKS})
         check_plots(ledger, root, fresh)
+    # The opt-in judge's metrics (reports/judge.json) against its own table.
+    judged = judge_check(root / A.JUDGE_TABLE, root / A.JUDGE_METRICS_PATH, boot)
+    if judged is not None:
+        (ledger.ok if judged[0] else ledger.broke)("judge", A.JUDGE_METRICS_PATH.as_posix(),
+                                                   judged[1])
     identities = {t: predictions_identity(preds[t]) for t in TRACKS if preds[t] is not None}
     prov = metrics.get("provenance")
     check_provenance(ledger, root, prov, metrics_shown,

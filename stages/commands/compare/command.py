@@ -17,7 +17,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stages.core.artifacts import JUDGE_METRICS_PATH
 from stages.core.atomic import write_text
 from stages.core.errors import StageError
 from stages.core.items import DOMAINS
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.judge.metrics import compare_rows as judge_rows
 from stages.score.stage import METRICS_PATH, SCORE_FILES, SCORES_DIR
 
 WORKSPACE = "workspace"
@@ -273,6 +275,7 @@ class Side:
     revision: Revision
     metrics: dict[str, Any]
     scores: dict[str, pd.DataFrame]
+    judge: dict[str, Any] = field(default_factory=dict)  # reports/judge.json, where present
 
     def summary(self) -> dict[str, Any]:
         prov = self.metrics.get("provenance") or {}
@@ -302,9 +305,11 @@ def load_side(root: Path, revision: Revision) -> Side:
         metrics = json.loads(read(METRICS_PATH))
         scores = {t: pd.read_parquet(io.BytesIO(read(SCORES_DIR / SCORE_FILES[t])))
                   for t in TRACKS}
+        judge = json.loads(read(JUDGE_METRICS_PATH)) if fs.exists(
+            JUDGE_METRICS_PATH.as_posix()) else {}
     finally:
         fs.close()
-    return Side(revision, metrics, scores)
+    return Side(revision, metrics, scores, judge)
 
 
 def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
@@ -317,7 +322,7 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
     return {
         "a": a.summary(), "b": b.summary(),
         "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence},
-        "metrics": metric_rows(a.metrics, b.metrics, deltas),
+        "metrics": metric_rows(a.metrics, b.metrics, deltas) + judge_rows(a.judge, b.judge),
         "tracks": tracks,
     }
 
