@@ -105,3 +105,43 @@ def test_the_key_reaches_no_artifact(tmp_path: Path, mirror_dir: Path,
     assert b"[REDACTED]" in table  # the echoed key was there, and was replaced
     leaked = [p for p in root.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert not leaked, f"the key is in {leaked}"
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_the_judge_between_score_and_report(tmp_path: Path, mirror_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The real DVC CLI: disabled by default (a "disabled" record), then enabled with
+    ``dvc exp run -S``; the metrics show up under RIMO-P.judge.* and in the report."""
+    import yaml
+
+    from tests.pipeline_repo import make_repo, sh
+
+    server = ChatServer().start()
+    server.responder = hashed_reply
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    try:
+        repo = make_repo(tmp_path / "repo", mirror_dir, predict={"backend": "oracle",
+                                                                  "limit": 3})
+        sh(repo, "dvc", "repro", "--quiet")
+        assert json.loads((repo / "reports/judge.json").read_text())["enabled"] is False
+        assert server.records == []
+        cfg = {"judge.enabled": "true", "judge.base_url": server.base_url,
+               "judge.model": "judge-model", "judge.api_key_env": KEY_ENV,
+               "judge.max_retries": "0"}
+        sh(repo, "dvc", "exp", "run", "--quiet",
+           *(a for k, v in cfg.items() for a in ("-S", f"{k}={v}")))
+        shown = yaml.safe_load(sh(repo, "dvc", "metrics", "show", "--json").stdout)
+        text = json.dumps(shown)
+        assert "prefix_score" in text and "judge-model" in text
+        report = json.loads((repo / "reports/judge.json").read_text())
+        j = report["RIMO-P"]["judge"]
+        assert j["n"] + j["ungradable"] == 3 and len(server.ok_records()) == j["sub_problems"]
+        html = (repo / "reports/report.html").read_text()
+        assert "RIMO-P by judge (not the benchmark" in html and "judge-model" in html
+        # Everything the runs wrote (the copied tests hold the test key as a literal).
+        leaked = [p for p in repo.rglob("*") if p.is_file() and not {".git", "tests"} & set(
+            p.relative_to(repo).parts) and SECRET.encode() in p.read_bytes()]
+        assert not leaked
+    finally:
+        server.stop()
