@@ -344,3 +344,14 @@ def test_compare_shows_judge_metrics_when_both_sides_have_them(styled: Path) -> 
     assert "| RIMO-P.judge.prefix_score | 0.250000 | 0.750000 | +0.500000 | - |" in text
     one = compare_sides(side("a", judged), side("b", DISABLED), samples=50)
     assert "judge" not in render_markdown(one)
+
+
+def test_calibration_settings_are_checked() -> None:
+    from stages.core.errors import ConfigError
+    from stages.judge.chat import settings
+
+    assert settings({"calibration": {"limit": 5}})["calibration"] == {"seed": 0, "limit": 5}
+    with pytest.raises(ConfigError, match=r"judge\.calibration must be a mapping"):
+        settings({"calibration": {"limt": 5}})
+    with pytest.raises(ConfigError, match=r"judge\.enabled must be true or false"):
+        settings({"enabled": "yes"})

@@ -42,8 +42,11 @@ def settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ConfigError(f"params.yaml: judge has unknown keys {unknown}; known: "
                           f"{sorted(DEFAULTS)}")
     merged = {**DEFAULTS, **cfg}
-    calibration = {**OWN_DEFAULTS["calibration"], **(merged["calibration"] or {})}
-    merged["calibration"] = calibration
+    own = merged["calibration"] or {}
+    if not isinstance(own, dict) or set(own) - set(OWN_DEFAULTS["calibration"]):
+        raise ConfigError(f"params.yaml: judge.calibration must be a mapping with keys "
+                          f"{sorted(OWN_DEFAULTS['calibration'])}, got {own!r}")
+    merged["calibration"] = {**OWN_DEFAULTS["calibration"], **own}
     if not isinstance(merged["enabled"], bool):
         raise ConfigError("params.yaml: judge.enabled must be true or false")
     return merged
