@@ -21,10 +21,11 @@ problem text (they survive into every prompt built from it):
 
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
-Server-wide: ``latency_s`` before every reply, and ``hang_after``: once that many requests were
-answered, later ones hang (used to kill a client at a known point). ``reasoning_model`` acts as
-OpenAI's reasoning models do: HTTP 400 naming the parameter for ``max_tokens`` and for a
-``temperature`` other than 1. Every request is recorded;
+Server-wide: ``responder(body, prompt)``, when set and returning a string, is the reply (a
+scripted judge; fault directives still come first); ``latency_s`` before every reply, and
+``hang_after``: once that many requests were answered, later ones hang (used to kill a client
+at a known point). ``reasoning_model`` acts as OpenAI's reasoning models do: HTTP 400 naming the
+parameter for ``max_tokens`` and for a ``temperature`` other than 1. Every request is recorded;
 ``answered`` counts only replies written completely.
 
 Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
@@ -43,6 +44,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -97,6 +99,7 @@ class ChatServer:
     hang_after: int | None = None
     reasoning_model: bool = False
     reasoning_field: str = "reasoning_content"
+    responder: Callable[[dict[str, Any], str], str | None] | None = None
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -251,8 +254,10 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             if "by_seed" in d:
                 golds = d["by_seed"].split(",")
                 gold = golds[int(body.get("seed") or 0) % len(golds)]
-            reply = (f"Working through it carefully, the answer is \\boxed{{{gold}}}."
-                     if gold is not None else echo_reply(prompt, body.get("seed")))
+            scripted = server.responder(body, prompt) if server.responder else None
+            reply = scripted if scripted is not None else (
+                f"Working through it carefully, the answer is \\boxed{{{gold}}}."
+                if gold is not None else echo_reply(prompt, body.get("seed")))
             finish, reasoning = "stop", None
             if "think" in d:
                 reply = f"<think>\nMaybe \\boxed{{{d['think']}}}? Check again.\n</think>\n\n{reply}"
