@@ -74,9 +74,8 @@ def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
               out_path: Path = JUDGE_CALIBRATION_PATH) -> dict[str, Any]:
     cfg = chat.settings(params.get("judge"))
     chat.backend(cfg)  # configuration errors first (calibration runs even if not enabled)
+    # Types checked by chat.settings (core.config.JudgeParams).
     seed, limit = cfg["calibration"]["seed"], cfg["calibration"]["limit"]
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"params.yaml: judge.calibration.seed must be an integer, got {seed!r}")
     chosen = select(load_items(TRACK_P, items_dir), limit, seed)
     if not chosen:
         raise DataError(f"{items_dir}: no gradable RIMO-P items to calibrate on")
