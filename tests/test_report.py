@@ -221,6 +221,7 @@ def test_judge_section_is_labelled_and_escaped(rendered: dict) -> None:
         assert value in html_text, value
     assert html.escape(JUDGE_REASON_XSS) in html_text
     assert "<script>alert(3)" not in html_text
+    assert "judge_calibration.json" in html_text  # the provenance table lists the judge files
 
 
 def test_no_volatile_metadata(rendered: dict) -> None:
