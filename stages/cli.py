@@ -16,6 +16,7 @@ STAGES = {
     "validate": "Check every item (schemas, benchmark rules, JSONL vs CSV), apply errata",
     "predict": "Run the configured predictor backend over the items",
     "score": "Grade predictions; write per-item scores, metrics and plot data",
+    "judge": "Opt-in RIMO-P grading by an LLM judge (never the primary metric); --calibrate",
     "report": "Execute the report notebook with papermill and export HTML",
 }
 # Where each command lives: a stage is a module or a package's ``stage`` module.
@@ -24,6 +25,7 @@ MODULES = {
     "validate": "stages.validate.stage",
     "predict": "stages.predict",
     "score": "stages.score.stage",
+    "judge": "stages.judge.stage",
     "report": "stages.report.stage",
     "audit": "stages.commands.audit.command",
     "compare": "stages.commands.compare.command",
@@ -48,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimate", action="store_true",
         help="print the requests, how many are cached and the prompt tokens; send nothing, "
              "write nothing")
+    stage_parsers["judge"].add_argument(
+        "--calibrate", action="store_true",
+        help="measure the judge on references and swapped solutions instead")
     audit = sub.add_parser("audit", help=TOOLS["audit"], description=TOOLS["audit"])
     audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     compare = sub.add_parser("compare", help=TOOLS["compare"], description=TOOLS["compare"])
@@ -77,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "estimate", False):
             print(module.estimate(params.predict.as_dict()))
             return 0
-        module.run(params)
+        # ``judge --calibrate``: the judge stage's other entry point.
+        (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)
     except StageError as exc:
         print(f"rimo-eval {args.command}: error: {exc}", file=sys.stderr)
         return 1

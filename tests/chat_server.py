@@ -21,15 +21,16 @@ problem text (they survive into every prompt built from it):
 
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
-Server-wide: ``latency_s`` before every reply, and ``hang_after``: once that many requests were
-answered, later ones hang (used to kill a client at a known point); ``fail_all``: every request
-gets that HTTP status (a broken server); ``die_after``: once that many were answered the server
-dies (listener closed, later requests on open connections dropped). ``reasoning_model`` acts as
-OpenAI's reasoning models do: HTTP 400 naming the parameter for ``max_tokens`` and for a
-``temperature`` other than 1. ``GET /v1/models`` lists the model unless ``serve_models`` is off
-(then 404, as on servers without it). Every chat request is recorded; ``answered`` counts only
-replies written completely. ``BlackHole`` is a server that accepts connections and never
-answers.
+Server-wide: ``responder(body, prompt)``, when set and returning a string, is the reply (a
+scripted judge; fault directives still come first); ``latency_s`` before every reply, and
+``hang_after``: once that many requests were answered, later ones hang (used to kill a client
+at a known point); ``fail_all``: every request gets that HTTP status (a broken server);
+``die_after``: once that many were answered the server dies (listener closed, later requests on
+open connections dropped). ``reasoning_model`` acts as OpenAI's reasoning models do: HTTP 400
+naming the parameter for ``max_tokens`` and for a ``temperature`` other than 1. ``GET
+/v1/models`` lists the model unless ``serve_models`` is off (then 404, as on servers without
+it). Every chat request is recorded; ``answered`` counts only replies written completely.
+``BlackHole`` is a server that accepts connections and never answers.
 
 Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
 prints the base URL on its first line and serves until killed.
@@ -47,6 +48,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -104,6 +106,7 @@ class ChatServer:
     fail_all: int | None = None
     die_after: int | None = None
     serve_models: bool = True
+    responder: Callable[[dict[str, Any], str], str | None] | None = None
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -295,8 +298,10 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             if "by_seed" in d:
                 golds = d["by_seed"].split(",")
                 gold = golds[int(body.get("seed") or 0) % len(golds)]
-            reply = (f"Working through it carefully, the answer is \\boxed{{{gold}}}."
-                     if gold is not None else echo_reply(prompt, body.get("seed")))
+            scripted = server.responder(body, prompt) if server.responder else None
+            reply = scripted if scripted is not None else (
+                f"Working through it carefully, the answer is \\boxed{{{gold}}}."
+                if gold is not None else echo_reply(prompt, body.get("seed")))
             finish, reasoning = "stop", None
             if "think" in d:
                 reply = f"<think>\nMaybe \\boxed{{{d['think']}}}? Check again.\n</think>\n\n{reply}"

@@ -227,8 +227,49 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
         "validation_path": root / "reports/validation.json",
         "params_path": root / "params.yaml",
     }
+    paths.update(_judge_inputs(root, items_p, preds_p, scores_p))
     write_json(paths["metrics_path"], _metrics(sample))
     write_json(paths["validation_path"], _validation())
     paths["params_path"].write_text(yaml.safe_dump(_params(sample), sort_keys=False),
                                     encoding="utf-8")
+    return paths
+
+
+# A judge reason with markup, which the report must show escaped.
+JUDGE_REASON_XSS = "<b>Gap</b> in step 2 <script>alert(3)</script>"
+
+
+def _judge_inputs(root: Path, items: list[dict[str, Any]], preds: list[dict[str, Any]],
+                  scores: list[dict[str, Any]]) -> dict[str, Path]:
+    """The judge's table, report and calibration, as the judge stage writes them: the judge
+    rejects every second part of each gradable item."""
+    from stages.judge.stage import JUDGE_SCHEMA
+
+    rows = []
+    for item, pred, sc in zip(items, preds, scores, strict=True):
+        if not item["gradable"]:
+            continue
+        for k in range(item["number_of_parts"]):
+            ok = k % 2 == 0
+            rows.append({
+                "problem_id": item["problem_id"], "sample": 0, "part": k + 1,
+                "number_of_parts": item["number_of_parts"], "item_hash": item["content_hash"],
+                "candidate": pred["prediction"][k] if k < len(pred["prediction"]) else None,
+                "exact_match": sc["matched"][k], "verdict": "correct" if ok else "incorrect",
+                "reason": "Sound." if ok else JUDGE_REASON_XSS, "parse": "json",
+                "raw_text": "{}", "request_sha256": "0" * 64, "error": None,
+                "judge_model": "judge-model", "fingerprint": "f" * 64,
+                "predictions_fingerprint": pred["fingerprint"]})
+    block = {"model": "judge-model", "fingerprint": "f" * 64, "prefix_score": 0.4375,
+             "strict": 0.25, "sub_problem_accuracy": 0.625, "n": 4, "samples": 1,
+             "sub_problems": 8, "unparsable": 0, "errors": 0, "missing": 0,
+             "agreement_with_exact_match": 0.75, "agreement_n": 4,
+             "ci": {"prefix_score": {"low": 0.25, "high": 0.6875}}}
+    paths = {"judge_path": root / "reports/judge.json",
+             "judge_calibration_path": root / "reports/judge_calibration.json",
+             "judge_table_path": _write(rows, JUDGE_SCHEMA, root / "data/judge/rimo_p.parquet")}
+    write_json(paths["judge_path"], {"enabled": True, TRACK_P: {"judge": block}})
+    write_json(paths["judge_calibration_path"], {
+        "calibrated": True, "fingerprint": "f" * 64, "true_positive_rate": 0.9375,
+        "false_positive_rate": 0.0625, "references": {"parts": 16}, "swapped": {"parts": 16}})
     return paths

@@ -120,7 +120,7 @@ def test_every_stage_uses_the_params_file_it_is_given(tmp_path: Path, mirror_dir
     data["report"]["worst_failures"] = 2
     params = other / "exp.yaml"
     params.write_text(yaml.safe_dump(data, sort_keys=False))
-    for stage in ("fetch", "validate", "predict", "score", "report"):
+    for stage in ("fetch", "validate", "predict", "score", "judge", "report"):
         sh(root, str(BIN / "rimo-eval"), "--params", str(params), stage)
 
     preds = pd.read_parquet(root / "data/predictions/rimo_n.parquet")

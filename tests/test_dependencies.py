@@ -135,5 +135,7 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
     assert paths("score", "outs") == posix(*(A.scores_path(t) for t in TRACKS))
     assert paths("score", "metrics") == posix(A.METRICS_PATH)
     assert paths("score", "plots") == posix(*(A.plot_path(t) for t in TRACKS))
+    assert paths("judge", "outs") == posix(A.JUDGE_TABLE)
+    assert paths("judge", "metrics") == posix(A.JUDGE_METRICS_PATH)
     assert paths("report", "outs") == posix(A.REPORT_IPYNB, A.REPORT_HTML)
     assert A.NOTEBOOK.as_posix() in paths("report", "deps")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import html
 import json
 import re
 import shutil
@@ -209,6 +210,20 @@ def test_code_is_hidden_and_sections_present(rendered: dict) -> None:
     assert "✗✓" in html_text  # RIMO-P matched pattern of the lowest prefix score
 
 
+def test_judge_section_is_labelled_and_escaped(rendered: dict) -> None:
+    from stages.report.judge import SECTION
+    from tests.report_fixtures import JUDGE_REASON_XSS
+
+    html_text = rendered["html"]
+    # The notebook's markdown heading (nbconvert adds an id and an anchor link to it).
+    assert re.search(rf"<h2[^>]*>{re.escape(SECTION)}", html.unescape(html_text))
+    for value in ("judge-model", "43.8%", "[25.0%, 68.8%]", "93.8%", "6.2%", "75.0%"):
+        assert value in html_text, value
+    assert html.escape(JUDGE_REASON_XSS) in html_text
+    assert "<script>alert(3)" not in html_text
+    assert "judge_calibration.json" in html_text  # the provenance table lists the judge files
+
+
 def test_no_volatile_metadata(rendered: dict) -> None:
     text = rendered["ipynb"].decode("utf-8")
     for key in ("start_time", "end_time", "duration", "iopub.", "shell.execute_reply",
@@ -229,7 +244,8 @@ def test_rerun_is_byte_identical(rendered: dict) -> None:
     assert (root / R.OUT_IPYNB).read_bytes() == rendered["ipynb"]
     assert (root / R.OUT_HTML).read_bytes() == rendered["html_bytes"]
     assert sorted(p.name for p in (root / "reports").iterdir()) == [
-        "metrics.json", "report.html", "report.ipynb", "validation.json"]
+        "judge.json", "judge_calibration.json", "metrics.json", "report.html", "report.ipynb",
+        "validation.json"]
 
 
 def test_full_run_has_no_banner(tmp_path: Path) -> None:
@@ -287,7 +303,7 @@ def test_missing_input_names_file_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(StageError, match=r"data/scores/rimo_p\.parquet.*score stage"):
         _run_stage(tmp_path)
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
-        "metrics.json", "validation.json"]
+        "judge.json", "judge_calibration.json", "metrics.json", "validation.json"]
 
 
 def test_failing_notebook_raises_stage_error_and_keeps_old_report(tmp_path: Path) -> None:
@@ -299,7 +315,7 @@ def test_failing_notebook_raises_stage_error_and_keeps_old_report(tmp_path: Path
         _run_stage(tmp_path)
     assert old.read_text(encoding="utf-8") == "previous report"
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
-        "metrics.json", "report.html", "validation.json"]
+        "judge.json", "judge_calibration.json", "metrics.json", "report.html", "validation.json"]
 
 
 def test_unknown_parameter_rejected_before_execution(tmp_path: Path) -> None:

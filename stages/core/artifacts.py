@@ -55,3 +55,11 @@ def scores_path(track: str, folder: Path | str = SCORES_DIR) -> Path:
 
 def plot_path(track: str, folder: Path | str = PLOTS_DIR) -> Path:
     return Path(folder) / PLOT_FILES[track]
+
+
+# judge (opt-in, RIMO-P only): its table, its metrics, and the calibration `--calibrate` writes
+# (a git-tracked file, so the report can always depend on it).
+JUDGE_DIR = Path("data/judge")
+JUDGE_TABLE = JUDGE_DIR / "rimo_p.parquet"
+JUDGE_METRICS_PATH = Path("reports/judge.json")
+JUDGE_CALIBRATION_PATH = Path("reports/judge_calibration.json")

@@ -205,6 +205,18 @@ class ScoreParams(Section):
     pass_at: list[PosInt] = [1]
 
 
+class JudgeCalibrationParams(Section):
+    seed: int = 0
+    limit: PosInt | None = None  # null: every gradable item
+
+
+class JudgeParams(ChatParams):
+    """The opt-in RIMO-P judge: a chat endpoint (the shared keys) plus its own switches."""
+
+    enabled: bool = False
+    calibration: JudgeCalibrationParams = JudgeCalibrationParams()
+
+
 class ReportParams(Section):
     worst_failures: NonNegInt = 10
 
@@ -216,6 +228,7 @@ class Params(Section):
     validate_: ValidateParams = Field(alias="validate")  # 'validate' shadows a BaseModel name
     predict: PredictParams
     score: ScoreParams
+    judge: JudgeParams = JudgeParams()  # absent: the judge is off
     report: ReportParams
     path: Path = Field(default=DEFAULT_PARAMS, exclude=True)
 

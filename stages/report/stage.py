@@ -19,7 +19,7 @@ from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
 from stages.core.config import Params, ReportParams, coerce
 from stages.core.errors import ConfigError
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report import charts, cost, html, tables
+from stages.report import charts, cost, html, judge, tables
 from stages.report.runner import git_commit, render_report
 
 __all__ = ["INPUTS", "NOTEBOOK", "NOTEBOOK_MODULES", "OUT_HTML", "OUT_IPYNB", "default_parameters",
@@ -35,13 +35,16 @@ INPUTS: dict[str, tuple[Path, str]] = {
     "scores_p_path": (A.scores_path(TRACK_P), "score"),
     "metrics_path": (A.METRICS_PATH, "score"),
     "validation_path": (A.VALIDATION_PATH, "validate"),
+    "judge_path": (A.JUDGE_METRICS_PATH, "judge"),
+    "judge_calibration_path": (A.JUDGE_CALIBRATION_PATH, "judge --calibrate"),
+    "judge_table_path": (A.JUDGE_TABLE, "judge"),
     "params_path": (A.PARAMS_PATH, ""),
 }
 PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
 # The helpers the notebook imports (tests/test_report.py checks the list). Imported here as well,
 # so a broken helper fails before a kernel starts, and the import graph that
 # tests/test_dependencies.py walks from this module reaches the code the report really runs.
-NOTEBOOK_MODULES = (charts, cost, html, tables)
+NOTEBOOK_MODULES = (charts, cost, html, judge, tables)
 
 
 def default_parameters(worst_failures: int, commit: str,

@@ -39,6 +39,7 @@ from stages.commands.audit.lock import (
 from stages.commands.audit.provenance import check_provenance
 from stages.commands.audit.recompute import (
     MetricResult,
+    check_judge,
     check_metrics,
     check_plots,
     recompute_metrics,
@@ -138,6 +139,7 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
         results = check_metrics(ledger, metrics, fresh, metrics_shown,
                                 {t: shown[t]["scores"] for t in TRACKS})
         check_plots(ledger, root, fresh)
+    check_judge(ledger, root, boot)
     identities = {t: predictions_identity(preds[t]) for t in TRACKS if preds[t] is not None}
     prov = metrics.get("provenance")
     check_provenance(ledger, root, prov, metrics_shown,

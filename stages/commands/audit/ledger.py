@@ -23,6 +23,7 @@ CHECKS = {
     "scores.recompute": "the scores file equals a fresh grading of predictions and items",
     "metrics.recompute": "every value in metrics.json recomputes from the scores",
     "plots.recompute": "the plot tables recompute from the metrics",
+    "judge.recompute": "the opt-in judge's metrics (reports/judge.json) recompute from its table",
     "provenance.block": "metrics.json has a provenance block",
     "provenance.sha256": "the files the block lists have the sha256 it records",
     "provenance.predictions": "the block names the predictions' backend and fingerprint",

@@ -12,9 +12,10 @@ from typing import Any
 import pandas as pd
 
 from stages.commands.audit.ledger import MISSING, Ledger
-from stages.core.artifacts import PLOTS_DIR
+from stages.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, PLOTS_DIR
 from stages.core.dicts import flatten
 from stages.core.tracks import TRACKS
+from stages.judge.metrics import audit_check
 from stages.score.metrics import compute, plot_tables, sample_spec
 
 
@@ -93,5 +94,13 @@ def check_plots(ledger: Ledger, root: Path, fresh: Mapping[str, Any]) -> None:
                        f"{shown}: does not recompute from the metrics")
 
 
-__all__ = ["MetricResult", "check_metrics", "check_plots", "metric_tracks",
+def check_judge(ledger: Ledger, root: Path, boot: Mapping[str, Any]) -> None:
+    """The opt-in judge's metrics against its own table; nothing where the judge never ran."""
+    judged = audit_check(root / JUDGE_TABLE, root / JUDGE_METRICS_PATH, boot)
+    if judged is not None:
+        (ledger.ok if judged[0] else ledger.broke)("judge.recompute",
+                                                   JUDGE_METRICS_PATH.as_posix(), judged[1])
+
+
+__all__ = ["MetricResult", "check_judge", "check_metrics", "check_plots", "metric_tracks",
            "recompute_metrics", "same_value"]

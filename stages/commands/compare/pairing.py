@@ -26,6 +26,7 @@ from stages.core.dicts import flatten
 from stages.core.errors import ConfigError, DataError
 from stages.core.items import DOMAINS
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.judge.metrics import compare_rows as judge_rows
 from stages.score.statistics import bootstrap, mcnemar_exact
 
 TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
@@ -202,7 +203,7 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
     return {
         "a": a.summary(), "b": b.summary(),
         "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence},
-        "metrics": metric_rows(a.metrics, b.metrics, deltas),
+        "metrics": metric_rows(a.metrics, b.metrics, deltas) + judge_rows(a.judge, b.judge),
         "tracks": tracks,
     }
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import io
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from stages.core.artifacts import METRICS_PATH, scores_path
+from stages.core.artifacts import JUDGE_METRICS_PATH, METRICS_PATH, scores_path
 from stages.core.errors import ConfigError, DataError
 from stages.core.tracks import TRACKS
 
@@ -62,6 +62,7 @@ class Side:
     revision: Revision
     metrics: dict[str, Any]
     scores: dict[str, pd.DataFrame]
+    judge: dict[str, Any] = field(default_factory=dict)  # reports/judge.json, where present
 
     def summary(self) -> dict[str, Any]:
         prov = self.metrics.get("provenance") or {}
@@ -94,9 +95,12 @@ def load_side(root: Path, revision: Revision) -> Side:
             raise DataError(f"{METRICS_PATH.as_posix()} at {where}: not valid JSON: {exc}"
                             ) from exc
         scores = {t: pd.read_parquet(io.BytesIO(read(scores_path(t)))) for t in TRACKS}
+        # The opt-in judge's metrics exist only where the judge ran.
+        judge = json.loads(read(JUDGE_METRICS_PATH)) if fs.exists(
+            JUDGE_METRICS_PATH.as_posix()) else {}
     finally:
         fs.close()
-    return Side(revision, metrics, scores)
+    return Side(revision, metrics, scores, judge)
 
 
 __all__ = ["WORKSPACE", "Revision", "Side", "load_side", "resolve"]
