@@ -21,9 +21,11 @@ CHECKS = {
     "predictions.fingerprint": "the configured backend fingerprints to the predictions' one",
     "predictions.items": "the predictions fit the items (ids, item hashes, statuses)",
     "scores.recompute": "the scores file equals a fresh grading of predictions and items",
-    "metrics.recompute": "every value in metrics.json recomputes from the scores",
+    "metrics.recompute": "every value in metrics.json and breakdown.json recomputes from the "
+                         "scores",
     "plots.recompute": "the plot tables recompute from the metrics",
-    "provenance.block": "metrics.json has a provenance block",
+    "provenance.pointer": "metrics.json names provenance.json and its sha256",
+    "provenance.block": "provenance.json is there and is a provenance block",
     "provenance.sha256": "the files the block lists have the sha256 it records",
     "provenance.predictions": "the block names the predictions' backend and fingerprint",
     "provenance.upstream": "the block's upstream pin is params fetch's pin now",
