@@ -27,9 +27,10 @@ browser:
 		fi; \
 	fi
 
+# Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
 repro: $(STAMP)
 	dvc repro
-	dvc metrics show
+	rimo-eval summary
 
 test: $(STAMP) browser
 	ruff check .

@@ -29,13 +29,15 @@ MODULES = {
     "report": "stages.report.stage",
     "audit": "stages.commands.audit.command",
     "compare": "stages.commands.compare.command",
+    "summary": "stages.commands.summary",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"compare"}
+PARAMS_OPTIONAL = {"compare", "summary"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
     "compare": "Compare two revisions, branches or DVC experiments: metrics, flips, paired tests",
+    "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
 }
 
 
@@ -66,13 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")
     compare.add_argument("--confidence", type=float,
                          help="bootstrap interval level (default: score.bootstrap, or 0.95)")
+    sub.add_parser("summary", help=TOOLS["summary"], description=TOOLS["summary"])
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        # compare reads each side's own artifacts: a params file is optional for it.
+        # compare and summary read the artifacts: a params file is optional for them.
         optional = args.command in PARAMS_OPTIONAL and not Path(args.params).exists()
         # Validated once, here: every stage receives the typed sections and the file's path.
         params = None if optional else load_params(args.params)

@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from stages.core.atomic import write_json
-from stages.core.hashing import canonical_json, fingerprint
+from stages.core.hashing import canonical_json, fingerprint, sha256_file
 from stages.core.items import ITEM_SCHEMAS
+from stages.core.metrics_files import POINTER_KEY, pointer, split
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.score.stage import SCORE_SCHEMAS
@@ -87,7 +88,8 @@ def _r(x: float) -> float:
 
 
 def _metrics(sample: bool) -> dict[str, Any]:
-    """As stages/score/stage.py writes it."""
+    """As stages/score/metrics.compute returns it, with the provenance block: the joined shape
+    (stages/core/metrics_files.py), which the fixture splits into the score stage's files."""
     n_eval, p_eval = len(_N_ROWS), len(_P_ROWS)
     return {
         TRACK_N: {
@@ -224,11 +226,19 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
         "scores_p_path": _write(scores_p, SCORES_SCHEMAS[TRACK_P],
                                 root / "data/scores/rimo_p.parquet"),
         "metrics_path": root / "reports/metrics.json",
+        "breakdown_path": root / "reports/breakdown.json",
+        "provenance_path": root / "reports/provenance.json",
         "validation_path": root / "reports/validation.json",
         "params_path": root / "params.yaml",
     }
     paths.update(_judge_inputs(root, items_p, preds_p, scores_p))
-    write_json(paths["metrics_path"], _metrics(sample))
+    full = _metrics(sample)
+    provenance = full.pop("provenance")
+    view, breakdown = split(full)
+    write_json(paths["breakdown_path"], breakdown)
+    write_json(paths["provenance_path"], provenance)
+    view[POINTER_KEY] = pointer(sha256_file(paths["provenance_path"]))
+    write_json(paths["metrics_path"], view, sort_keys=False)
     write_json(paths["validation_path"], _validation())
     paths["params_path"].write_text(yaml.safe_dump(_params(sample), sort_keys=False),
                                     encoding="utf-8")

@@ -30,6 +30,7 @@ from stages.commands.audit.command import (
 from stages.commands.audit.command import audit as run_audit
 from stages.core.errors import DataError
 from stages.core.hashing import sha256_file
+from stages.core.metrics_files import split
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.provenance import build_provenance, git_state, params_fingerprint
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -67,7 +68,7 @@ def frames(root: Path, kind: str) -> dict[str, pd.DataFrame]:
 
 
 def test_provenance_block_names_inputs_pins_and_versions(small: Path) -> None:
-    prov = json.loads((small / "reports/metrics.json").read_text())["provenance"]
+    prov = json.loads((small / "reports/provenance.json").read_text())
     assert set(prov) == {"version", "inputs", "outputs", "predictions", "upstream", "params",
                          "params_fingerprint", "git", "packages"}
     for section, kind in (("inputs", "items"), ("inputs", "predictions"), ("outputs", "scores")):
@@ -118,26 +119,31 @@ def test_git_state_records_commit_and_dirty_sources(tmp_path: Path) -> None:
 
 def test_metrics_recompute_and_an_edited_value_breaks(small: Path) -> None:
     metrics = json.loads((small / "reports/metrics.json").read_text())
+    breakdown = json.loads((small / "reports/breakdown.json").read_text())
     scores = frames(small, "scores")
     fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT,
                               frames(small, "predictions"), {"fetch": FETCH})
+    fresh_metrics, fresh_breakdown = split(fresh)
     sources = {t: f"scores {t}" for t in TRACKS}
     ledger = Ledger()
-    results = check_metrics(ledger, metrics, fresh, "m.json", sources)
+    results = check_metrics(ledger, metrics, fresh_metrics, "m.json", sources)
+    results += check_metrics(ledger, breakdown, fresh_breakdown, "b.json", sources)
     assert not ledger.breaks and all(r.recomputes for r in results)
     assert {r.name for r in results} >= {"RIMO-N.accuracy", "RIMO-P.by_parts.2.prefix_score",
-                                         "RIMO-N.ci.accuracy.low", "sample.total.RIMO-P"}
+                                         "RIMO-N.ci_low", "RIMO-P.prefix_score_ci_high",
+                                         "sample.total.RIMO-P"}
     metrics[TRACK_N]["accuracy"] = 0.75
-    metrics[TRACK_P]["by_parts"]["2"]["n"] = 9
+    breakdown[TRACK_P]["by_parts"]["2"]["n"] = 9
     del metrics[TRACK_P]["strict"]
     ledger = Ledger()
-    check_metrics(ledger, metrics, fresh, "m.json", sources)
+    check_metrics(ledger, metrics, fresh_metrics, "m.json", sources)
+    check_metrics(ledger, breakdown, fresh_breakdown, "b.json", sources)
     messages = [c.message for c in ledger.breaks]
-    assert len(messages) == 3 and all(m.startswith("m.json: ") for m in messages)
-    assert any("RIMO-N.accuracy = 0.75 does not recompute: scores RIMO-N give 0.25" in m
-               for m in messages)
-    assert any("RIMO-P.by_parts.2.n = 9" in m for m in messages)
-    assert any("RIMO-P.strict is missing" in m for m in messages)
+    assert len(messages) == 3
+    assert any(m.startswith("m.json: RIMO-N.accuracy = 0.75 does not recompute: scores RIMO-N "
+                            "give 0.25") for m in messages)
+    assert any(m.startswith("b.json: RIMO-P.by_parts.2.n = 9") for m in messages)
+    assert any(m.startswith("m.json: RIMO-P.strict is missing") for m in messages)
 
 
 def test_scores_recompute_from_predictions_and_an_edit_is_named(small: Path) -> None:
@@ -281,6 +287,8 @@ def break_paths(report: dict[str, Any]) -> set[str]:
 
 PRED_N = "data/predictions/rimo_n.parquet"
 METRICS = "reports/metrics.json"
+BREAKDOWN = "reports/breakdown.json"
+PROVENANCE = "reports/provenance.json"
 
 
 def edit_prediction(repo: Path) -> str:
@@ -310,16 +318,18 @@ def test_clean_repo_passes_with_a_chain_per_metric(repo: Path) -> None:
     assert [link["stage"] for link in report["chains"][TRACK_N]] == [
         "score", "predict", "validate", "fetch"]
     head = sh(repo, "git", "rev-parse", "HEAD").stdout.strip()
-    prov = json.loads((repo / METRICS).read_text())["provenance"]
+    prov = json.loads((repo / PROVENANCE).read_text())
     assert prov["git"] == {"commit": head, "dirty": False}
+    pointer = json.loads((repo / METRICS).read_text())["provenance"]
+    assert pointer == [PROVENANCE, sha256_file(repo / PROVENANCE)]
     assert prov["inputs"][PRED_N] == sha256_file(repo / PRED_N)
 
 
 @pytest.mark.slow
 def test_rerun_gives_a_byte_identical_metrics_file(repo: Path) -> None:
-    before = (repo / METRICS).read_bytes()
+    before = {rel: (repo / rel).read_bytes() for rel in (METRICS, BREAKDOWN, PROVENANCE)}
     sh(repo, "dvc", "repro", "-f", "-s", "score")
-    assert (repo / METRICS).read_bytes() == before
+    assert {rel: (repo / rel).read_bytes() for rel in before} == before
     assert audit(repo).returncode == 0
 
 
@@ -357,19 +367,48 @@ def test_edit_recorded_in_the_lock_still_fails(repo: Path) -> None:
 
 @pytest.mark.slow
 def test_edited_metric_value_is_named(repo: Path) -> None:
-    with restored(repo, METRICS):
-        metrics = json.loads((repo / METRICS).read_text())
-        metrics[TRACK_P]["by_parts"]["3"]["strict"] = 0.5
-        (repo / METRICS).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    with restored(repo, BREAKDOWN):
+        breakdown = json.loads((repo / BREAKDOWN).read_text())
+        breakdown[TRACK_P]["by_parts"]["3"]["strict"] = 0.5
+        (repo / BREAKDOWN).write_text(json.dumps(breakdown, indent=2, sort_keys=True) + "\n")
         proc = audit(repo)
         assert proc.returncode == 1
-        assert (f"{METRICS}: RIMO-P.by_parts.3.strict = 0.5 does not recompute: "
+        assert (f"{BREAKDOWN}: RIMO-P.by_parts.3.strict = 0.5 does not recompute: "
                 f"data/scores/rimo_p.parquet give 1.0") in proc.stdout
-        assert f"{METRICS}: md5 on disk" in proc.stdout
+        assert f"{BREAKDOWN}: md5 on disk" in proc.stdout
         report = audit_json(repo)
-        assert break_paths(report) == {METRICS}
+        assert break_paths(report) == {BREAKDOWN}
         bad = [m["name"] for m in report["metrics"] if not m["recomputes"]]
         assert bad == ["RIMO-P.by_parts.3.strict"]
+    with restored(repo, METRICS):
+        metrics = json.loads((repo / METRICS).read_text())
+        metrics[TRACK_P]["prefix_score_ci_low"] = 0.0
+        (repo / METRICS).write_text(json.dumps(metrics, indent=2) + "\n")
+        report = audit_json(repo)
+        assert break_paths(report) == {METRICS}
+        assert [m["name"] for m in report["metrics"] if not m["recomputes"]] == [
+            "RIMO-P.prefix_score_ci_low"]
+    assert audit(repo).returncode == 0
+
+
+@pytest.mark.slow
+def test_provenance_file_and_its_pointer_are_checked(repo: Path) -> None:
+    """An edited provenance.json breaks the pointer in metrics.json and the lock's md5; one
+    that is gone is named, not a traceback."""
+    with restored(repo, PROVENANCE):
+        prov = json.loads((repo / PROVENANCE).read_text())
+        prov["params_fingerprint"] = "0" * 64
+        (repo / PROVENANCE).write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
+        report = audit_json(repo)
+        checks = {(b["check"], b["path"]) for b in report["breaks"]}
+        assert ("provenance.pointer", METRICS) in checks
+        assert ("provenance.params_fingerprint", PROVENANCE) in checks
+        assert ("lock.md5", PROVENANCE) in checks
+        (repo / PROVENANCE).unlink()
+        proc = audit(repo)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert f"{PROVENANCE}: not found (written by the score stage" in proc.stdout
+    assert audit(repo).returncode == 0
 
 
 @pytest.mark.slow

@@ -16,9 +16,12 @@ import yaml
 
 from stages.commands.audit.ledger import CHECKS
 from stages.core.artifacts import (
+    BREAKDOWN_PATH,
+    JUDGE_TABLE,
     LOCK_PATH,
     METRICS_PATH,
     PARAMS_PATH,
+    PROVENANCE_PATH,
     RAW_DIR,
     items_path,
     plot_path,
@@ -31,8 +34,9 @@ from stages.score.stage import SCORE_SCHEMAS
 from tests.pipeline_repo import make_repo, sh
 
 PRED_N = predictions_path(TRACK_N).as_posix()
-TOUCHED = [LOCK_PATH, PARAMS_PATH, METRICS_PATH, RAW_DIR / "RIMO-N.csv", items_path(TRACK_N),
-           predictions_path(TRACK_N), scores_path(TRACK_N), plot_path(TRACK_P)]
+TOUCHED = [LOCK_PATH, PARAMS_PATH, METRICS_PATH, BREAKDOWN_PATH, PROVENANCE_PATH,
+           RAW_DIR / "RIMO-N.csv", items_path(TRACK_N), predictions_path(TRACK_N),
+           scores_path(TRACK_N), plot_path(TRACK_P), JUDGE_TABLE]
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +66,18 @@ def _rewrite(repo: Path, rel: Path, schema: pa.Schema | None,
     pq.write_table(pa.Table.from_pandas(df, schema=schema, preserve_index=False), path)
 
 
-def _metrics(repo: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    data = json.loads((repo / METRICS_PATH).read_text())
+def _json(repo: Path, rel: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads((repo / rel).read_text())
     edit(data)
-    (repo / METRICS_PATH).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    (repo / rel).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _metrics(repo: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    _json(repo, METRICS_PATH, edit)
+
+
+def _provenance(repo: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    _json(repo, PROVENANCE_PATH, edit)
 
 
 def _yaml(repo: Path, rel: Path, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -122,17 +134,21 @@ CORRUPT: dict[str, Callable[[Path], None]] = {
                                            _set(correct=(2, False))),
     "metrics.recompute": lambda r: _metrics(r, lambda m: m[TRACK_N].update(correct=1)),
     "plots.recompute": lambda r: _append(r, plot_path(TRACK_P)),
-    "provenance.block": lambda r: _metrics(r, lambda m: m.pop("provenance")),
-    "provenance.sha256": lambda r: _metrics(
-        r, lambda m: m["provenance"]["inputs"].update({PRED_N: "0" * 64})),
-    "provenance.predictions": lambda r: _metrics(
-        r, lambda m: m["provenance"]["predictions"][TRACK_N].update(backend="constant")),
-    "provenance.upstream": lambda r: _metrics(
-        r, lambda m: m["provenance"]["upstream"].update(revision="main")),
-    "provenance.params": lambda r: _metrics(
-        r, lambda m: m["provenance"]["params"]["score"]["bootstrap"].update(seed=3)),
-    "provenance.params_fingerprint": lambda r: _metrics(
-        r, lambda m: m["provenance"].update(params_fingerprint="0" * 64)),
+    # The judge's record without the table it was computed from.
+    "judge.recompute": lambda r: (r / JUDGE_TABLE).unlink(),
+    # metrics.json naming another provenance file than the one beside it.
+    "provenance.pointer": lambda r: _metrics(r, lambda m: m["provenance"].__setitem__(1, "0" * 64)),
+    "provenance.block": lambda r: (r / PROVENANCE_PATH).unlink(),
+    "provenance.sha256": lambda r: _provenance(
+        r, lambda m: m["inputs"].update({PRED_N: "0" * 64})),
+    "provenance.predictions": lambda r: _provenance(
+        r, lambda m: m["predictions"][TRACK_N].update(backend="constant")),
+    "provenance.upstream": lambda r: _provenance(
+        r, lambda m: m["upstream"].update(revision="main")),
+    "provenance.params": lambda r: _provenance(
+        r, lambda m: m["params"]["score"]["bootstrap"].update(seed=3)),
+    "provenance.params_fingerprint": lambda r: _provenance(
+        r, lambda m: m.update(params_fingerprint="0" * 64)),
 }
 
 

@@ -128,7 +128,8 @@ def test_every_stage_uses_the_params_file_it_is_given(tmp_path: Path, mirror_dir
     assert len(pd.read_parquet(root / "data/predictions/rimo_p.parquet")) == 3
     metrics = json.loads((root / "reports/metrics.json").read_text())
     assert metrics["sample"]["evaluated"] == {TRACK_N: 3, TRACK_P: 3}
-    assert metrics["provenance"]["params"]["score"]["bootstrap"]["samples"] == 57
+    provenance = json.loads((root / "reports/provenance.json").read_text())
+    assert provenance["params"]["score"]["bootstrap"]["samples"] == 57
     nb = json.loads((root / "reports/report.ipynb").read_text())
     injected = next("".join(c["source"]) for c in nb["cells"]
                     if "injected-parameters" in c.get("metadata", {}).get("tags", []))

@@ -338,7 +338,10 @@ def test_compare_shows_judge_metrics_when_both_sides_have_them(styled: Path) -> 
 
     scores = {t: pd.read_parquet(styled / f"data/scores/{f}") for t, f in
               (("RIMO-N", "rimo_n.parquet"), (TRACK_P, "rimo_p.parquet"))}
-    metrics = json.loads((styled / "reports/metrics.json").read_text())
+    from stages.core.metrics_files import read_all
+
+    metrics = read_all(styled / "reports/metrics.json", styled / "reports/breakdown.json",
+                       styled / "reports/provenance.json")
     judged = {"enabled": True, TRACK_P: {"judge": {"prefix_score": 0.25, "n": 4,
                                                    "model": "m", "fingerprint": "f"}}}
     better = json.loads(json.dumps(judged))

@@ -45,10 +45,11 @@ def run(cwd: Path, *args: str, extra: dict[str, str] | None = None, check: bool 
 
 
 def cached_outputs(repo: Path) -> dict[str, str]:
-    """sha256 of every file of every DVC-cached output, plus the git-tracked metrics."""
+    """sha256 of every file of every DVC-cached output, plus the git-tracked metrics files."""
     files = [p for d in ("data/raw", "data/items", "data/predictions", "data/scores")
              for p in sorted((repo / d).rglob("*")) if p.is_file()]
-    files += [repo / "reports/metrics.json", repo / "reports/report.html"]
+    files += [repo / "reports" / name for name in ("metrics.json", "breakdown.json",
+                                                   "provenance.json", "report.html")]
     return {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in files}
 

@@ -143,10 +143,9 @@ def test_html_has_headline_numbers(rendered: dict) -> None:
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     expected = [f"{n['accuracy']:.1%}", f"{p['strict']:.1%}", f"{p['sub_problem_accuracy']:.1%}",
                 f"{p['prefix_score']:.1%}"]
-    ci = n["ci"]["accuracy"]
-    expected.append(f"[{ci['low']:.1%}, {ci['high']:.1%}]")
-    ci = p["ci"]["prefix_score"]
-    expected.append(f"[{ci['low']:.1%}, {ci['high']:.1%}]")
+    # metrics.json's flat interval keys, beside their metric.
+    expected.append(f"[{n['ci_low']:.1%}, {n['ci_high']:.1%}]")
+    expected.append(f"[{p['prefix_score_ci_low']:.1%}, {p['prefix_score_ci_high']:.1%}]")
     for value in expected:
         assert value in rendered["html"], value
     assert "57.1%" in rendered["html"]  # 4/7, as a cross-check of the formatting itself
@@ -244,7 +243,8 @@ def test_rerun_is_byte_identical(rendered: dict) -> None:
     assert (root / R.OUT_IPYNB).read_bytes() == rendered["ipynb"]
     assert (root / R.OUT_HTML).read_bytes() == rendered["html_bytes"]
     assert sorted(p.name for p in (root / "reports").iterdir()) == [
-        "judge.json", "judge_calibration.json", "metrics.json", "report.html", "report.ipynb",
+        "breakdown.json", "judge.json", "judge_calibration.json", "metrics.json",
+        "provenance.json", "report.html", "report.ipynb",
         "validation.json"]
 
 
@@ -303,7 +303,8 @@ def test_missing_input_names_file_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(StageError, match=r"data/scores/rimo_p\.parquet.*score stage"):
         _run_stage(tmp_path)
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
-        "judge.json", "judge_calibration.json", "metrics.json", "validation.json"]
+        "breakdown.json", "judge.json", "judge_calibration.json", "metrics.json",
+        "provenance.json", "validation.json"]
 
 
 def test_failing_notebook_raises_stage_error_and_keeps_old_report(tmp_path: Path) -> None:
@@ -315,7 +316,8 @@ def test_failing_notebook_raises_stage_error_and_keeps_old_report(tmp_path: Path
         _run_stage(tmp_path)
     assert old.read_text(encoding="utf-8") == "previous report"
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
-        "judge.json", "judge_calibration.json", "metrics.json", "report.html", "validation.json"]
+        "breakdown.json", "judge.json", "judge_calibration.json", "metrics.json",
+        "provenance.json", "report.html", "validation.json"]
 
 
 def test_unknown_parameter_rejected_before_execution(tmp_path: Path) -> None:
@@ -385,7 +387,9 @@ def test_templates_ship_with_the_package() -> None:
 def test_charts_are_figures_with_stable_pngs(tmp_path: Path) -> None:
     from matplotlib.figure import Figure
 
-    metrics = json.loads(make_report_inputs(tmp_path)["metrics_path"].read_text("utf-8"))
+    paths = make_report_inputs(tmp_path)
+    metrics = T.read_metrics(paths["metrics_path"], paths["breakdown_path"],
+                             paths["provenance_path"])
     fig = C.domain_chart(metrics)
     assert isinstance(fig, Figure) and len(fig.axes[0].patches) == 4  # one bar per domain
     assert len(C.parts_chart(metrics).axes[0].patches) == 9  # three series over 1, 2, 3 parts

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from stages.core.errors import StageError
+from stages.core.hashing import sha256_file
+from stages.core.metrics_files import join
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
@@ -101,11 +103,52 @@ def test_sample_records_the_predict_limit_and_seed(scored: tuple[Path, dict]) ->
     assert on_disk["sample"] == m["sample"]
 
 
+def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
+        scored: tuple[Path, dict]) -> None:
+    """metrics.json: only what a user compares, in reading order; breakdowns and provenance in
+    their own files, which join back into what score() returned."""
+    root, m = scored
+    on_disk = json.loads((root / "metrics.json").read_text(encoding="utf-8"))
+    assert list(on_disk) == [TRACK_N, TRACK_P, "sample", "provenance"]
+    assert list(on_disk[TRACK_N]) == ["accuracy", "ci_low", "ci_high", "n", "correct", "missing",
+                                      "errors", "usage"]
+    assert list(on_disk[TRACK_P]) == [
+        "prefix_score", "strict", "sub_problem_accuracy",
+        "prefix_score_ci_low", "prefix_score_ci_high", "strict_ci_low", "strict_ci_high",
+        "sub_problem_accuracy_ci_low", "sub_problem_accuracy_ci_high",
+        "n", "ungradable", "missing", "errors", "usage"]
+    n, p = on_disk[TRACK_N], on_disk[TRACK_P]
+    assert (n["accuracy"], n["n"], n["correct"], n["missing"]) == (0.5, 4, 2, 1)
+    assert [n["ci_low"], n["ci_high"]] == [m[TRACK_N]["ci"]["accuracy"][k] for k in ("low",
+                                                                                     "high")]
+    assert p["strict_ci_high"] == m[TRACK_P]["ci"]["strict"]["high"]
+    # Nothing nested but the sample block and usage: every column of `dvc exp show` is a number.
+    breakdown = json.loads((root / "breakdown.json").read_text(encoding="utf-8"))
+    assert breakdown[TRACK_N] == {"by_domain": {"algebra": 0.5, "combinatorics": 0.5},
+                                  "by_domain_n": {"algebra": 2, "combinatorics": 2}}
+    assert set(breakdown[TRACK_P]) == {"sub_problems", "by_parts"}
+    assert breakdown[TRACK_P]["sub_problems"] == 6
+    prov_file = root / "provenance.json"
+    assert on_disk["provenance"] == ["reports/provenance.json", sha256_file(prov_file)]
+    assert json.loads(prov_file.read_text(encoding="utf-8")) == m["provenance"]
+    assert "provenance" not in breakdown and "by_domain" not in json.dumps(on_disk)
+    assert join(on_disk, breakdown, m["provenance"]) == m
+
+
+def test_join_reads_a_metrics_file_from_before_the_split() -> None:
+    """compare reads old revisions: their nested ci block and provenance are kept as they are."""
+    old = {TRACK_N: {"accuracy": 0.5, "n": 2, "ci": {"accuracy": {"low": 0.0, "high": 1.0}},
+                     "by_domain": {"algebra": 0.5}},
+           "provenance": {"version": 1}}
+    assert join(old) == old
+
+
 def test_outputs_are_written_and_stable(scored: tuple[Path, dict]) -> None:
     root, _ = scored
     first = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "preds" not in p.parts
              and p.suffix != ".jsonl" and "items" not in p.parts}
-    assert {p.name for p in first} >= {"metrics.json", "rimo_n.parquet", "rimo_p.parquet",
+    assert {p.name for p in first} >= {"metrics.json", "breakdown.json", "provenance.json",
+                                       "rimo_n.parquet", "rimo_p.parquet",
                                        "rimo_n_by_domain.csv", "rimo_p_by_parts.csv"}
     score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
           root / "plots")

@@ -28,7 +28,10 @@ ITEM_FILES = PREDICTION_FILES = SCORE_FILES = _TABLE_FILES
 VALIDATION_PATH = Path("reports/validation.json")
 # predict: what the run did (requests sent, cache hits, wall time); differs between identical runs
 PREDICT_RUN_PATH = Path("reports/predict_run.json")
+# score: what a user compares (the DVC metrics file), the breakdowns, where the numbers came from
 METRICS_PATH = Path("reports/metrics.json")
+BREAKDOWN_PATH = Path("reports/breakdown.json")
+PROVENANCE_PATH = Path("reports/provenance.json")
 PLOTS_DIR = Path("reports/plots")
 PLOT_FILES = {TRACK_N: "rimo_n_by_domain.csv", TRACK_P: "rimo_p_by_parts.csv"}
 

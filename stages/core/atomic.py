@@ -85,13 +85,16 @@ def write_text(target: str | os.PathLike[str], text: str) -> None:
     write_bytes(target, text.encode("utf-8"))
 
 
-def dumps_json(obj: Any) -> str:
-    """Stable JSON: sorted keys, fixed indent, trailing newline (diff- and hash-friendly)."""
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+def dumps_json(obj: Any, *, sort_keys: bool = True) -> str:
+    """Stable JSON: sorted keys, fixed indent, trailing newline (diff- and hash-friendly).
+    ``sort_keys=False`` keeps a deterministic insertion order that readers see (metrics.json
+    puts its headline first, and ``dvc exp show`` shows columns in file order)."""
+    return json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False,
+                      allow_nan=False) + "\n"
 
 
-def write_json(target: str | os.PathLike[str], obj: Any) -> None:
-    write_text(target, dumps_json(obj))
+def write_json(target: str | os.PathLike[str], obj: Any, *, sort_keys: bool = True) -> None:
+    write_text(target, dumps_json(obj, sort_keys=sort_keys))
 
 
 def write_with(target: str | os.PathLike[str], writer: Callable[[Path], None]) -> None:

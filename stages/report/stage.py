@@ -34,6 +34,8 @@ INPUTS: dict[str, tuple[Path, str]] = {
     "scores_n_path": (A.scores_path(TRACK_N), "score"),
     "scores_p_path": (A.scores_path(TRACK_P), "score"),
     "metrics_path": (A.METRICS_PATH, "score"),
+    "breakdown_path": (A.BREAKDOWN_PATH, "score"),
+    "provenance_path": (A.PROVENANCE_PATH, "score"),
     "validation_path": (A.VALIDATION_PATH, "validate"),
     "judge_path": (A.JUDGE_METRICS_PATH, "judge"),
     "judge_calibration_path": (A.JUDGE_CALIBRATION_PATH, "judge --calibrate"),

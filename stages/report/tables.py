@@ -16,6 +16,7 @@ import pandas as pd
 
 from stages.core.errors import StageError
 from stages.core.hashing import canonical_json, sha256_file
+from stages.core.metrics_files import read_all
 from stages.core.tracks import TRACK_N, TRACK_P
 
 MAX_TEXT = 2000  # characters of model text shown per failure; the full text is in the predictions
@@ -28,6 +29,14 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise StageError(f"{path}: expected a JSON object")
     return data
+
+
+def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.PathLike[str],
+                 provenance_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The score stage's three files as one block (per-track ``ci``, breakdowns, provenance)."""
+    for path in (metrics_path, breakdown_path, provenance_path):
+        read_json(path)  # each must be there and a JSON object, with this module's error
+    return read_all(metrics_path, breakdown_path, provenance_path)
 
 
 def absent(value: Any) -> bool:

@@ -8,11 +8,20 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from stages.core.artifacts import METRICS_PATH, PLOTS_DIR, SCORE_FILES, SCORES_DIR
+from stages.core.artifacts import (
+    BREAKDOWN_PATH,
+    METRICS_PATH,
+    PLOTS_DIR,
+    PROVENANCE_PATH,
+    SCORE_FILES,
+    SCORES_DIR,
+)
 from stages.core.atomic import write_json, write_text
 from stages.core.config import Params
 from stages.core.errors import IntegrityError, StageError
+from stages.core.hashing import sha256_file
 from stages.core.items import ITEMS_DIR, items_path, read_items_frame
+from stages.core.metrics_files import POINTER_KEY, pointer, split
 from stages.core.predictions import (
     PREDICTIONS_DIR,
     STATUS_OK,
@@ -130,8 +139,12 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
 
 def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
           scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
-          plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``params`` is the whole params file; only its upstream pin goes into the provenance."""
+          plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None,
+          breakdown_path: Path | None = None, provenance_path: Path | None = None
+          ) -> dict[str, Any]:
+    """``params`` is the whole params file; only its upstream pin goes into the provenance.
+    The breakdown and provenance files sit beside ``metrics_path`` unless given. Returns the
+    joined block (stages.core.metrics_files.join's shape)."""
     boot = bootstrap_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
@@ -147,14 +160,22 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     for name, text in plot_tables(metrics).items():
         write_text(plots_dir / name, text)
     # After the scores are written, so the block can name their hashes too.
-    metrics["provenance"] = build_provenance(
+    provenance = build_provenance(
         inputs=[*(items_path(t, items_dir) for t in TRACKS),
                 *(predictions_path(t, preds_dir) for t in TRACKS)],
         outputs=[scores_dir / SCORE_FILES[t] for t in TRACKS],
         predictions=preds, score_params={"bootstrap": boot},
         fetch_cfg=(params or {}).get("fetch"))
-    write_json(metrics_path, metrics)
-    return metrics
+    metrics_path = Path(metrics_path)
+    breakdown_path = breakdown_path or metrics_path.parent / BREAKDOWN_PATH.name
+    provenance_path = provenance_path or metrics_path.parent / PROVENANCE_PATH.name
+    view, breakdown = split(metrics)
+    write_json(breakdown_path, breakdown)
+    write_json(provenance_path, provenance)
+    # Last, naming the provenance it belongs to: a copied metrics.json still points to it.
+    view[POINTER_KEY] = pointer(sha256_file(provenance_path), PROVENANCE_PATH)
+    write_json(metrics_path, view, sort_keys=False)
+    return {**metrics, "provenance": provenance}
 
 
 def run(params: Params) -> None:

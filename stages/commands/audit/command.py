@@ -3,11 +3,11 @@ the pinned upstream files?
 
 Each metric is recomputed from the per-item scores, the scores from the predictions and items,
 and every artifact is checked three ways: its md5 against dvc.lock (what DVC recorded when the
-stage ran), its sha256 against the provenance block of metrics.json (what the score stage saw),
-and its content against the step before it (item content hashes, prediction item hashes and
-fingerprint, the upstream sha256 pinned in params). Any break fails the audit and names the
-file that broke. The checks live in lock, content, recompute and provenance; this module
-chains them and builds the per-metric chains that render shows.
+stage ran), its sha256 against reports/provenance.json (what the score stage saw; metrics.json
+names that file and its sha256), and its content against the step before it (item content
+hashes, prediction item hashes and fingerprint, the upstream sha256 pinned in params). Any break
+fails the audit and names the file that broke. The checks live in lock, content, recompute and
+provenance; this module chains them and builds the per-metric chains that render shows.
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ from stages.commands.audit.recompute import (
 )
 from stages.commands.audit.render import AuditReport, Link
 from stages.core.artifacts import (
+    BREAKDOWN_PATH,
     LOCK_PATH,
     METRICS_PATH,
+    PROVENANCE_PATH,
     RAW_DIR,
     UPSTREAM_FILES,
     items_path,
@@ -56,6 +58,7 @@ from stages.core.artifacts import (
 )
 from stages.core.errors import DataError
 from stages.core.hashing import sha256_file
+from stages.core.metrics_files import POINTER_KEY, pointer, split
 from stages.core.missing import require_outputs
 from stages.core.provenance import predictions_identity
 from stages.core.provenance import upstream_pin as make_upstream_pin
@@ -63,17 +66,35 @@ from stages.core.tracks import TRACK_N, TRACKS
 from stages.score.metrics import bootstrap_params
 
 
-def _read_metrics(root: Path) -> dict[str, Any]:
-    shown = METRICS_PATH.as_posix()
-    if not (root / METRICS_PATH).is_file():
-        raise DataError(f"{shown}: not found (run `dvc repro` first)")
+def _read_json(root: Path, path: Path, required: bool = True) -> dict[str, Any] | None:
+    shown = path.as_posix()
+    if not (root / path).is_file():
+        if required:
+            raise DataError(f"{shown}: not found (run `dvc repro` first)")
+        return None
     try:
-        metrics = json.loads((root / METRICS_PATH).read_text(encoding="utf-8"))
+        data = json.loads((root / path).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise DataError(f"{shown}: not valid JSON: {exc}") from exc
-    if not isinstance(metrics, dict):
+    if not isinstance(data, dict):
         raise DataError(f"{shown}: not a JSON object")
-    return metrics
+    return data
+
+
+def _read_metrics(root: Path) -> dict[str, Any]:
+    return _read_json(root, METRICS_PATH) or {}
+
+
+def _check_pointer(ledger: Ledger, root: Path, metrics: Mapping[str, Any],
+                   prov_found: bool) -> None:
+    """metrics.json's [path, sha256] names the provenance file as it is on disk."""
+    where = METRICS_PATH.as_posix()
+    want = pointer(sha256_file(root / PROVENANCE_PATH)) if prov_found else None
+    got = metrics.get(POINTER_KEY)
+    ledger.verdict(want is not None and got == want, "provenance.pointer", where,
+                   f"{where}: names {PROVENANCE_PATH.as_posix()} and its sha256",
+                   f"{where}: {POINTER_KEY} is {got!r}, the provenance file on disk is "
+                   f"{want!r} (edited, or not from the same score run)")
 
 
 def _check_lock_chain(ledger: Ledger, root: Path, shown: Mapping[str, dict[str, str]],
@@ -109,6 +130,9 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     root = Path(root)
     metrics_shown = METRICS_PATH.as_posix()
     metrics = _read_metrics(root)
+    breakdown = _read_json(root, BREAKDOWN_PATH, required=False)
+    prov = _read_json(root, PROVENANCE_PATH, required=False)
+    breakdown_shown, prov_shown = BREAKDOWN_PATH.as_posix(), PROVENANCE_PATH.as_posix()
     params = params or {}
     ledger = Ledger()
     pin = make_upstream_pin(params.get("fetch"))
@@ -136,13 +160,21 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
         fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot,
                                   preds if all(preds[t] is not None for t in TRACKS) else None,
                                   params)
-        results = check_metrics(ledger, metrics, fresh, metrics_shown,
-                                {t: shown[t]["scores"] for t in TRACKS})
+        # Each file against its part of the fresh block, so a break names the file.
+        fresh_metrics, fresh_breakdown = split(fresh)
+        sources = {t: shown[t]["scores"] for t in TRACKS}
+        results = check_metrics(ledger, metrics, fresh_metrics, metrics_shown, sources)
+        if breakdown is None:
+            ledger.broke("metrics.recompute", breakdown_shown, f"{breakdown_shown}: not found "
+                         f"(written by the score stage: rerun `dvc repro -f -s score`)")
+        else:
+            results += check_metrics(ledger, breakdown, fresh_breakdown, breakdown_shown,
+                                     sources)
         check_plots(ledger, root, fresh)
     check_judge(ledger, root, boot)
     identities = {t: predictions_identity(preds[t]) for t in TRACKS if preds[t] is not None}
-    prov = metrics.get("provenance")
-    check_provenance(ledger, root, prov, metrics_shown,
+    _check_pointer(ledger, root, metrics, prov is not None)
+    check_provenance(ledger, root, prov, prov_shown,
                      expected_inputs=[shown[t][k] for k in ("items", "predictions")
                                       for t in TRACKS],
                      expected_outputs=[shown[t]["scores"] for t in TRACKS],
@@ -150,7 +182,8 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
 
     chains = build_chains(root, lock, shown, identities, pin, raw)
     _attach(chains, ledger)
-    metric_level = [c for c in ledger.breaks if c.path == metrics_shown]
+    metric_level = [c for c in ledger.breaks
+                    if c.path in (metrics_shown, breakdown_shown, prov_shown)]
     for m in results:
         m.ok = m.recomputes and not metric_level and all(
             link.ok for t in m.tracks for link in chains[t])

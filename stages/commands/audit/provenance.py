@@ -1,4 +1,4 @@
-"""The provenance block of metrics.json against the files and params it describes."""
+"""reports/provenance.json against the files and params it describes."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def check_provenance(ledger: Ledger, root: Path, prov: Any, where: str, *,
                      pin: Mapping[str, Any] | None, score_params: Mapping[str, Any]) -> None:
     """Each part of the block is its own check: one ok or one break per part."""
     if not isinstance(prov, dict):
-        ledger.broke("provenance.block", where, f"{where}: no provenance block (written by an "
-                     f"older score stage: rerun `dvc repro -f -s score`)")
+        ledger.broke("provenance.block", where, f"{where}: not found (written by the score "
+                     f"stage: rerun `dvc repro -f -s score`)")
         return
     ledger.ok("provenance.block", where, f"{where}: has a provenance block")
     _listed_files(ledger, root, prov, where, {"inputs": expected_inputs,

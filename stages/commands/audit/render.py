@@ -7,6 +7,7 @@ from typing import Any
 
 from stages.commands.audit.ledger import Ledger, shown
 from stages.commands.audit.recompute import MetricResult
+from stages.core.artifacts import PROVENANCE_PATH
 from stages.core.tracks import HEADLINE, TRACKS
 
 
@@ -92,7 +93,7 @@ class AuditReport:
         prov = self.provenance or {}
         git = prov.get("git") or {}
         if prov:
-            lines.append(f"{self.metrics_path} provenance: commit {git.get('commit')}"
+            lines.append(f"{PROVENANCE_PATH.as_posix()}: commit {git.get('commit')}"
                          f"{' (sources dirty)' if git.get('dirty') else ''}, params fingerprint "
                          f"{str(prov.get('params_fingerprint'))[:12]}, packages "
                          + ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))

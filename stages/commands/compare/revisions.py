@@ -15,8 +15,15 @@ from typing import Any
 
 import pandas as pd
 
-from stages.core.artifacts import JUDGE_METRICS_PATH, METRICS_PATH, scores_path
+from stages.core.artifacts import (
+    BREAKDOWN_PATH,
+    JUDGE_METRICS_PATH,
+    METRICS_PATH,
+    PROVENANCE_PATH,
+    scores_path,
+)
 from stages.core.errors import ConfigError, DataError
+from stages.core.metrics_files import join
 from stages.core.tracks import TRACKS
 
 WORKSPACE = "workspace"
@@ -88,12 +95,20 @@ def load_side(root: Path, revision: Revision) -> Side:
                             f"pipeline run and its results committed there, and is the DVC "
                             f"cache complete (`dvc pull`, `dvc exp pull`)?") from exc
 
-    try:
+    def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
+        if not required and not fs.exists(path.as_posix()):
+            return None  # a revision from before the breakdown and provenance files
         try:
-            metrics = json.loads(read(METRICS_PATH))
+            data = json.loads(read(path))
         except ValueError as exc:
-            raise DataError(f"{METRICS_PATH.as_posix()} at {where}: not valid JSON: {exc}"
-                            ) from exc
+            raise DataError(f"{path.as_posix()} at {where}: not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise DataError(f"{path.as_posix()} at {where}: expected a JSON object")
+        return data
+
+    try:
+        metrics = join(read_json(METRICS_PATH) or {}, read_json(BREAKDOWN_PATH, False),
+                       read_json(PROVENANCE_PATH, False))
         scores = {t: pd.read_parquet(io.BytesIO(read(scores_path(t)))) for t in TRACKS}
         # The opt-in judge's metrics exist only where the judge ran.
         judge = json.loads(read(JUDGE_METRICS_PATH)) if fs.exists(

@@ -1,0 +1,119 @@
+"""``rimo-eval summary``: what ``make repro`` ends with, in a dozen lines.
+
+The headline metrics with their intervals, whether the run was a sample, which backend made the
+predictions, and where the report and the metrics files are. Read from the artifacts alone
+(metrics.json, the predictions tables), so it describes the run, not today's params.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stages.core.artifacts import (
+    BREAKDOWN_PATH,
+    METRICS_PATH,
+    PROVENANCE_PATH,
+    REPORT_HTML,
+    predictions_path,
+)
+from stages.core.errors import DataError
+from stages.core.metrics_files import read_object
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+
+# (track, key, label): the rows of the headline block, RIMO-N's one metric then RIMO-P's three.
+ROWS = ((TRACK_N, "accuracy", "accuracy"), (TRACK_P, "prefix_score", "prefix score"),
+        (TRACK_P, "strict", "strict"), (TRACK_P, "sub_problem_accuracy", "sub-problem accuracy"))
+
+
+def pct(x: Any) -> str:
+    return "-" if not isinstance(x, int | float) or isinstance(x, bool) else f"{100 * x:.1f}%"
+
+
+def interval(block: Mapping[str, Any], track: str, key: str) -> str:
+    low, high = (("ci_low", "ci_high") if track == TRACK_N and key == "accuracy"
+                 else (f"{key}_ci_low", f"{key}_ci_high"))
+    if block.get(low) is None or block.get(high) is None:
+        return "(no interval)"
+    return f"[{pct(block[low])}, {pct(block[high])}]"
+
+
+def run_line(sample: Mapping[str, Any]) -> str:
+    evaluated, total = sample.get("evaluated") or {}, sample.get("total") or {}
+    counts = ", ".join(f"{evaluated.get(t, '?')}/{total.get(t, '?')} {t}" for t in TRACKS)
+    if sample.get("is_sample"):
+        return (f"run: SAMPLE of {counts} items (predict.limit {sample.get('limit')}, seed "
+                f"{sample.get('seed')})\n  the full run: dvc exp run -S predict.limit=null")
+    return f"run: full benchmark, {counts} items"
+
+
+def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
+    """Backend and fingerprint from the predictions tables; the model name from the params."""
+    seen: set[str] = set()
+    for track in TRACKS:
+        path = root / predictions_path(track)
+        if path.is_file():
+            frame = pd.read_parquet(path, columns=["backend", "fingerprint"])
+            seen |= {f"{b} (fingerprint {str(f)[:12]})"
+                     for b, f in zip(frame["backend"], frame["fingerprint"], strict=True)}
+    if not seen:
+        return "backend: unknown (no predictions tables: `dvc pull` brings them)"
+    line = f"backend: {', '.join(sorted(seen))}"
+    predict = (params or {}).get("predict") or {}
+    backend = predict.get("backend")
+    model = (predict.get(backend) or {}).get("model") if isinstance(backend, str) else None
+    if model and all(s.startswith(f"{backend} ") for s in seen):
+        line += f", model {model}"
+    return line
+
+
+def samples_line(metrics: Mapping[str, Any]) -> str | None:
+    n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
+    k = n.get("k") or p.get("k")
+    if not k:
+        return None
+    mean_n, mean_p = n.get("mean_at_k") or {}, p.get("mean_at_k") or {}
+    return (f"k = {k} samples: RIMO-N mean@k {pct(mean_n.get('accuracy'))}, pass@k "
+            f"{pct(n.get('pass_at_k'))}, maj@k {pct(n.get('maj_at_k'))}; RIMO-P mean@k prefix "
+            f"{pct(mean_p.get('prefix_score'))}, pass@k strict {pct(p.get('pass_at_k'))}")
+
+
+def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> str:
+    path = root / METRICS_PATH
+    if not path.is_file():
+        raise DataError(f"{METRICS_PATH.as_posix()}: not found (run `dvc repro`, or `dvc pull` "
+                        f"for a colleague's run)")
+    metrics = read_object(path)
+    n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
+    lines = [run_line(metrics.get("sample") or {}), backend_line(root, params)]
+    for track, key, label in ROWS:
+        block = n if track == TRACK_N else p
+        lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "
+                     f"95% {interval(block, track, key)}")
+    lines.append(f"  {TRACK_N}: {n.get('correct', '?')}/{n.get('n', '?')} correct, "
+                 f"{n.get('missing', '?')} missing, {n.get('errors', '?')} errors (count wrong)")
+    lines.append(f"  {TRACK_P}: {p.get('n', '?')} gradable, {p.get('ungradable', '?')} "
+                 f"ungradable (left out), {p.get('missing', '?')} missing, "
+                 f"{p.get('errors', '?')} errors")
+    extra = samples_line(metrics)
+    if extra:
+        lines.append(extra)
+    report = (REPORT_HTML.as_posix() if (root / REPORT_HTML).is_file()
+              else f"{REPORT_HTML.as_posix()} (not built yet: dvc repro)")
+    lines += [f"report: {report}",
+              f"files: {METRICS_PATH.as_posix()} (dvc metrics show), "
+              f"{BREAKDOWN_PATH.as_posix()}, {PROVENANCE_PATH.as_posix()} (rimo-eval audit)",
+              "compare experiments: dvc exp show --only-changed; rimo-eval compare A B"]
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+    print(summary(Path("."), params), end="")
+    return 0
+
+
+__all__ = ["main", "summary"]

@@ -1,0 +1,165 @@
+"""DVC's own views of two replay experiments, in a 120-column terminal: `dvc exp show` with the
+README's flags, `dvc metrics diff`, and the `rimo-eval summary` that `make repro` ends with.
+
+Everything runs through the real DVC CLI in a throwaway repo; the terminal is a real pty of 120
+columns, so rich lays the table out as it would for a user.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import termios
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.core.tracks import TRACK_N, TRACK_P
+from tests.conftest import REPO_ROOT
+from tests.pipeline_repo import BIN, env, make_repo, sh
+
+pytestmark = pytest.mark.slow
+
+WIDTH = 120
+# The README's recommended view (tests/test_dvc_views.py keeps the two in step).
+KEEP = r"Experiment|RIMO-N\.(accuracy|n)$|RIMO-P\.(prefix_score|strict|n)$"
+EXP_SHOW = ["dvc", "exp", "show", "--drop", ".*", "--keep", KEEP]
+EXPS = {"exp-a": 20, "exp-b": 40}  # name: predict.limit
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    repo = make_repo(tmp_path_factory.mktemp("views") / "repo", mirror_dir,
+                     predict={"backend": "replay", "limit": None})
+    sh(repo, "dvc", "repro", "score")
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-qm", "baseline")
+    for name, limit in EXPS.items():
+        sh(repo, "dvc", "exp", "run", "-n", name, "score", "-S", f"predict.limit={limit}")
+    return repo
+
+
+def in_terminal(repo: Path, args: list[str], columns: int = WIDTH) -> list[str]:
+    """``args`` with its stdout on a pty of ``columns`` columns; the lines, escapes removed."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    # A pager would wait for a key press: none, whatever the command's own flags.
+    proc = subprocess.Popen(args, cwd=repo, env={**env(), "COLUMNS": str(columns),
+                                                 "DVC_PAGER": "cat"},
+                            stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read().decode() if proc.stderr else ""
+    text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "")
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def check_table(lines: list[str]) -> None:
+    assert lines and all(len(line) <= WIDTH for line in lines), [len(x) for x in lines]
+    header = next(line for line in lines if "Experiment" in line)
+    for column in (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score", f"{TRACK_P}.strict"):
+        assert column in header, header
+    assert "…" not in "\n".join(lines)  # no column was collapsed away
+    for name in EXPS:
+        assert any(f"[{name}]" in line for line in lines), name
+
+
+def test_readme_recommends_the_tested_view() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"dvc exp show --drop '.*' --keep '{KEEP}'" in readme
+
+
+def test_exp_show_fits_120_columns_in_a_terminal(repo: Path) -> None:
+    check_table(in_terminal(repo, [*EXP_SHOW, "--no-pager"]))
+
+
+def test_exp_show_fits_120_columns_when_piped(repo: Path) -> None:
+    # Piped, rich does not shrink anything: the view itself must be narrow enough.
+    check_table([ln for ln in sh(repo, *EXP_SHOW).stdout.split("\n") if ln.strip()])
+
+
+def test_exp_show_columns_lead_with_the_headline(repo: Path) -> None:
+    """Unfiltered, the metric columns are metrics.json's own keys in file order: the headline
+    first, no breakdown, no provenance hash, no run facts."""
+    rows = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
+    workspace = next(r for r in rows if r["rev"] == "workspace")
+    files = workspace["data"]["metrics"]
+    assert list(files) == ["reports/metrics.json"]
+    data = files["reports/metrics.json"]["data"]
+    assert list(data[TRACK_N])[:3] == ["accuracy", "ci_low", "ci_high"]
+    assert list(data[TRACK_P])[:3] == ["prefix_score", "strict", "sub_problem_accuracy"]
+    assert "provenance" not in data and "by_domain" not in json.dumps(data)
+
+
+def _numbers(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def test_metrics_diff_between_two_experiments_lists_only_numbers(repo: Path) -> None:
+    diff = json.loads(sh(repo, "dvc", "metrics", "diff", "exp-a", "exp-b", "--json").stdout)
+    assert list(diff) == ["reports/metrics.json"]
+    changed = diff["reports/metrics.json"]
+    assert f"{TRACK_N}.n" in changed and f"{TRACK_P}.n" in changed
+    assert changed[f"{TRACK_N}.n"] == {"old": 20, "new": 40, "diff": 20}
+    for key, entry in changed.items():
+        assert _numbers(entry["old"]) and _numbers(entry["new"]) and "diff" in entry, key
+    assert not any("provenance" in k or "by_" in k for k in changed)
+    # The table form, as a user reads it: one row per metric, nothing wider than the terminal.
+    table = in_terminal(repo, ["dvc", "metrics", "diff", "exp-a", "exp-b"])
+    assert all(len(line) <= WIDTH for line in table)
+    assert any(f"{TRACK_N}.n" in line for line in table)
+
+
+def summary_lines(repo: Path) -> list[str]:
+    out = sh(repo, str(BIN / "rimo-eval"), "summary").stdout
+    lines = out.rstrip("\n").split("\n")
+    assert len(lines) <= 15 and all(len(line) <= WIDTH for line in lines), lines
+    return lines
+
+
+def test_summary_is_short_and_names_run_backend_and_report(repo: Path) -> None:
+    # The workspace holds the last experiment run: exp-b, a sample.
+    lines = summary_lines(repo)
+    metrics = json.loads((repo / "reports/metrics.json").read_text(encoding="utf-8"))
+    n, p = metrics[TRACK_N], metrics[TRACK_P]
+    assert lines[0] == ("run: SAMPLE of 40/335 RIMO-N, 40/456 RIMO-P items (predict.limit 40, "
+                        "seed 0)")
+    assert lines[1] == "  the full run: dvc exp run -S predict.limit=null"
+    assert lines[2].startswith("backend: replay (fingerprint ")
+    acc = next(line for line in lines if "RIMO-N accuracy" in line)
+    assert f"{100 * n['accuracy']:.1f}%" in acc
+    assert f"95% [{100 * n['ci_low']:.1f}%, {100 * n['ci_high']:.1f}%]" in acc
+    prefix = next(line for line in lines if "RIMO-P prefix score" in line)
+    assert (f"95% [{100 * p['prefix_score_ci_low']:.1f}%, "
+            f"{100 * p['prefix_score_ci_high']:.1f}%]") in prefix
+    assert any(line.startswith("report: reports/report.html") for line in lines)
+    assert any(f"{TRACK_P}: {p['n']} gradable, {p['ungradable']} ungradable" in line
+               for line in lines)
+    # The baseline commit is a full run, and says so.
+    sh(repo, "git", "checkout", "--", ".")
+    sh(repo, "dvc", "checkout", "predict", "score")  # the report stage never ran here
+    full = json.loads((repo / "reports/metrics.json").read_text(encoding="utf-8"))
+    assert summary_lines(repo)[0] == (f"run: full benchmark, {full[TRACK_N]['n']}/335 RIMO-N, "
+                                      f"456/456 RIMO-P items")
+
+
+def test_summary_without_metrics_names_the_file(tmp_path: Path) -> None:
+    proc = sh(tmp_path, str(BIN / "rimo-eval"), "summary", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "reports/metrics.json: not found (run `dvc repro`, or `dvc pull`" in proc.stderr
