@@ -100,7 +100,8 @@ def test_exp_show_columns_lead_with_the_headline(repo: Path) -> None:
     rows = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
     workspace = next(r for r in rows if r["rev"] == "workspace")
     files = workspace["data"]["metrics"]
-    assert list(files) == ["reports/metrics.json"]
+    # metrics.json leads; the only other metrics file is the opt-in judge's own.
+    assert list(files) == ["reports/metrics.json", "reports/judge.json"]
     data = files["reports/metrics.json"]["data"]
     assert list(data[TRACK_N])[:3] == ["accuracy", "ci_low", "ci_high"]
     assert list(data[TRACK_P])[:3] == ["prefix_score", "strict", "sub_problem_accuracy"]
