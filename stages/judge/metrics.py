@@ -22,29 +22,14 @@ import pandas as pd
 
 from stages.core.tracks import TRACK_P
 from stages.judge.parse import CORRECT, UNPARSABLE
+from stages.score.grading import leading_matches
+from stages.score.metrics import ratio, rounded
 from stages.score.statistics import bootstrap
 
 ERROR = "error"  # the request failed after its retries
 MISSING = "missing"  # no candidate text for the part: not sent, incorrect (as upstream)
 RATES = ("prefix_score", "strict", "sub_problem_accuracy")
 COUNTS = ("n", "samples", "sub_problems", "unparsable", "errors", "missing")
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(float(x), 6)
-
-
-def _ratio(num: float, den: float) -> float | None:
-    return _round(num / den) if den else None
-
-
-def _leading(flags: list[bool]) -> int:
-    count = 0
-    for ok in flags:
-        if not ok:
-            break
-        count += 1
-    return count
 
 
 def proof_scores(table: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +39,7 @@ def proof_scores(table: pd.DataFrame) -> pd.DataFrame:
     for (pid, sample), group in ordered.groupby(["problem_id", "sample"], sort=True):
         flags = [v == CORRECT for v in group["verdict"]]
         parts = int(group["number_of_parts"].iloc[0])
-        prefix = _leading(flags)
+        prefix = leading_matches(flags)
         rows.append({"problem_id": pid, "sample": int(sample), "parts": parts,
                      "correct": sum(flags), "prefix_len": prefix,
                      "strict": parts > 0 and prefix == parts,
@@ -81,9 +66,9 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
                     "sub_problem_accuracy": (correct, parts)},
                    int(boot["samples"]), int(boot["seed"]), float(boot["confidence"]))
     return {
-        "prefix_score": _ratio(prefix.sum(), n),
-        "strict": _ratio(strict.sum(), n),
-        "sub_problem_accuracy": _ratio(correct.sum(), parts.sum()),
+        "prefix_score": ratio(prefix.sum(), n),
+        "strict": ratio(strict.sum(), n),
+        "sub_problem_accuracy": ratio(correct.sum(), parts.sum()),
         "n": n,
         "samples": int(proofs.groupby("problem_id")["sample"].nunique().max()) if n else 0,
         "sub_problems": len(table),
@@ -91,7 +76,7 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
         "errors": int((table["verdict"] == ERROR).sum()),
         "missing": int((table["verdict"] == MISSING).sum()),
         # On the parts exact match calls correct: how often the judge agrees.
-        "agreement_with_exact_match": _ratio((agree["verdict"] == CORRECT).sum(), len(agree)),
+        "agreement_with_exact_match": ratio((agree["verdict"] == CORRECT).sum(), len(agree)),
         "agreement_n": len(agree),
         "ci": {k: v or {"low": None, "high": None} for k, v in ci.items()},
     }
@@ -131,7 +116,7 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, A
         va, vb = ja.get(key), jb.get(key)
         numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
         rows.append({"name": f"{TRACK_P}.judge.{key}", "a": va, "b": vb,
-                     "delta": _round(vb - va) if numbers and key not in COUNTS
+                     "delta": rounded(vb - va) if numbers and key not in COUNTS
                      else (vb - va if numbers else None),
                      "rate": key in RATES or key == "agreement_with_exact_match",
                      "ci": None, "paired_delta": None})
