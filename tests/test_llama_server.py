@@ -25,7 +25,7 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from tests.pipeline_repo import make_repo, sh
 from tests.test_local_model import _need
 
-# Over 3 minutes on the shared 2 cores: not in `make test`, run by .ci/run (-m llama_server).
+# 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server]
 MAX_TOKENS = 48
 
