@@ -291,31 +291,40 @@ json.dump({p.problem_id + (f"#{p.sample}" if p.sample else ""): [p.status, p.pre
 """
 
 
-def test_resume_after_sigkill_sends_no_answered_request_twice(server: ChatServer,
-                                                              tmp_path: Path) -> None:
-    items = [*gold_items(16), *(p_item(f"p{i}", ["A", "B", "C"]) for i in range(4))]
-    total_requests = 16 + 4 * 3
-    config = make_config(server, tmp_path, concurrency=4, timeout_s=60.0)
+def kill_when_stalled(server: ChatServer, tmp_path: Path, config: dict[str, Any],
+                      items: list[Item], answers: int
+                      ) -> tuple[list[str], dict[str, str], list[Any]]:
+    """Run DRIVER (concurrency 4) in a subprocess; after ``answers`` replies every request
+    hangs, and once each answer is cached and all 4 slots hang, kill -9 it. Returns the argv
+    and env to rerun the driver, and the requests hanging at the kill."""
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
     (tmp_path / "driver.py").write_text(DRIVER)
     argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "config.json"),
             str(tmp_path / "items.json"), str(tmp_path / "out.json")]
     env = {**os.environ, KEY_ENV: SECRET}
-
-    server.hang_after = 10  # after 10 answers every request hangs: the client stalls mid-way
+    server.hang_after = answers  # the client stalls mid-way
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while True:  # wait until every answer is cached and all 4 slots hang: then kill -9
+    while True:
         hanging = [r for r in server.records if r.outcome == "hanging"]
         busy = [r for r in server.records if r.outcome == "pending"]
         if (len(hanging) == 4 and not busy
-                and len(cache_files(config)) == len(server.ok_records()) >= 10):
+                and len(cache_files(config)) == len(server.ok_records()) >= answers):
             break
         assert proc.poll() is None and time.monotonic() < deadline, "client never stalled"
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    return argv, env, hanging
+
+
+def test_resume_after_sigkill_sends_no_answered_request_twice(server: ChatServer,
+                                                              tmp_path: Path) -> None:
+    items = [*gold_items(16), *(p_item(f"p{i}", ["A", "B", "C"]) for i in range(4))]
+    total_requests = 16 + 4 * 3
+    config = make_config(server, tmp_path, concurrency=4, timeout_s=60.0)
+    argv, env, hanging = kill_when_stalled(server, tmp_path, config, items, 10)
     hung = {r.key for r in hanging}  # in flight at the kill, never answered
     answered_before = len(server.ok_records())
     assert 10 <= answered_before < total_requests

@@ -192,39 +192,16 @@ def test_run_stats_count_sent_and_cached(server: ChatServer, tmp_path: Path) -> 
 
 def test_resume_after_sigkill_works_per_sample(server: ChatServer, tmp_path: Path) -> None:
     import json
-    import os
-    import signal
     import subprocess
-    import sys
-    import time
-    from dataclasses import asdict
 
-    from tests.test_openai_backend import DRIVER, KEY_ENV, SECRET, cache_files
+    from tests.test_openai_backend import kill_when_stalled
 
     items = [*gold_items(6), *(p_item(f"p{i}", ["A", "B"]) for i in range(2))]
     k, total = 3, 3 * (6 + 2 * 2)
     # A seed makes the k requests of an item differ in body, so the server can tell them apart.
     config = {**make_config(server, tmp_path, concurrency=4, timeout_s=60.0, seed=0),
               "samples": k}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
-    (tmp_path / "driver.py").write_text(DRIVER)
-    argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "config.json"),
-            str(tmp_path / "items.json"), str(tmp_path / "out.json")]
-    env = {**os.environ, KEY_ENV: SECRET}
-    server.hang_after = 12
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:  # every answer cached, all 4 slots hanging: kill -9 there
-        hanging = [r for r in server.records if r.outcome == "hanging"]
-        busy = [r for r in server.records if r.outcome == "pending"]
-        if (len(hanging) == 4 and not busy
-                and len(cache_files(config)) == len(server.ok_records()) >= 12):
-            break
-        assert proc.poll() is None and time.monotonic() < deadline, "client never stalled"
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    argv, env, _hanging = kill_when_stalled(server, tmp_path, config, items, 12)
     assert 12 <= len(server.ok_records()) < total
 
     server.hang_after = None
