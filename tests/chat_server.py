@@ -189,6 +189,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # the default 5 drops SYNs when 64+ clients connect at once
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing an idle keep-alive connection with a reset (aiohttp does, at
+        # session close) is routine, not a server error worth a traceback.
+        if not isinstance(sys.exc_info()[1], ConnectionResetError):
+            super().handle_error(request, client_address)
+
 
 def _directives(prompt: str) -> dict[str, str]:
     return {m.group(1): m.group(2) or "" for m in _DIRECTIVE.finditer(prompt)}

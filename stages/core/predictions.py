@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -17,6 +16,9 @@ from stages.core.hashing import canonical_json, fingerprint
 from stages.core.items import Item
 from stages.core.tables import write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STATUS_OK = "ok"
 STATUS_MISSING = "missing"  # the backend has no prediction for the item (counted wrong)
@@ -120,6 +122,8 @@ def read_run_id(path: str | os.PathLike[str]) -> str | None:
 
 def read_predictions(track: str, out_dir: str | os.PathLike[str] = PREDICTIONS_DIR
                      ) -> pd.DataFrame:
+    import pandas as pd  # lazily: predict writes tables with pyarrow and needs no pandas
+
     path = predictions_path(track, out_dir)
     if not path.exists():
         raise DataError(f"{path}: predictions not found (run the predict stage first)")

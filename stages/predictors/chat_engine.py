@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import sys
 import time
 from abc import abstractmethod
@@ -47,7 +48,7 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
 from stages.predictors.base import STATUS_ERROR, Prediction, Predictor
 from stages.predictors.breaker import DEFAULT_WINDOW, CircuitBreaker
-from stages.predictors.cache import ResponseCache, request_key
+from stages.predictors.cache import SYNC_EVERY_S, ResponseCache, request_key
 from stages.predictors.progress import DEFAULT_STALL_WARNING_S, Progress
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 from stages.predictors.replies import USAGE_KEYS, read_reply, sum_parts
@@ -177,6 +178,7 @@ class _Run:
 
     async def all(self) -> list[Prediction]:
         self.bar.start()
+        syncer = asyncio.create_task(self.sync_every(SYNC_EVERY_S))
         try:
             async with asyncio.TaskGroup() as group:  # a StageError cancels the other items
                 # Longest chains first (the semaphore is FIFO): a 4-part RIMO-P item started
@@ -188,7 +190,20 @@ class _Run:
         except ExceptionGroup as failed:
             stage_errors = [e for e in failed.exceptions if isinstance(e, StageError)]
             raise (stage_errors or failed.exceptions)[0] from None
+        finally:  # what was cached is made durable even when the stage stops
+            syncer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await syncer
+            await asyncio.to_thread(self.cache.sync)
         return [t.result() for t in tasks]
+
+    async def sync_every(self, interval_s: float) -> None:
+        """fsync the new cache entries in batches, off the event loop (``cache.sync``)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            paths = self.cache.take_unsynced()
+            if paths:  # shielded: a cancelled run still finishes the batch it took
+                await asyncio.shield(asyncio.to_thread(self.cache.sync, paths))
 
     def close(self) -> dict[str, Any]:
         self.bar.close()
@@ -273,8 +288,8 @@ class _Run:
             raise
         self.bar.end(token)
         self.breaker.success()
-        # fsync off the event loop; awaited, so an item is done only once its reply is durable
-        await asyncio.to_thread(self.cache.put, key, payload, reply.to_json())
+        # Stored before anything else runs: a kill from here on never re-sends this request.
+        self.cache.put(key, payload, reply.to_json())
         return reply
 
     async def rimo_n(self, item: Item, sample: int) -> Prediction:

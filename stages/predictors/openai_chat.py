@@ -21,13 +21,10 @@ to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 import os
-import ssl
-import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from tenacity import (
@@ -43,6 +40,7 @@ from stages.predictors import probe
 from stages.predictors.breaker import DEFAULT_WINDOW
 from stages.predictors.cache import DEFAULT_CACHE_DIR
 from stages.predictors.chat_engine import ChatPredictor, require
+from stages.predictors.openai_http import OpenAIHTTP
 from stages.predictors.openai_replies import (
     SAMPLING_KEYS,
     MalformedResponse,
@@ -55,14 +53,10 @@ from stages.predictors.progress import DEFAULT_STALL_WARNING_S
 from stages.predictors.redact import DUMMY_API_KEY, Redactor
 from stages.predictors.transport import ChatReply, ChatTransport, TransportError
 
-if TYPE_CHECKING:
-    import openai
-
-# ``openai`` is imported on the first request, not with this module: it is a good part of the
-# process's start-up, and a run whose replies are all cached sends nothing.
+# ``openai`` is imported only when a request fails (``openai_http``): it is a good part of the
+# process's start-up, and a clean run never needs it.
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
-_SLOTS_PER_CLIENT = 8
 _CONNECT_TIMEOUT_S = 10.0  # reaching a server is quick even when its reply takes many minutes
 _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
@@ -113,6 +107,18 @@ def is_retryable(exc: BaseException) -> bool:
                       | json.JSONDecodeError)
 
 
+def _is_connection_error(exc: BaseException) -> bool:
+    import openai
+
+    return isinstance(exc, openai.APIConnectionError)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import openai
+
+    return isinstance(exc, openai.APITimeoutError)
+
+
 def _retry_after_s(exc: BaseException | None) -> float | None:
     response = getattr(exc, "response", None)
     value = response.headers.get("retry-after") if response is not None else None
@@ -123,7 +129,7 @@ def _retry_after_s(exc: BaseException | None) -> float | None:
 
 
 class OpenAITransport(ChatTransport):
-    """``AsyncOpenAI`` with its own retries off: ``send`` retries instead."""
+    """Requests through ``openai_http`` (the official client's errors), retried here."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         s = settings
@@ -136,38 +142,12 @@ class OpenAITransport(ChatTransport):
         self._wait = wait_random_exponential(multiplier=float(s["backoff_initial_s"]),
                                              max=float(s["backoff_max_s"]))
         self._backoff_max = float(s["backoff_max_s"])
-        self._key = resolve_api_key(s["api_key_env"], self.base_url)
-        self._redact = Redactor(self._key)
+        key = resolve_api_key(s["api_key_env"], self.base_url)
+        self._redact = Redactor(key)
         self._timeout_s = float(s["timeout_s"])
         self._fatal: StageError | None = None
-        self._clients: list[openai.AsyncOpenAI] = []
-        self._slots: asyncio.Queue[openai.AsyncOpenAI] | None = None
-
-    def _start(self) -> asyncio.Queue[openai.AsyncOpenAI]:
-        """The clients, made on first use (inside the running loop)."""
-        if self._slots is not None:
-            return self._slots
-        import openai
-
-        # The client's aiohttp transport (``openai.DefaultAioHttpClient``, the documented
-        # ``openai[aiohttp]`` option) instead of httpcore: a third less CPU per request at 64
-        # connections, the same client, errors and retries above it. Several clients, each
-        # serving at most _SLOTS_PER_CLIENT requests at a time: measured cheaper than one pool
-        # of 64 connections (benchmarks/README.md).
-        # Over plain http one shared TLS context (used only if redirected to https) spares each
-        # client loading the CA store; https keeps the client's own defaults.
-        shared_tls = ssl.create_default_context() if self.base_url.startswith("http:") else None
-        timeout = openai.Timeout(self._timeout_s,
-                                 connect=min(_CONNECT_TIMEOUT_S, self._timeout_s))
-        clients = [openai.AsyncOpenAI(
-            api_key=self._key, base_url=self.base_url, timeout=timeout, max_retries=0,
-            http_client=openai.DefaultAioHttpClient(verify=shared_tls or True),
-        ) for _ in range(-(-self.concurrency // _SLOTS_PER_CLIENT))]
-        self._clients = clients
-        self._slots = asyncio.Queue()
-        for i in range(self.concurrency):
-            self._slots.put_nowait(clients[i % len(clients)])
-        return self._slots
+        self._http = OpenAIHTTP(self.base_url, key, self._timeout_s,
+                                min(_CONNECT_TIMEOUT_S, self._timeout_s), self.concurrency)
 
     def endpoint(self) -> dict[str, Any]:
         # base_url is part of the key: a model name alone ("default", "gpt-oss") does not say
@@ -200,8 +180,6 @@ class OpenAITransport(ChatTransport):
             raise
 
     async def _send(self, request: dict[str, Any]) -> ChatReply:
-        import openai
-
         body = dict(request)
         body.update(body.pop("extra_body", None) or {})  # as the client merges extra_body
         attempt = 0
@@ -212,37 +190,38 @@ class OpenAITransport(ChatTransport):
                 with retrying:
                     attempt = retrying.retry_state.attempt_number
                     return self._scrub(await self._post(body))
-        except openai.APIStatusError as exc:
+        except Exception as exc:
+            error = self._final_error(exc, attempt, request)
+            if error is exc:
+                raise
+            raise error from None
+        raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
+
+    def _final_error(self, exc: Exception, attempt: int, request: dict[str, Any]) -> Exception:
+        """What a request that failed for good raises: ``StageError`` for a configuration
+        that fails every item, else ``TransportError`` (``exc`` itself if it is a bug)."""
+        import openai  # only once something failed: a clean run never imports it
+
+        if isinstance(exc, openai.APIStatusError):
             if exc.status_code in _FATAL_STATUS:
-                raise StageError(f"{self.base_url}: HTTP {exc.status_code} "
-                                 f"{_FATAL_STATUS[exc.status_code]}: "
-                                 f"{self._redact(str(exc))[:300]}") from None
+                return StageError(f"{self.base_url}: HTTP {exc.status_code} "
+                                  f"{_FATAL_STATUS[exc.status_code]}: "
+                                  f"{self._redact(str(exc))[:300]}")
             param = rejected_parameter(exc, request)
             if param is not None:
-                raise StageError(
+                return StageError(
                     f"{self.base_url}: HTTP {exc.status_code}: the server rejects the request "
                     f"parameter '{param}'; change or null {params_key(param, request)} in "
                     f"params.yaml (null: not sent). Server said: "
-                    f"{self._redact(str(exc))[:300]}") from None
+                    f"{self._redact(str(exc))[:300]}")
             kind = "context_length" if context_length_error(exc) else None
-            raise self._failed(exc, attempt, kind) from None
-        except (openai.OpenAIError, MalformedResponse, ValueError) as exc:
-            raise self._failed(exc, attempt) from None
-        raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
+            return self._failed(exc, attempt, kind)
+        if isinstance(exc, openai.OpenAIError | MalformedResponse | ValueError):
+            return self._failed(exc, attempt)
+        return exc
 
     async def _post(self, body: dict[str, Any]) -> ChatReply:
-        import httpx2
-
-        slots = self._start()
-        client = await slots.get()
-        try:
-            started = time.perf_counter()
-            response = await client.post("/chat/completions", body=body,
-                                         cast_to=httpx2.Response)
-            latency = time.perf_counter() - started
-        finally:
-            slots.put_nowait(client)
-        return parse_completion(json.loads(response.content), latency)
+        return parse_completion(*await self._http.post_json("/chat/completions", body))
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
         """A server may echo the key in any string field; none of them may reach the cache."""
@@ -269,19 +248,13 @@ class OpenAITransport(ChatTransport):
         return error
 
     async def probe(self) -> None:
-        import openai
-
-        self._start()
         wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
-        client = self._clients[0].with_options(timeout=wait, max_retries=0)
-        await probe.probe_endpoint(
-            client.models.list, self.base_url, wait,
-            is_connection_error=lambda e: isinstance(e, openai.APIConnectionError),
-            is_timeout=lambda e: isinstance(e, openai.APITimeoutError))
+        await probe.probe_endpoint(lambda: self._http.get("/models", wait), self.base_url,
+                                   wait, is_connection_error=_is_connection_error,
+                                   is_timeout=_is_timeout)
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.close()
+        await self._http.aclose()
 
 
 class OpenAIPredictor(ChatPredictor):
