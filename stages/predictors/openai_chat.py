@@ -1,12 +1,12 @@
 """``predict.backend: openai`` - any OpenAI-compatible chat-completions server.
 
 The transport behind the shared engine (``chat_engine.ChatPredictor``, which holds the
-prompting, extraction, cache and RIMO-P chaining): ``AsyncOpenAI`` clients, retried here (429,
-408/409, 5xx, timeouts, dropped connections and garbled bodies are retried with full jitter,
-honouring ``Retry-After``). Requests go through the client's documented raw ``post`` with
-``cast_to=httpx2.Response``: the same HTTP stack, status errors and exception types as
-``chat.completions.create``, without its per-request TypedDict transform and pydantic models,
-which were a quarter of the engine's CPU at 64 connections. A request that still fails after
+prompting, extraction, cache and RIMO-P chaining): requests go through ``openai_http``
+(aiohttp directly, raising the official client's own exception types, messages and
+``Retry-After`` headers), retried here with tenacity (429, 408/409, 5xx, timeouts, dropped
+connections and garbled bodies are retried with full jitter, honouring ``Retry-After``). The
+official ``AsyncOpenAI`` stack was about five times aiohttp's CPU per request at 64
+connections (benchmarks/README.md). A request that still fails after
 its retries marks only its item ``error``; configuration failures that would fail every item
 (401, 403, 404) stop the stage with a ``StageError``, and so does a 400 that names a request
 parameter the server rejects (``max_tokens`` or ``temperature`` on an OpenAI reasoning model):
