@@ -71,7 +71,7 @@ def read_items_frame(track: str, items_dir: str | os.PathLike[str] = ITEMS_DIR) 
     return pd.read_parquet(_existing(track, items_dir))
 
 
-def rows_to_items(rows: Iterable[dict[str, Any]]) -> list[Item]:
+def _rows_to_items(rows: Iterable[dict[str, Any]]) -> list[Item]:
     items = []
     for row in rows:
         track = row["track"]
@@ -90,13 +90,9 @@ def rows_to_items(rows: Iterable[dict[str, Any]]) -> list[Item]:
     return items
 
 
-def frame_to_items(frame: pd.DataFrame) -> list[Item]:
-    return rows_to_items(frame.to_dict("records"))
-
-
 def load_items(track: str, items_dir: str | os.PathLike[str] = ITEMS_DIR) -> list[Item]:
     # pyarrow alone (ParquetFile: read_table imports pyarrow.dataset, which imports pandas):
     # predict needs no pandas, whose import was a fifth of a fast run.
     import pyarrow.parquet as pq
 
-    return rows_to_items(pq.ParquetFile(_existing(track, items_dir)).read().to_pylist())
+    return _rows_to_items(pq.ParquetFile(_existing(track, items_dir)).read().to_pylist())

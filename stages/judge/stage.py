@@ -27,7 +27,7 @@ from stages.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, s
 from stages.core.atomic import write_json, write_with
 from stages.core.config import Params
 from stages.core.errors import DataError
-from stages.core.items import ITEMS_DIR, Item, frame_to_items, read_items_frame
+from stages.core.items import ITEMS_DIR, Item, load_items
 from stages.core.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
 from stages.core.tracks import TRACK_P
 from stages.judge import chat
@@ -101,7 +101,7 @@ def _check_same_items(items: dict[str, Item], frame: pd.DataFrame, path: Path) -
 def build_rows(cfg: Mapping[str, Any], items_dir: Path, preds_dir: Path, scores_dir: Path
                ) -> tuple[list[dict[str, Any]], int]:
     """The judge table's rows (sorted) and the number of ungradable items left out."""
-    items = {it.problem_id: it for it in frame_to_items(read_items_frame(TRACK_P, items_dir))}
+    items = {it.problem_id: it for it in load_items(TRACK_P, items_dir)}
     preds = read_predictions(TRACK_P, preds_dir)
     _check_same_items(items, preds, preds_dir / "rimo_p.parquet")
     score_file = scores_path(TRACK_P, scores_dir)

@@ -111,7 +111,9 @@ class ResponseCache:
             with contextlib.suppress(FileNotFoundError):  # replaced by another writer
                 _fsync(path)
         folders = {p.parent for p in paths}
-        for folder in (folders | {self.root}) if folders and self.root else folders:
+        if folders and self.root is not None:
+            folders.add(self.root)  # a shard folder made since the last sync is an entry of it
+        for folder in folders:
             _fsync(folder)
 
     def _read(self, key: str) -> dict[str, Any] | None:

@@ -75,29 +75,24 @@ class OpenAIHTTP:
         ``json.JSONDecodeError``/``UnicodeDecodeError`` for a 2xx body that is not JSON."""
         data = json.dumps(body).encode("utf-8")
         started = time.perf_counter()
-        status, headers, raw = await self._request("POST", path, data, self._timeout)
-        latency = time.perf_counter() - started
-        if status >= 400:
-            raise self._status_error("POST", path, status, headers, raw)
-        return json.loads(raw), latency
+        raw = await self._request("POST", path, data, self._timeout)
+        return json.loads(raw), time.perf_counter() - started
 
     async def get(self, path: str, timeout_s: float) -> None:
         """``GET base_url+path``; raises as ``post_json`` does (the reply is not read)."""
-        timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=timeout_s)
-        status, headers, raw = await self._request("GET", path, None, timeout)
-        if status >= 400:
-            raise self._status_error("GET", path, status, headers, raw)
+        await self._request("GET", path, None,
+                            aiohttp.ClientTimeout(total=timeout_s, sock_connect=timeout_s))
 
     async def _request(self, method: str, path: str, data: bytes | None,
-                       timeout: aiohttp.ClientTimeout
-                       ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                       timeout: aiohttp.ClientTimeout) -> bytes:
+        """The body of a 2xx reply; any other status or failure as the official client's."""
         url = self.base_url + path
         try:
             session = self._open()
             async with session.request(method, url, data=data, headers=self._headers,
                                        timeout=timeout, allow_redirects=False,
                                        proxy=self._proxy[0], proxy_auth=self._proxy[1]) as resp:
-                return resp.status, list(resp.raw_headers), await resp.read()
+                status, headers, raw = resp.status, list(resp.raw_headers), await resp.read()
         except TimeoutError as exc:  # aiohttp's connect and read timeouts are TimeoutErrors
             import openai
 
@@ -106,8 +101,11 @@ class OpenAIHTTP:
             import openai
 
             raise openai.APIConnectionError(request=_request_of(method, url)) from exc
+        if status >= 400:
+            raise self._status_error(method, url, status, headers, raw)
+        return raw
 
-    def _status_error(self, method: str, path: str, status: int,
+    def _status_error(self, method: str, url: str, status: int,
                       headers: list[tuple[bytes, bytes]], raw: bytes) -> openai.APIStatusError:
         import httpx2
         import openai
@@ -116,7 +114,7 @@ class OpenAIHTTP:
             self._errors = openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url,
                                               max_retries=0)
         response = httpx2.Response(status, headers=headers, content=raw,
-                                   request=_request_of(method, self.base_url + path))
+                                   request=_request_of(method, url))
         # The client's own mapping (status -> exception class, "Error code: N - message",
         # .body/.code/.param), which its request methods apply to every failed response.
         return self._errors._make_status_error_from_response(response)
