@@ -7,13 +7,10 @@ runs, so they live there and never in the tables or in ``metrics.json``.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import sys
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,10 +162,9 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     print(f"predict: backend {backend} (fingerprint {fp[:12]}) on "
           + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
           + (f", {k} samples each" if k > 1 else ""), file=sys.stderr)
-    with _imported_meanwhile("pandas"):
-        started = time.monotonic()  # the backend's own time, without the import thread's start
-        preds = collect(predictor.predict(requested), requested, backend, k)
-        wall_s = time.monotonic() - started
+    started = time.monotonic()
+    preds = collect(predictor.predict(requested), requested, backend, k)
+    wall_s = time.monotonic() - started
     # Too many failed requests fail the stage here, before anything is written.
     errors = check_error_budget(preds.values(), params.allow_errors,
                                 "item samples" if k > 1 else "items")
@@ -187,24 +183,6 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
         write_json(run_path, run_facts)
     return {"fingerprint": fp, "run_id": run, "counts": counts, "errors": errors,
             "run": run_facts}
-
-
-@contextlib.contextmanager
-def _imported_meanwhile(module: str, after_s: float = 0.25) -> Iterator[None]:
-    """Import ``module`` in a thread while the backend waits on its model.
-
-    pyarrow imports pandas on its first conversion from Python objects (``build_table``): after
-    the last reply that was a fifth of a fast run's wall clock; here it overlaps the requests
-    in flight. It starts ``after_s`` in, once the first requests are out (before that it would
-    share the GIL with their setup), and not at all if the backend is done sooner. Not a
-    daemon: the interpreter never exits in the middle of an import.
-    """
-    timer = threading.Timer(after_s, importlib.import_module, args=(module,))
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
 
 
 def run_record(backend: str, fp: str, predictor: Predictor, sample: dict[str, list[Item]],

@@ -14,7 +14,7 @@ from stages.core.artifacts import PREDICTION_FILES, PREDICTIONS_DIR, predictions
 from stages.core.errors import DataError
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.items import Item
-from stages.core.tables import write_parquet
+from stages.core.tables import table_from_rows, write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def build_table(track: str, items: Sequence[Item],
                 "run_id": run,
             })
     schema = PREDICTION_SCHEMAS[track].with_metadata({RUN_ID_META: run.encode()})
-    return pa.Table.from_pylist(rows, schema=schema)
+    return table_from_rows(rows, schema)
 
 
 def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
