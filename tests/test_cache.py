@@ -1,4 +1,5 @@
-"""The response cache removes a killed writer's temporary file, never a live writer's."""
+"""The response cache removes a killed writer's temporary file, never a live writer's; its
+batched durability is one ``syncfs`` on Linux, an fsync per entry and folder elsewhere."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
+from stages.predictors import cache as cache_module
 from stages.predictors.cache import STALE_AFTER_S, ResponseCache, request_key
 from tests.conftest import REPO_ROOT
 
@@ -66,3 +70,42 @@ def test_a_live_writers_temp_file_is_kept_and_an_old_one_removed(tmp_path: Path)
     assert entry.exists()
     ResponseCache(None)  # a disabled cache touches nothing
     assert live.exists()
+
+
+def test_sync_is_one_syncfs_where_there_is_one_else_an_fsync_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    keys = [f"{i:02x}" * 32 for i in (1, 2, 3)]
+
+    def put_all() -> None:
+        for k in keys:
+            cache.put(k, {"q": k}, {"texts": [k]})
+
+    if sys.platform.startswith("linux"):
+        assert cache_module._libc() is not None  # the real call, on this machine
+        put_all()
+        cache.sync()
+        assert cache.take_unsynced() == []
+    synced: list[str] = []
+
+    class Libc:
+        def syncfs(self, fd: int) -> int:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc") else "?")
+            return 0
+
+    monkeypatch.setattr(cache_module, "_libc", lambda: Libc())
+    put_all()
+    cache.sync()
+    assert len(synced) == 1 and synced[0] in (str(root), "?")
+    cache.sync()  # nothing new: no call at all
+    assert len(synced) == 1
+
+    fsynced: list[Path] = []
+    monkeypatch.setattr(cache_module, "_libc", lambda: None)
+    monkeypatch.setattr(cache_module, "_fsync", fsynced.append)
+    put_all()
+    cache.sync()
+    entries = {cache.path(k) for k in keys}
+    assert sorted(fsynced) == sorted(entries | {p.parent for p in entries} | {root})
+    assert [cache.get(k, {"q": k}) for k in keys] == [{"texts": [k]} for k in keys]

@@ -9,13 +9,13 @@ miss, never a wrong answer. Entries are written atomically (temporary file, rena
 re-fetched and rewritten. Failed requests are never cached.
 
 Durability against a power cut is batched: ``put`` does not fsync (once per request it was
-most of the engine's system time at 64 connections); ``sync`` fsyncs everything written since
-the last call, and the engine calls it in a worker thread every ``SYNC_EVERY_S`` and once more
-before a run ends. A process kill loses nothing that ``put`` returned from (the entry is in the
-page cache); a power cut loses at most the entries of the last interval, and a torn one reads
-as a miss, so the worst case is a request sent again, never a wrong answer. The temporary
-file of a writer killed before its rename is removed when a cache is next opened (see
-``clean_stale``).
+most of the engine's system time at 64 connections); ``sync`` makes everything written since
+the last call durable (one ``syncfs`` on Linux, else an fsync per file and folder), and the
+engine calls it in a worker thread every ``SYNC_EVERY_S`` and once more before a run ends. A
+process kill loses nothing that ``put`` returned from (the entry is in the page cache); a power
+cut loses at most the entries of the last interval, and a torn one reads as a miss, so the
+worst case is a request sent again, never a wrong answer. The temporary file of a writer
+killed before its rename is removed when a cache is next opened (see ``clean_stale``).
 
 The folder lives outside DVC's outputs on purpose, so every ``dvc exp run`` shares it; a
 relative one is resolved against the main working tree, so queued runs share it too.
@@ -24,8 +24,11 @@ relative one is resolved against the main working tree, so queued runs share it 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -107,13 +110,15 @@ class ResponseCache:
         """fsync ``paths`` (default: everything written since the last ``take_unsynced``) and
         their folders, so that a power cut cannot take them back."""
         paths = self.take_unsynced() if paths is None else paths
+        if not paths or self.root is None:
+            return
+        if _syncfs(self.root):
+            return
         for path in paths:
             with contextlib.suppress(FileNotFoundError):  # replaced by another writer
                 _fsync(path)
-        folders = {p.parent for p in paths}
-        if folders and self.root is not None:
-            folders.add(self.root)  # a shard folder made since the last sync is an entry of it
-        for folder in folders:
+        # A shard folder made since the last sync is an entry of the root.
+        for folder in {p.parent for p in paths} | {self.root}:
             _fsync(folder)
 
     def _read(self, key: str) -> dict[str, Any] | None:
@@ -124,6 +129,34 @@ class ResponseCache:
         except (OSError, UnicodeDecodeError, ValueError):
             return None  # absent, unreadable or torn: a miss, rewritten after the request
         return entry if isinstance(entry, dict) else None
+
+
+def _syncfs(root: Path) -> bool:
+    """One ``syncfs(2)`` of the cache's filesystem, where it exists (Linux): the files and
+    folders of a batch become durable in one journal commit, where an fsync per file paid one
+    each (a tenth of a second at the end of a 64-connection run). False: not available."""
+    libc = _libc()
+    if libc is None:
+        return False
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs: {os.strerror(err)}", str(root))
+    finally:
+        os.close(fd)
+    return True
+
+
+@functools.cache
+def _libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc if hasattr(libc, "syncfs") else None
+    except OSError:
+        return None
 
 
 def _fsync(path: Path) -> None:
