@@ -1,5 +1,3 @@
-import sys
+from stages.cli import entry
 
-from stages.cli import main
-
-sys.exit(main())
+entry()
