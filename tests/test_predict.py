@@ -33,6 +33,32 @@ def test_builtin_backends_come_from_entry_points() -> None:
     assert predictor_class("oracle").name == "oracle"
 
 
+PLUGIN = """
+from stages.predictors.base import Prediction, Predictor
+
+class Echo(Predictor):
+    name = "echo"
+
+    def predict(self, items):
+        return [Prediction(it.track, it.problem_id, "echo") for it in items]
+"""
+
+
+def test_a_plugin_backend_is_found_and_cannot_take_a_builtin_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built-ins come from this package's own metadata; other names from every distribution."""
+    dist = tmp_path / "rimo_echo-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: rimo-echo\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[rimo_eval.predictors]\necho = rimo_echo:Echo\noracle = rimo_echo:Echo\n")
+    (tmp_path / "rimo_echo.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert predictor_class("echo").__module__ == "rimo_echo"
+    assert predictor_class("oracle").__module__ == "stages.predictors.oracle"
+    assert "echo" in available_backends()
+
+
 def test_unknown_backend_is_a_clear_error() -> None:
     with pytest.raises(StageError, match=r"'gpt-9' is not registered; known: .*oracle"):
         create_predictor("gpt-9")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from typing import Any
 
 from stages.core.config import PREDICTOR_GROUP
@@ -10,6 +10,7 @@ from stages.core.errors import ConfigError
 from stages.predictors.base import Predictor
 
 GROUP = PREDICTOR_GROUP  # defined with the params models, which admit plugin sections
+DISTRIBUTION = "rimo-eval"
 
 
 def _entry_points() -> dict[str, EntryPoint]:
@@ -20,8 +21,19 @@ def available_backends() -> list[str]:
     return sorted(_entry_points())
 
 
+def _own_entry_points() -> dict[str, EntryPoint]:
+    """The built-in backends, from this package's own metadata: one file, where the full
+    lookup reads every installed distribution's."""
+    try:
+        return {ep.name: ep for ep in distribution(DISTRIBUTION).entry_points.select(group=GROUP)}
+    except PackageNotFoundError:
+        return {}
+
+
 def predictor_class(name: str) -> type[Predictor]:
-    eps = _entry_points()
+    eps = _own_entry_points()
+    if name not in eps:  # a plugin's backend (a built-in name cannot be taken by one)
+        eps = _entry_points()
     if name not in eps:
         known = ", ".join(sorted(eps)) or "none (is rimo-eval installed?)"
         raise ConfigError(f"params.yaml: predict.backend '{name}' is not registered; "
