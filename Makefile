@@ -8,10 +8,16 @@ export DVC_NO_ANALYTICS := 1
 
 .PHONY: setup browser repro test lint clean
 
+# llama.cpp is built for AVX2 rather than for the build machine (GGML_NATIVE): on a CPU with
+# AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
+# segfaults in the first decode (ggml-org/llama.cpp#20824). No wheel cache, so a natively
+# built wheel from an earlier install is never reused.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
-	$(PY) -m pip install --quiet -e '.[test]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
