@@ -11,8 +11,10 @@ cache, parquet) on a cold response cache, against the bound
   (the c = 64 run again with every reply cached: nothing is sent);
 * a raw asyncio HTTP client at 64 connections: the ceiling of this server and machine;
 * peers on the very same prompts as independent samples: inspect_ai 0.3.285 (``openai-api``
-  provider, ``--max-connections``), installed by this script into ``benchmarks/.venvs/``,
-  never a project dependency. Independent samples are easier than chained RIMO-P parts.
+  provider, ``--max-connections``) and lm-eval 0.4.11 (``local-chat-completions``,
+  ``num_concurrent``; ``peer_lmeval``), each installed by this script into its own venv in
+  ``benchmarks/.venvs/``, never a project dependency. Independent samples are easier than
+  chained RIMO-P parts.
 
 The server runs in its own process so that it does not share the client's GIL. Wall-clock
 ratios depend on the machine's load: the header prints the load average.
@@ -44,6 +46,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from peer_lmeval import LMEVAL_VERSION, lmeval_venv, run_lmeval  # noqa: E402
 
 from stages.core.items import load_items  # noqa: E402
 from stages.core.tracks import TRACK_N, TRACKS  # noqa: E402
@@ -272,9 +277,9 @@ def throughput(args: argparse.Namespace) -> None:
             len(prompts) * lat / 64, "independent requests, no client library")
 
         peers: dict[str, tuple[float, float]] = {}
+        c1_prompts = cached_prompts(work / "cache-c1")
         exe = None if args.no_peers else inspect_venv()
         if exe is not None:
-            c1_prompts = cached_prompts(work / "cache-c1")
             p1 = run_inspect(exe, base_url, c1_prompts, 1, work)
             row(f"inspect_ai {INSPECT_VERSION} max_connections 1", len(c1_prompts), p1.wall_s,
                 c1_req * lat, "same c=1 prompts")
@@ -282,6 +287,15 @@ def throughput(args: argparse.Namespace) -> None:
             row(f"inspect_ai {INSPECT_VERSION} max_connections 64", len(prompts), p64.wall_s,
                 len(prompts) * lat / 64, f"independent samples; RSS {p64.rss_mib:.0f} MiB")
             peers["inspect_ai"] = (p1.wall_s, p64.wall_s)
+        lm_python = None if args.no_peers else lmeval_venv()
+        if lm_python is not None:
+            w1, _, n1 = run_lmeval(lm_python, base_url, c1_prompts, 1, work)
+            row(f"lm-eval {LMEVAL_VERSION} num_concurrent 1", n1, w1, c1_req * lat,
+                "same c=1 prompts")
+            w64, rss64, n64 = run_lmeval(lm_python, base_url, prompts, 64, work)
+            row(f"lm-eval {LMEVAL_VERSION} num_concurrent 64", n64, w64,
+                len(prompts) * lat / 64, f"independent samples; RSS {rss64:.0f} MiB")
+            peers["lm-eval"] = (w1, w64)
         print()
         peak = max(r.rss_mib for r in runs)
         print(f"peak RSS of predict at c=64: {peak:.0f} MiB (goal < 400 MiB)")
@@ -290,10 +304,12 @@ def throughput(args: argparse.Namespace) -> None:
         for name, (w1, w64) in peers.items():
             print(f"{name} / rimo-eval wall time: c=1 {w1 / c1.wall_s:.2f}x, "
                   f"c=64 {w64 / c64:.2f}x (goals: >= 1x at c=1, >= 4x at c=64)")
-        if not peers:
+        if peers:
+            fastest = min(peers, key=lambda name: peers[name][1])
+            print(f"fastest peer at c=64: {fastest}, {peers[fastest][1] / c64:.2f}x rimo-eval's "
+                  "wall time")
+        else:
             print("peers: skipped" + (" (--no-peers)" if args.no_peers else ""))
-        print("lm-eval: not run (local-chat-completions needs lm_eval[api], which pulls torch "
-              "and transformers: too big for this machine)")
 
 
 # --- the local backend ---------------------------------------------------------------------
@@ -338,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="c=64 runs (median)")
     parser.add_argument("--c1-limit", type=int, default=20,
                         help="items per track at c=1 (null: all; 5+ minutes at 200 ms)")
-    parser.add_argument("--no-peers", action="store_true", help="skip inspect_ai")
+    parser.add_argument("--no-peers", action="store_true", help="skip inspect_ai and lm-eval")
     parser.add_argument("--quick", action="store_true",
                         help="one c=64 run, 5 items per track at c=1, no peers")
     parser.add_argument("--local", type=int, metavar="K", help="time the local model instead")
