@@ -14,8 +14,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timed import run_timed
 
 LMEVAL_VERSION = "0.4.11"
 TORCH_VERSION = "2.13.0"  # on this disk as a CPU wheel; a bare "torch" would pull CUDA
@@ -78,18 +79,12 @@ def run_lmeval(python: Path, base_url: str, prompts: list[list[dict[str, str]]],
                "--model_args", model_args, "--tasks", "rimo_prompts",
                "--include_path", str(folder / "tasks"), "--apply_chat_template",
                "--batch_size", "1", "--output_path", str(folder / "out"), "--log_samples"]
-    started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"lm-eval failed:\n{out[-3000:]}")
+    done = run_timed(command, folder, env)
+    if done.returncode != 0:
+        raise RuntimeError(f"lm-eval failed:\n{done.output[-3000:]}")
     samples = list((folder / "out").rglob("samples_rimo_prompts_*.jsonl"))
     documents = sum(1 for p in samples for _ in p.open(encoding="utf-8"))
     if documents != len(prompts):
         raise RuntimeError(f"lm-eval evaluated {documents} of {len(prompts)} prompts:\n"
-                           f"{out[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, documents
+                           f"{done.output[-3000:]}")
+    return done.wall_s, done.rss_mib, documents

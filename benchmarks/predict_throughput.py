@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from peer_lmeval import LMEVAL_VERSION, lmeval_venv, run_lmeval  # noqa: E402
+from timed import run_timed  # noqa: E402
 
 from stages.core.items import load_items  # noqa: E402
 from stages.core.tracks import TRACK_N, TRACKS  # noqa: E402
@@ -106,19 +107,12 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
                          "allow_errors": 0.0, "openai": openai_cfg}
     (work / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "stages", "predict"], cwd=work, env=env,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"predict failed ({proc.returncode}):\n{err[-3000:]}")
+    done = run_timed([sys.executable, "-m", "stages", "predict"], work, env, stderr_only=True)
+    if done.returncode != 0:
+        raise SystemExit(f"predict failed ({done.returncode}):\n{done.output[-3000:]}")
     # The stage's own record of the run: requests sent and the time spent predicting.
     facts = json.loads((work / "reports/predict_run.json").read_text(encoding="utf-8"))
-    return Run(wall, usage.ru_maxrss / 1024, int(facts["requests_sent"]), float(facts["wall_s"]))
+    return Run(done.wall_s, done.rss_mib, int(facts["requests_sent"]), float(facts["wall_s"]))
 
 
 def requests_of(work: Path, limit: int | None) -> tuple[int, int]:
@@ -214,18 +208,11 @@ def run_inspect(exe: Path, base_url: str, prompts: list[list[dict[str, str]]],
            "BENCH_BASE_URL": base_url, "BENCH_API_KEY": "EMPTY",
            "INSPECT_LOG_DIR": str(folder / "logs"), "HOME": str(folder)}
     env.pop("PYTHONPATH", None)
-    started = time.perf_counter()
-    proc = subprocess.Popen([str(exe), "eval", "task.py", "--model", "openai-api/bench/bench",
-                             "--max-connections", str(connections), "--display", "none"],
-                            cwd=folder, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"inspect eval failed:\n{out[-2000:]}")
-    return Run(wall, usage.ru_maxrss / 1024, len(prompts))
+    done = run_timed([str(exe), "eval", "task.py", "--model", "openai-api/bench/bench",
+                      "--max-connections", str(connections), "--display", "none"], folder, env)
+    if done.returncode != 0:
+        raise RuntimeError(f"inspect eval failed:\n{done.output[-2000:]}")
+    return Run(done.wall_s, done.rss_mib, len(prompts))
 
 
 # --- the table -----------------------------------------------------------------------------
