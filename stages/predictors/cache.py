@@ -107,8 +107,9 @@ class ResponseCache:
         return taken
 
     def sync(self, paths: list[Path] | None = None) -> None:
-        """fsync ``paths`` (default: everything written since the last ``take_unsynced``) and
-        their folders, so that a power cut cannot take them back."""
+        """Make ``paths`` (default: everything written since the last ``take_unsynced``) and
+        their folders durable, so that a power cut cannot take them back: one ``syncfs`` of
+        the cache's filesystem where there is one, else an fsync per file and folder."""
         paths = self.take_unsynced() if paths is None else paths
         if not paths or self.root is None:
             return
