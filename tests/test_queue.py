@@ -6,7 +6,8 @@ test can count what queued runs send. The experiments:
 - baseline (``dvc repro`` in the workspace, model m-a): answers m-a into the workspace's
   response cache (the relative default ``.rimo_cache/responses``);
 - q-b, q-c (model m-b, different ``concurrency``, an operational knob): the same requests, run
-  by two queue workers at once, so both predict processes write one cache concurrently;
+  by the two queue workers, q-c starting while q-b may still be running, so both predict
+  processes may write one cache at once;
 - q-a (model m-a, another ``concurrency``): already answered by the workspace, so its queued
   run, in a temporary copy of the repo, must send 0 requests;
 - s-b (model m-b, ``cache_dir: null``, in the workspace): the sequential, uncached reference.
@@ -35,7 +36,10 @@ pytestmark = pytest.mark.slow
 
 KEY_ENV = "RIMO_QUEUE_TEST_KEY"
 LATENCY_S, MARGIN_S = 0.2, 0.5
-QUEUED = {"q-b": ("m-b", 4), "q-c": ("m-b", 3), "q-a": ("m-a", 2)}  # name: (model, concurrency)
+# name: (model, concurrency), in queue order. q-a (all cached, quick) runs beside q-b, so q-c
+# starts later and the two m-b runs do not end at the same instant: two experiments collected
+# at once by DVC 3.67's workers once lost one's ref (queue status Success, no refs/exps entry).
+QUEUED = {"q-b": ("m-b", 4), "q-a": ("m-a", 2), "q-c": ("m-b", 3)}
 
 
 def run(cwd: Path, *args: str, check: bool = True, timeout: float = 900
