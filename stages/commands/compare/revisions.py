@@ -79,43 +79,67 @@ class Side:
                 "commit": (prov.get("git") or {}).get("commit")}
 
 
-def load_side(root: Path, revision: Revision) -> Side:
-    from dvc.api import DVCFileSystem
-    from dvc.exceptions import DvcException
+class RunFiles:
+    """The files of one run, read through DVC at its revision: git for tracked files, the DVC
+    cache for outputs, so nothing is checked out and the workspace is left alone. Shared by
+    every command that reads several runs (compare, leaderboard, view, audit)."""
 
-    where = revision.label if revision.rev is None else f"{revision.label} ({revision.rev[:12]})"
-    fs = DVCFileSystem(os.fspath(root.resolve()), rev=revision.rev)
+    def __init__(self, root: Path, revision: Revision) -> None:
+        from dvc.api import DVCFileSystem
 
-    def read(path: Path) -> bytes:
+        self.revision = revision
+        self.where = (revision.label if revision.rev is None
+                      else f"{revision.label} ({revision.rev[:12]})")
+        self.fs = DVCFileSystem(os.fspath(root.resolve()), rev=revision.rev)
+
+    def __enter__(self) -> RunFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.fs.close()
+
+    def exists(self, path: Path) -> bool:
+        return bool(self.fs.exists(path.as_posix()))
+
+    def read_bytes(self, path: Path) -> bytes:
+        from dvc.exceptions import DvcException
+
         try:
-            return fs.read_bytes(path.as_posix())
+            return self.fs.read_bytes(path.as_posix())
         except (FileNotFoundError, DvcException) as exc:
             why = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
-            raise DataError(f"{path.as_posix()}: not readable at {where} ({why}): was the "
+            raise DataError(f"{path.as_posix()}: not readable at {self.where} ({why}): was the "
                             f"pipeline run and its results committed there, and is the DVC "
                             f"cache complete (`dvc pull`, `dvc exp pull`)?") from exc
 
-    def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
-        if not required and not fs.exists(path.as_posix()):
-            return None  # a revision from before the breakdown and provenance files
+    def read_json(self, path: Path, required: bool = True) -> dict[str, Any] | None:
+        """A JSON object; None for an optional file the revision does not have."""
+        if not required and not self.exists(path):
+            return None  # e.g. a revision from before the breakdown and provenance files
         try:
-            data = json.loads(read(path))
+            data = json.loads(self.read_bytes(path))
         except ValueError as exc:
-            raise DataError(f"{path.as_posix()} at {where}: not valid JSON: {exc}") from exc
+            raise DataError(f"{path.as_posix()} at {self.where}: not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
-            raise DataError(f"{path.as_posix()} at {where}: expected a JSON object")
+            raise DataError(f"{path.as_posix()} at {self.where}: expected a JSON object")
         return data
 
-    try:
-        metrics = join(read_json(METRICS_PATH) or {}, read_json(BREAKDOWN_PATH, False),
-                       read_json(PROVENANCE_PATH, False))
-        scores = {t: pd.read_parquet(io.BytesIO(read(scores_path(t)))) for t in TRACKS}
+    def read_parquet(self, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+        return pd.read_parquet(io.BytesIO(self.read_bytes(path)), columns=columns)
+
+
+def load_side(root: Path, revision: Revision) -> Side:
+    with RunFiles(root, revision) as files:
+        metrics = join(files.read_json(METRICS_PATH) or {},
+                       files.read_json(BREAKDOWN_PATH, False),
+                       files.read_json(PROVENANCE_PATH, False))
+        scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}
         # The opt-in judge's metrics exist only where the judge ran.
-        judge = json.loads(read(JUDGE_METRICS_PATH)) if fs.exists(
-            JUDGE_METRICS_PATH.as_posix()) else {}
-    finally:
-        fs.close()
+        judge = files.read_json(JUDGE_METRICS_PATH, False) or {}
     return Side(revision, metrics, scores, judge)
 
 
-__all__ = ["WORKSPACE", "Revision", "Side", "load_side", "resolve"]
+__all__ = ["WORKSPACE", "Revision", "RunFiles", "Side", "load_side", "resolve"]
