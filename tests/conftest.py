@@ -1,4 +1,4 @@
-"""Shared fixtures: the real upstream mirror and scratch copies of it."""
+"""Shared fixtures: the real upstream mirror, scratch copies of it, and one oracle pipeline run."""
 
 from __future__ import annotations
 
@@ -39,3 +39,30 @@ def raw_dir(tmp_path: Path, mirror_dir: Path) -> Path:
     for name in UPSTREAM_FILES:
         shutil.copyfile(mirror_dir / name, out / name)
     return out
+
+
+@pytest.fixture(scope="session")
+def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    """The project after a full ``dvc repro`` with the oracle backend over every item.
+
+    Built once per pytest run and shared by all xdist workers (a file lock in the run's common
+    temporary folder; the first worker builds, the others wait). Read it, never change it: a
+    test that changes a repo takes its own ``tests.pipeline_repo.copy_repo(oracle_run, ...)``.
+    """
+    from filelock import FileLock
+
+    from tests.pipeline_repo import make_repo, sh
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # each worker's basetemp sits in the run's shared folder
+    top = base / "oracle-run"
+    repo, built = top / "repo", top / "built"
+    with FileLock(str(base / "oracle-run.lock")):
+        if not built.exists():
+            shutil.rmtree(top, ignore_errors=True)  # debris of an attempt that failed
+            top.mkdir()
+            make_repo(repo, mirror_dir)
+            sh(repo, "dvc", "repro")
+            built.touch()
+    return repo

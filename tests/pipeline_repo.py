@@ -66,3 +66,20 @@ def make_repo(dest: Path, mirror: Path, predict: dict[str, Any] | None = None) -
     sh(dest, "git", "add", "-A")
     sh(dest, "git", "commit", "-qm", "test repo")
     return dest
+
+
+
+def copy_repo(src: Path, dest: Path) -> Path:
+    """A private copy of a built repo (git, workspace and DVC cache) that a test may change.
+
+    The workspace holds copies of the cache files, not links (cache.type is DVC's default
+    reflink,copy), so nothing in ``dest`` points back into ``src``. ``.dvc/tmp`` (locks, the
+    hash state keyed by inode) stays behind: DVC starts it afresh and rehashes what it checks.
+    """
+    dvc_tmp = (src / ".dvc" / "tmp").resolve()
+
+    def skip(folder: str, names: list[str]) -> list[str]:
+        return ["tmp"] if Path(folder).resolve() == dvc_tmp.parent else []
+
+    shutil.copytree(src, dest, symlinks=True, ignore=skip)
+    return dest

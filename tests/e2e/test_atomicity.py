@@ -1,6 +1,6 @@
 """Atomic artifacts: stages SIGKILLed at chosen and at random points never leave a torn file.
 
-One temporary git + DVC repo (tests.pipeline_repo.make_repo, then a full ``dvc repro`` with the
+One temporary git + DVC repo (a copy of the session's ``oracle_run``: a full ``dvc repro`` with the
 oracle) is shared by the module; its tests run in order and each leaves it consistent for the
 next. Kill points are exact: with ``RIMO_EVAL_TEST_PAUSE_BEFORE_REPLACE`` set, stages.atomic
 announces each publish on stderr and sleeps just before the rename, and the test SIGKILLs the
@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from stages.core.atomic import PAUSE_ENV
-from tests.pipeline_repo import env, make_repo, sh
+from tests.pipeline_repo import copy_repo, env, sh
 
 pytestmark = pytest.mark.slow
 
@@ -253,9 +253,8 @@ def timed(repo: Path, *cmd: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("atomic") / "repo", mirror_dir)
-    sh(repo, "dvc", "repro")
+def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
+    repo = copy_repo(oracle_run, tmp_path_factory.mktemp("atomic") / "repo")
     assert dvc_status(repo) == set()
     return repo
 

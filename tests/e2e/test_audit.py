@@ -37,7 +37,7 @@ from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predict import predict
 from stages.score.stage import SCORE_FILES, score
 from tests.factories import n_item, small_benchmark, write_items
-from tests.pipeline_repo import make_repo, sh
+from tests.pipeline_repo import copy_repo, sh
 
 BOOT = {"samples": 100, "seed": 0, "confidence": 0.95}
 FETCH = {"repo": "o/r", "revision": "abc", "folder": "RIMO", "mirrors": ["/x"],
@@ -256,9 +256,8 @@ def test_first_difference_names_the_leaf() -> None:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("audit") / "repo", mirror_dir)
-    sh(repo, "dvc", "repro")
+def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
+    repo = copy_repo(oracle_run, tmp_path_factory.mktemp("audit") / "repo")
     return repo
 
 

@@ -31,7 +31,7 @@ from stages.core.artifacts import (
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.score.stage import SCORE_SCHEMAS
-from tests.pipeline_repo import make_repo, sh
+from tests.pipeline_repo import copy_repo, sh
 
 PRED_N = predictions_path(TRACK_N).as_posix()
 TOUCHED = [LOCK_PATH, PARAMS_PATH, METRICS_PATH, BREAKDOWN_PATH, PROVENANCE_PATH,
@@ -40,9 +40,8 @@ TOUCHED = [LOCK_PATH, PARAMS_PATH, METRICS_PATH, BREAKDOWN_PATH, PROVENANCE_PATH
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("checks") / "repo", mirror_dir)
-    sh(repo, "dvc", "repro")
+def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
+    repo = copy_repo(oracle_run, tmp_path_factory.mktemp("checks") / "repo")
     return repo
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline_repo import make_repo, sh
+from tests.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +48,8 @@ def independent_metrics(gold_n: dict[str, str], gold_p: dict[str, list[str]],
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("e2e") / "repo", mirror_dir)
-    sh(repo, "dvc", "repro")
+def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
+    repo = copy_repo(oracle_run, tmp_path_factory.mktemp("e2e") / "repo")
     return repo
 
 
