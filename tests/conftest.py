@@ -1,14 +1,17 @@
-"""Shared fixtures: the real upstream mirror, scratch copies of it, and one oracle pipeline run."""
+"""Shared fixtures: the real upstream mirror and scratch copies of it, the loopback fake chat
+server, the fake API key, and one oracle pipeline run for the whole session."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stages.core.artifacts import UPSTREAM_NAMES
+from tests.chat_server import ChatServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_FILES = UPSTREAM_NAMES
@@ -40,6 +43,26 @@ def raw_dir(tmp_path: Path, mirror_dir: Path) -> Path:
         shutil.copyfile(mirror_dir / name, out / name)
     return out
 
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[ChatServer]:
+    """The loopback fake chat server (tests/chat_server.py), one per test. Its options come from
+    the closest ``@pytest.mark.chat_server(...)`` (a module's ``pytestmark`` or the test's)."""
+    marker = request.node.get_closest_marker("chat_server")
+    srv = ChatServer(**(marker.kwargs if marker else {})).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def _api_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``@pytest.mark.api_key(ENV, SECRET)``: the test runs with ENV=SECRET set, a fake key that
+    the tests then look for in every artifact, log and cache entry."""
+    marker = request.node.get_closest_marker("api_key")
+    if marker:
+        env, secret = marker.args
+        monkeypatch.setenv(env, secret)
 
 @pytest.fixture(scope="session")
 def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:

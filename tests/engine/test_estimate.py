@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,6 @@ from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark
 
 N_CALLS, P_CALLS = 4, 1 + 2 + 3 + 1  # small_benchmark: 4 RIMO-N items, RIMO-P parts 1, 2, 3, 1
-
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer().start()
-    yield srv
-    srv.stop()
 
 
 def project(tmp_path: Path, server: ChatServer, samples: int, **openai: Any) -> Path:

@@ -4,7 +4,6 @@ samples, disabled no-op, calibration, and the audit/compare helpers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,7 @@ from tests.judge_setup import (
 BOOT = {"bootstrap": {"samples": 200, "seed": 0, "confidence": 0.95}}
 
 
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer(hang_s=5.0).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, SECRET)
+pytestmark = [pytest.mark.chat_server(hang_s=5.0), pytest.mark.api_key(KEY_ENV, SECRET)]
 
 
 # --- parsing ---------------------------------------------------------------------------------

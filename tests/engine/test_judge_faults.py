@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,12 +26,7 @@ from tests.judge_setup import (
     write_params,
 )
 
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer(latency_s=0.02, hang_s=5.0).start()
-    yield srv
-    srv.stop()
+pytestmark = pytest.mark.chat_server(latency_s=0.02, hang_s=5.0)
 
 
 def cached_prompts(cache: Path) -> set[str]:

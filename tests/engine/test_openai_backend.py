@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,18 +30,7 @@ from tests.chat_server import ChatServer, echo_reply
 KEY_ENV = "RIMO_TEST_API_KEY"
 SECRET = "sk-rimo-test-7f3c9d2e1b5a4f60SECRET"
 
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer(hang_s=60.0).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv(KEY_ENV, SECRET)
-    return SECRET
+pytestmark = [pytest.mark.chat_server(hang_s=60.0), pytest.mark.api_key(KEY_ENV, SECRET)]
 
 
 def make_config(server: ChatServer, tmp_path: Path, **overrides: Any) -> dict[str, Any]:

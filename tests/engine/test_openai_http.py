@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -23,13 +22,6 @@ from stages.predictors.probe import connection_cause
 from tests.chat_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer().start()
-    yield srv
-    srv.stop()
 
 
 def post(base_url: str, prompt: str, key: str = "sk-test") -> tuple[object, float]:

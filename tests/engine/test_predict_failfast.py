@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,6 @@ from stages.predictors.progress import Progress
 from tests.chat_server import BlackHole, ChatServer
 from tests.factories import n_item as n_row
 from tests.factories import write_items
-
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer().start()
-    yield srv
-    srv.stop()
 
 
 def config(base_url: str, tmp_path: Path, **overrides: Any) -> dict[str, Any]:

@@ -213,16 +213,18 @@ class Stage:
         assert self.proc.wait(timeout=10) == -signal.SIGKILL
 
 
+pytestmark = pytest.mark.chat_server(latency_s=0.03, hang_s=3.0)
+
+
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer(latency_s=0.03, hang_s=3.0).start()
-    yield srv
+def server(server: ChatServer) -> Iterator[ChatServer]:
+    """The shared fake server, and no predict process left behind after the test."""
+    yield server
     while Stage.live:  # a failed test must not leave a predict process behind
         proc = Stage.live.pop()
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-    srv.stop()
 
 
 def test_predict_survives_faults_and_sigkill_loop(server: ChatServer, tmp_path: Path,

@@ -4,7 +4,6 @@ the stage, ``predict.samples`` and the token counts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,9 @@ from stages.core.items import Item
 from stages.predictors.base import Prediction
 from stages.predictors.openai_chat import OpenAIPredictor
 from tests.chat_server import ChatServer, echo_reply
-from tests.engine.test_openai_backend import (  # noqa: F401 - api_key: the autouse fixture
-    api_key,
+from tests.engine.test_openai_backend import (
+    KEY_ENV,
+    SECRET,
     gold_items,
     make_config,
     n_item,
@@ -23,12 +23,7 @@ from tests.engine.test_openai_backend import (  # noqa: F401 - api_key: the auto
     run,
 )
 
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    srv = ChatServer(hang_s=60.0).start()
-    yield srv
-    srv.stop()
+pytestmark = [pytest.mark.chat_server(hang_s=60.0), pytest.mark.api_key(KEY_ENV, SECRET)]
 
 
 def run_k(config: dict, items: list[Item], k: int) -> dict[tuple[str, int], Prediction]:
