@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup browser repro test lint clean
+.PHONY: setup browser repro test test-fast lint clean
 
 # llama.cpp is built for AVX2 rather than for the build machine (GGML_NATIVE): on a CPU with
 # AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
@@ -38,9 +38,21 @@ repro: $(STAMP)
 	dvc repro
 	rimo-eval summary
 
+# Two passes: what can share the machine on 2 xdist workers (each test file stays on one worker,
+# so a module's shared repo is built once), then the `serial` tests alone: kill loops, timed
+# limits, DVC's queue workers, SeaweedFS, the llama server. Flaky is worse than slow.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile
+
 test: $(STAMP) browser
 	ruff check .
-	pytest
+	$(PYTEST_PARALLEL) -m "not serial"
+	pytest -m "serial"
+
+# The edit loop: everything but the end-to-end tests marked `slow`.
+test-fast: $(STAMP)
+	$(PYTEST_PARALLEL) -m "not slow and not serial"
+	pytest -m "serial and not slow"
 
 lint: $(STAMP)
 	ruff check .

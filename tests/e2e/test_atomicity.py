@@ -37,7 +37,7 @@ import yaml
 from stages.core.atomic import PAUSE_ENV
 from tests.pipeline_repo import copy_repo, env, sh
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 MARKER = "rimo-eval test hook: before replace "
 IGNORED = ("__pycache__", ".pyc")  # .dvcignore

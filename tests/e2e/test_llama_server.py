@@ -26,7 +26,7 @@ from tests.engine.test_local_model import _need
 from tests.pipeline_repo import make_repo, sh
 
 # 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
-pytestmark = [pytest.mark.slow, pytest.mark.llama_server]
+pytestmark = [pytest.mark.slow, pytest.mark.llama_server, pytest.mark.serial]
 MAX_TOKENS = 48
 
 

@@ -32,7 +32,7 @@ from stages.predictors.cache import FORMAT
 from tests.chat_server import ChatServer
 from tests.pipeline_repo import env, make_repo
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 KEY_ENV = "RIMO_QUEUE_TEST_KEY"
 LATENCY_S, MARGIN_S = 0.2, 0.5

@@ -26,7 +26,7 @@ from tests.engine.test_secrets import key_forms
 from tests.pipeline_repo import env
 from tests.s3_server import S3Server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 EXPS = ("exp-y", "exp-z")
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")

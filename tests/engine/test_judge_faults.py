@@ -26,7 +26,7 @@ from tests.judge_setup import (
     write_params,
 )
 
-pytestmark = pytest.mark.chat_server(latency_s=0.02, hang_s=5.0)
+pytestmark = [pytest.mark.chat_server(latency_s=0.02, hang_s=5.0), pytest.mark.serial]
 
 
 def cached_prompts(cache: Path) -> set[str]:

@@ -110,6 +110,7 @@ def test_n_is_replaced_by_samples(server: ChatServer, tmp_path: Path) -> None:
 
 
 # --- retries and failures --------------------------------------------------------------------
+@pytest.mark.serial  # the hang case: every reply within a 0.5 s client timeout
 @pytest.mark.parametrize("fault", ["fail:429:2", "fail:503:3", "fail:500:1", "drop:2",
                                    "malformed:1", "empty:2", "hang:1"])
 def test_transient_faults_are_retried(server: ChatServer, tmp_path: Path, fault: str) -> None:
@@ -141,6 +142,7 @@ def test_persistent_failure_is_recorded_for_that_item_only(server: ChatServer,
     assert len(server.records) == 2
 
 
+@pytest.mark.serial  # the other replies must come within the 0.3 s client timeout
 def test_timeout_that_persists_is_an_error(server: ChatServer, tmp_path: Path) -> None:
     preds = run(make_config(server, tmp_path, timeout_s=0.3, max_retries=1),
                 [n_item("slow", "Slow [[hang:*]]"), *gold_items(2)])

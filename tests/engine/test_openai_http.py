@@ -87,6 +87,7 @@ def test_a_refused_connection_keeps_its_cause() -> None:
         f"connection refused at {base_url}: is the server running?")
 
 
+@pytest.mark.serial  # connects within a 0.3 s limit
 def test_a_hung_server_is_the_official_timeout(server: ChatServer) -> None:
     server.hang_s = 5.0
 

@@ -24,6 +24,10 @@ from tests.chat_server import BlackHole, ChatServer
 from tests.factories import n_item as n_row
 from tests.factories import write_items
 
+# Timed (a breaker that trips in seconds, a stall warning after 1 s) and a server revived on
+# its old port: kept apart from other tests (the serial pass).
+pytestmark = pytest.mark.serial
+
 
 def config(base_url: str, tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     return {"base_url": base_url, "model": "fake", "api_key_env": None,

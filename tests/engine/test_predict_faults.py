@@ -213,7 +213,7 @@ class Stage:
         assert self.proc.wait(timeout=10) == -signal.SIGKILL
 
 
-pytestmark = pytest.mark.chat_server(latency_s=0.03, hang_s=3.0)
+pytestmark = [pytest.mark.chat_server(latency_s=0.03, hang_s=3.0), pytest.mark.serial]
 
 
 @pytest.fixture
