@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import json
+import random
 import re
 import socket
 import sys
@@ -51,9 +53,44 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Test servers listen on ports below the kernel's ephemeral range. A Jupyter kernel (the report
+# stage) gets its five ports by binding port 0 and closing, and binds them a second later
+# (jupyter/jupyter_client#487); a server on the other xdist worker binding port 0 in that second
+# could take one and kill the kernel. Below the range, no port-0 bind or outgoing connection
+# ever lands; two test servers picking one port just try another.
+_PORTS = range(max(1024, _ephemeral_low() - 12000), _ephemeral_low())
+_random = random.SystemRandom()
+T = TypeVar("T")
+
+
+def bind_loopback(make: Callable[[tuple[str, int]], T]) -> T:
+    """``make(("127.0.0.1", port))`` (a server that binds in its constructor) on a free port."""
+    for _ in range(100):
+        try:
+            return make(("127.0.0.1", _random.choice(_PORTS)))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    raise RuntimeError(f"no free loopback port in {_PORTS}")
+
+
+def free_port() -> int:
+    """A loopback port free now, for a server process that binds it itself."""
+    with bind_loopback(socket.create_server) as sock:
+        return sock.getsockname()[1]
 
 
 def request_fingerprint(body: dict[str, Any]) -> str:
@@ -121,7 +158,9 @@ class ChatServer:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, port: int = 0) -> ChatServer:
         """``port``: reuse a dead server's port, so that the base URL (and cache keys) match."""
-        self._httpd = _Server(("127.0.0.1", port), _make_handler(self))
+        handler = _make_handler(self)
+        self._httpd = (_Server(("127.0.0.1", port), handler) if port
+                       else bind_loopback(lambda addr: _Server(addr, handler)))
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
         return self
@@ -351,7 +390,7 @@ class BlackHole:
     """Accepts TCP connections and never reads or answers: a wedged server."""
 
     def __init__(self) -> None:
-        self._sock = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self._sock = bind_loopback(lambda addr: socket.create_server(addr, backlog=1024))
         self._conns: list[socket.socket] = []
         self._stop = threading.Event()
 

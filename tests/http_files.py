@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.chat_server import bind_loopback
+
 
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
@@ -19,7 +21,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 def serve_directory(root: Path) -> Iterator[str]:
     """Serve ``root`` on a free loopback port; yield the base URL."""
     handler = functools.partial(_QuietHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = bind_loopback(lambda addr: ThreadingHTTPServer(addr, handler))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

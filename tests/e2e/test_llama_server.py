@@ -9,7 +9,6 @@ replies are then incoherent), so the server gets ``--chat_format gemma``: Gemma'
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,13 @@ import pytest
 
 from stages.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
 from stages.core.tracks import TRACK_N, TRACK_P
+from tests.chat_server import free_port
 from tests.engine.test_local_model import _need
 from tests.pipeline_repo import make_repo, sh
 
 # 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
-pytestmark = [pytest.mark.slow, pytest.mark.llama_server, pytest.mark.serial]
+pytestmark = [pytest.mark.slow, pytest.mark.llama_server]
 MAX_TOKENS = 48
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

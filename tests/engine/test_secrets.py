@@ -36,6 +36,7 @@ from tests.chat_server import (
     Record,
     _make_handler,
     _Server,
+    bind_loopback,
     prompt_text,
     request_fingerprint,
 )
@@ -173,7 +174,7 @@ class LeakyServer(ChatServer):
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
                 server._finish(rec, "ok", text)
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = bind_loopback(lambda addr: _Server(addr, Handler))
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
         return self
