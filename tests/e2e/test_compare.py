@@ -30,6 +30,7 @@ from stages.predict import predict
 from stages.score.stage import SCORE_FILES, score
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import make_repo, sh
+from tests.replay_files import replay_rows, write_jsonl
 
 # --- flips and the table on small real score tables --------------------------------------------
 
@@ -149,26 +150,6 @@ def test_duplicate_ids_in_a_scores_table_are_a_data_error(small_sides: tuple[Sid
 
 
 # --- end to end: branches and an experiment in a real repo -------------------------------------
-
-ReplayRows = list[dict[str, Any]]
-
-
-def replay_rows(gold_n: dict[str, str], gold_p: dict[str, list[str]], wrong_n: set[str],
-                missing_n: set[str], wrong_p: set[str]) -> ReplayRows:
-    rows: ReplayRows = []
-    for pid, ans in gold_n.items():
-        if pid not in missing_n:
-            rows.append({"track": TRACK_N, "problem_id": pid,
-                         "prediction": ans + "1" if pid in wrong_n else ans})
-    for pid, sols in gold_p.items():
-        pred = [*sols[:-1], "wrong"] if pid in wrong_p else list(sols)
-        rows.append({"track": TRACK_P, "problem_id": pid, "prediction": pred})
-    return rows
-
-
-def write_jsonl(path: Path, rows: ReplayRows) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
 
 def commit_all(repo: Path, message: str) -> None:
     sh(repo, "git", "add", "-A")

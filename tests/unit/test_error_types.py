@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stages.core.errors import ConfigError, DataError, IntegrityError
 from stages.fetch import FetchConfig, fetch
@@ -13,9 +14,9 @@ from stages.predict import collect, predict
 from stages.predictors import Prediction, create_predictor
 from stages.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
-from tests.unit.test_config import PARAMS
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
+PARAMS = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
 
 
 def test_config_problems_are_config_errors(tmp_path: Path) -> None:
