@@ -44,7 +44,6 @@ def raw_dir(tmp_path: Path, mirror_dir: Path) -> Path:
     return out
 
 
-
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[ChatServer]:
     """The loopback fake chat server (tests/chat_server.py), one per test. Its options come from
@@ -64,6 +63,7 @@ def _api_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         env, secret = marker.args
         monkeypatch.setenv(env, secret)
 
+
 @pytest.fixture(scope="session")
 def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     """The project after a full ``dvc repro`` with the oracle backend over every item.
@@ -74,7 +74,7 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Pa
     """
     from filelock import FileLock
 
-    from tests.pipeline_repo import make_repo, sh
+    from tests.pipeline_repo import make_repo, sh  # here: it imports this module
 
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):

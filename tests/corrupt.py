@@ -1,4 +1,4 @@
-"""Corrupted copies of the upstream files, for the bad-data suite (tests/test_bad_data.py).
+"""Corrupted copies of the upstream files, for the bad-data suite (tests/unit/test_bad_data.py).
 
 Each fault edits a writable copy of the four real files (the ``raw_dir`` fixture) in place and
 returns what the validate stage must report: the file, the line and/or problem_id, and the rule.

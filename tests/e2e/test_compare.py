@@ -1,6 +1,6 @@
 """``rimo-eval compare``: pairing, flips, tests, renderings, and the real git/DVC revisions.
 
-The statistics themselves (bootstrap, exact McNemar) are tested in tests/test_statistics.py.
+The statistics themselves (bootstrap, exact McNemar) are tested in tests/unit/test_statistics.py.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from tests.pipeline_repo import BIN, env, make_repo, sh
 pytestmark = pytest.mark.slow
 
 WIDTH = 120
-# The README's recommended view (tests/test_dvc_views.py keeps the two in step).
+# The README's recommended view (tests/e2e/test_dvc_views.py keeps the two in step).
 KEEP = r"Experiment|RIMO-N\.(accuracy|n)$|RIMO-P\.(prefix_score|strict|n)$"
 EXP_SHOW = ["dvc", "exp", "show", "--drop", ".*", "--keep", KEEP]
 EXPS = {"exp-a": 20, "exp-b": 40}  # name: predict.limit

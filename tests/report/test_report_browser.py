@@ -1,6 +1,6 @@
 """The rendered report in a real browser: headless Chromium driven by Selenium.
 
-tests/test_report.py checks the HTML as text; here a browser runs it. Model text carrying
+tests/report/test_report.py checks the HTML as text; here a browser runs it. Model text carrying
 ``<script>``, event handlers, an iframe, SVG, a javascript: link, MathJax and Markdown must show
 up as plain text: no dialog opens, no injected element exists in the DOM. Both charts must
 render (decoded images with real pixels in their colours), and a screenshot of the page must be

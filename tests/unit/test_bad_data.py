@@ -3,7 +3,7 @@
 Every fault in ``tests.corrupt.FAULTS`` must fail the validate stage with a StageError whose
 report names the file, the line and/or problem_id, and the rule, and must leave the item tables
 and the validation report of the previous good run byte-for-byte as they were. Single faults
-already covered by tests/test_validate.py are not repeated here.
+already covered by tests/unit/test_validate.py are not repeated here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each bad replay file is either a StageError naming file, line (and id) and rule, after which the
 previous predictions are byte-for-byte intact; or it is accepted with what it lacks recorded
 (status 'missing'), and then the score stage still counts every item: metrics ``n`` stays the
-item count (never a silently smaller denominator). Cases already in tests/test_predict.py
+item count (never a silently smaller denominator). Cases already in tests/unit/test_predict.py
 (duplicate and unknown ids, list/string type mix-ups, NaN, a CSV with other columns) are not
 repeated.
 """
