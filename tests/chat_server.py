@@ -130,7 +130,7 @@ class Record:
     started: float
     outcome: str = "pending"  # ok | http-CODE | drop | hanging/hang | malformed | empty | ...
     reply: str | None = None
-    finished: float | None = None
+    finished: float | None = None  # an answer: just before its first byte went out
 
 
 @dataclass
@@ -217,9 +217,11 @@ class ChatServer:
             threading.Thread(target=die, daemon=True).start()
         return True
 
-    def _finish(self, record: Record, outcome: str, reply: str | None = None) -> None:
+    def _finish(self, record: Record, outcome: str, reply: str | None = None,
+                at: float | None = None) -> None:
         with self._lock:
-            record.outcome, record.reply, record.finished = outcome, reply, time.monotonic()
+            record.outcome, record.reply = outcome, reply
+            record.finished = time.monotonic() if at is None else at
             if outcome == "ok":
                 self._answered += 1
 
@@ -359,13 +361,16 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 reasoning = f"Hmm, perhaps \\boxed{{{d['reasoning']}}}. No: recount."
             n = int(body.get("n") or 1)
             texts = [reply] + [f"{reply} (sample {i})" for i in range(1, n)]
+            # Stamped before the write: once the client has the reply it may send the next
+            # request (RIMO-P's next part) before this thread runs again.
+            sent_at = time.monotonic()
             try:
                 self._json(200, _completion(body, texts, finish, reasoning,
                                             server.reasoning_field))
             except OSError:
                 server._finish(rec, "client-gone")
                 return
-            server._finish(rec, "ok", reply)
+            server._finish(rec, "ok", reply, at=sent_at)
 
         def _json(self, code: int, obj: dict[str, Any]) -> None:
             self._send(code, json.dumps(obj).encode(), "application/json")
