@@ -69,8 +69,9 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Pa
     """The project after a full ``dvc repro`` with the oracle backend over every item.
 
     Built once per pytest run and shared by all xdist workers (a file lock in the run's common
-    temporary folder; the first worker builds, the others wait). Read it, never change it: a
-    test that changes a repo takes its own ``tests.pipeline_repo.copy_repo(oracle_run, ...)``.
+    temporary folder; the first worker builds, the others wait). Read its files, but run no
+    command in it (git and DVC write locks and state even to read) and change nothing: a test
+    that does takes its own ``tests.pipeline_repo.copy_repo(oracle_run, ...)``.
     """
     from filelock import FileLock
 
