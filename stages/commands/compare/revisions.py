@@ -23,6 +23,7 @@ from stages.core.artifacts import (
     scores_path,
 )
 from stages.core.errors import ConfigError, DataError
+from stages.core.git import git
 from stages.core.metrics_files import join
 from stages.core.tracks import TRACKS
 
@@ -62,6 +63,30 @@ def resolve(root: Path, name: str) -> Revision:
                           f"repository (see `git branch` and `dvc exp show`): {exc}") from exc
     except DvcException as exc:
         raise ConfigError(f"{name}: cannot resolve: {exc}") from exc
+
+
+def baseline_experiments(root: Path) -> list[Revision]:
+    """Every DVC experiment of the workspace's baseline (HEAD), by name: what ``--all`` means.
+    Asked through DVC's own API (``repo.experiments.ls``), which knows the exp refs."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    try:
+        with Repo(os.fspath(root)) as repo:
+            found = repo.experiments.ls(rev="HEAD")
+    except DvcException as exc:
+        raise ConfigError(f"cannot list the DVC experiments of HEAD: {exc}") from exc
+    exps = sorted((name, sha) for entries in found.values() for name, sha in entries if sha)
+    return [resolve(root, name) for name, _ in exps]
+
+
+def commit_date(root: Path, revision: Revision) -> str | None:
+    """The revision's commit date (ISO 8601, committer's), None for the workspace: a fact of
+    the commit, so a rebuilt leaderboard shows the same date."""
+    if revision.rev is None:
+        return None
+    out = git(root, "show", "-s", "--format=%cI", revision.rev)
+    return out.strip() or None if out else None
 
 
 @dataclass
@@ -142,4 +167,5 @@ def load_side(root: Path, revision: Revision) -> Side:
     return Side(revision, metrics, scores, judge)
 
 
-__all__ = ["WORKSPACE", "Revision", "RunFiles", "Side", "load_side", "resolve"]
+__all__ = ["WORKSPACE", "Revision", "RunFiles", "Side", "baseline_experiments", "commit_date",
+           "load_side", "resolve"]

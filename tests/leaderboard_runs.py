@@ -1,0 +1,95 @@
+"""A temporary DVC repo with several replay runs over the real 791 items, for the leaderboard.
+
+Five comparable full runs at k = 1 (the workspace and four experiments), one full run at k = 4
+and one 5-item sample, each made by the real ``dvc exp run -S predict.backend=replay ...`` up to
+the score stage (the report notebook adds nothing the leaderboard reads). Models differ in
+strength on a shared latent item difficulty, so the solved grid and the ranks have structure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stages.core.tracks import TRACK_N, TRACK_P
+from tests.pipeline_repo import make_repo, sh
+
+# name -> (strength, noise seed); the workspace run is "base".
+MODELS = {"base": 0.30, "m-weak": 0.15, "m-mid": 0.45, "m-mid2": 0.47, "m-strong": 0.70}
+K4 = "m-k4"
+SAMPLE = "m-sample"
+
+
+def unit(*parts: object) -> float:
+    """A deterministic uniform number in [0, 1) from its parts."""
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def solves(name: str, pid: str, strength: float, sample: int = 0) -> bool:
+    # A shared difficulty per item plus a model's own noise: stronger models solve supersets,
+    # mostly.
+    return unit("difficulty", pid) + 0.25 * (unit(name, pid, sample) - 0.5) < strength
+
+
+def replay_rows(name: str, strength: float, gold_n: dict[str, str],
+                gold_p: dict[str, list[str]], samples: int = 1) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for j in range(samples):
+        for pid, ans in gold_n.items():
+            if unit("missing", name, pid, j) < 0.02:
+                continue  # recorded as missing
+            pred = ans if solves(name, pid, strength, j) else ans + "1"
+            rows.append({"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": pred})
+        for pid, sols in gold_p.items():
+            right = len(sols) if solves(name, pid, strength, j) else int(
+                unit("parts", name, pid, j) * len(sols))
+            pred = [*sols[:right], *["wrong"] * (len(sols) - right)]
+            rows.append({"track": TRACK_P, "problem_id": pid, "sample": j, "prediction": pred})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def build(dest: Path, mirror: Path) -> Path:
+    """The repo: workspace = "base" (committed), experiments for every other run."""
+    repo = make_repo(dest, mirror, predict={"backend": "replay", "limit": None,
+                                            "replay": {"path": "runs/base.jsonl"}})
+    sh(repo, "dvc", "repro", "validate")
+    items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
+    items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
+    gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
+    graded = items_p[items_p["gradable"]]
+    gold_p = {r.problem_id: list(r.sub_solutions) for r in graded.itertuples()}
+    for name, strength in MODELS.items():
+        write_jsonl(repo / "runs" / f"{name}.jsonl", replay_rows(name, strength, gold_n, gold_p))
+    write_jsonl(repo / "runs" / f"{K4}.jsonl", replay_rows(K4, 0.5, gold_n, gold_p, samples=4))
+    sh(repo, "dvc", "repro", "score")
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-qm", "base run and replays")
+    for name in MODELS:
+        if name != "base":
+            sh(repo, "dvc", "exp", "run", "-n", name, "score", "-S",
+               f"predict.replay.path=runs/{name}.jsonl")
+    sh(repo, "dvc", "exp", "run", "-n", K4, "score", "-S", f"predict.replay.path=runs/{K4}.jsonl",
+       "-S", "predict.samples=4", "-S", "score.pass_at=[1,2]")
+    sh(repo, "dvc", "exp", "run", "-n", SAMPLE, "score", "-S", "predict.limit=5")
+    # Back to the committed base run in the workspace (the last exp run left its outputs).
+    sh(repo, "git", "reset", "-q", "--hard")
+    sh(repo, "dvc", "checkout", "-f", "score")
+    return repo
+
+
+if __name__ == "__main__":  # build one by hand: python -m tests.leaderboard_runs DEST
+    import sys
+
+    from tests.conftest import find_mirror
+
+    print(build(Path(sys.argv[1]), find_mirror()))
