@@ -59,7 +59,7 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
                                **boot)
     out = Path(args.out)
     write(out, files)
-    print(f"leaderboard: {len(board['runs'])} runs ranked by {board['ranked_by']}; wrote "
+    print(f"{len(board['runs'])} runs ranked by {board['ranked_by']}; wrote "
           f"{len(files)} files to {out.as_posix()}/", file=sys.stderr)
     if args.json:
         print(files["leaderboard.json"], end="")

@@ -36,7 +36,7 @@ def check(runs: Sequence[Run]) -> None:
     for run in runs[1:]:
         if run.k != ref.k:
             raise DataError(
-                f"leaderboard: {ref.label} and {run.label} are not comparable: different k "
+                f"{ref.label} and {run.label} are not comparable: different k "
                 f"(samples per item): {ref.label} has k = {ref.k}, {run.label} k = {run.k}. "
                 f"Rank runs with the same predict.samples.")
         up_a, up_b = _upstream(ref), _upstream(run)
@@ -46,7 +46,7 @@ def check(runs: Sequence[Run]) -> None:
             what = (f"sha256 of {', '.join(files)}" if files else
                     f"upstream revision {up_a.get('revision')} vs {up_b.get('revision')}")
             raise DataError(
-                f"leaderboard: {ref.label} and {run.label} are not comparable: different "
+                f"{ref.label} and {run.label} are not comparable: different "
                 f"upstream data ({what} differ, provenance.json's upstream pin).")
         for track in TRACKS:
             a, b = _items(ref, track), _items(run, track)
@@ -56,11 +56,11 @@ def check(runs: Sequence[Run]) -> None:
             if ids_a == ids_b:
                 changed = sorted(i for i, h in a ^ b)
                 raise DataError(
-                    f"leaderboard: {ref.label} and {run.label} are not comparable: different "
+                    f"{ref.label} and {run.label} are not comparable: different "
                     f"items: {track} items {changed[:5]} have other contents (item_hash), so "
                     f"the runs answered different questions (errata or upstream changed).")
             raise DataError(
-                f"leaderboard: {ref.label} and {run.label} are not comparable: different "
+                f"{ref.label} and {run.label} are not comparable: different "
                 f"items: {_describe(ref)}, {_describe(run)} ({track}: "
                 f"{len(ids_a - ids_b)} only in {ref.label}, {len(ids_b - ids_a)} only in "
                 f"{run.label}). Rank runs over the same items (predict.limit, "

@@ -94,9 +94,9 @@ def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
     """The RUN arguments, or with ``--all`` every experiment of the baseline and the
     workspace; each revision once, in the order given."""
     if every and names:
-        raise ConfigError("leaderboard: give RUN names or --all, not both")
+        raise ConfigError("give RUN names or --all, not both")
     if not every and not names:
-        raise ConfigError("leaderboard: name the runs to rank (experiments, revisions, "
+        raise ConfigError("name the runs to rank (experiments, revisions, "
                           "'workspace') or pass --all")
     found = [resolve(root, WORKSPACE), *baseline_experiments(root)] if every else [
         resolve(root, n) for n in names]
@@ -104,11 +104,11 @@ def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
     out = []
     for r in found:
         if r.label in seen:
-            raise ConfigError(f"leaderboard: {r.label} is named twice")
+            raise ConfigError(f"{r.label} is named twice")
         seen.add(r.label)
         out.append(r)
     if len(out) < 2:
-        raise ConfigError(f"leaderboard: {len(out)} run found; a leaderboard needs at least "
+        raise ConfigError(f"{len(out)} run found; a leaderboard needs at least "
                           f"two (run experiments with `dvc exp run`, see `dvc exp show`)")
     return out
 
@@ -142,7 +142,7 @@ def assign_labels(runs: list[Run], how: str) -> None:
     """``exp``: the name as given (experiment, branch, workspace); ``model``: the model, with
     the run's name added where two runs share a model."""
     if how not in ("exp", "model"):
-        raise ConfigError(f"leaderboard: --label must be exp or model, got {how!r}")
+        raise ConfigError(f"--label must be exp or model, got {how!r}")
     for run in runs:
         run.label = run.revision.label if how == "exp" else run.model
     if how == "model":

@@ -58,7 +58,7 @@ def default_metric(k: int) -> str:
 def find_metric(name: str, k: int) -> Metric:
     known = {m.name: m for m in rankable(k)}
     if name not in known:
-        raise ConfigError(f"leaderboard: --sort {name!r} is not a metric to rank by at k = "
+        raise ConfigError(f"--sort {name!r} is not a metric to rank by at k = "
                           f"{k}; one of {', '.join(known)}")
     return known[name]
 
@@ -177,7 +177,7 @@ def test_pair(metric: Metric, k: int, leader: tuple[np.ndarray, np.ndarray],
     # A ratio with per-item denominators (sub-problem accuracy) compares numerators: the
     # denominators are the same items' part counts in both runs.
     if not np.array_equal(den_l, den_o):
-        raise DataError(f"leaderboard: {metric.name}: per-item denominators differ between runs")
+        raise DataError(f"{metric.name}: per-item denominators differ between runs")
     diff = num_o - num_l
     return {"test": TEST_MEAN, "delta": round(float(diff.sum() / den_l.sum()), 6)
             if den_l.sum() else None, "p_value": bootstrap_p(diff, idx)}
@@ -193,14 +193,14 @@ def rank(runs: Sequence[Run], metric: Metric, samples: int, seed: int, confidenc
     points = np.array([np.nan if (v := point(r, metric)) is None else v for r in runs])
     if np.isnan(points).any():
         bad = [r.label for r, v in zip(runs, points, strict=True) if np.isnan(v)]
-        raise DataError(f"leaderboard: {metric.name} is not in the metrics.json of {bad}")
+        raise DataError(f"{metric.name} is not in the metrics.json of {bad}")
     # The per-item scores must reproduce each run's own number, or the ranks are of something
     # else than the table shows.
     with np.errstate(invalid="ignore", divide="ignore"):
         fresh = np.round(num.sum(axis=0) / den.sum(axis=0), 6)
     for r, v, f in zip(runs, points, fresh, strict=True):
         if not np.isclose(v, f, atol=2e-6):
-            raise DataError(f"leaderboard: {r.label}: its scores give {metric.name} = {f}, its "
+            raise DataError(f"{r.label}: its scores give {metric.name} = {f}, its "
                             f"metrics.json says {v}: run `rimo-eval audit` at that revision")
     n = num.shape[0]
     idx = draw(n, samples, seed) if n and samples > 0 else np.zeros((0, n), dtype=int)
