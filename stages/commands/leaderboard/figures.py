@@ -105,11 +105,17 @@ def accuracy_cost(board: Mapping[str, Any]) -> Figure | None:
         v, lo, hi = row.get(name), row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high")
         err = None if lo is None or hi is None else [[v - lo], [hi - v]]
         ax.errorbar([c], [v], yerr=err, fmt="o", ms=3, lw=0.8, capsize=1.5, color=_colour(row))
-        ax.annotate(label(row["label"], 20), (c, v), xytext=(3, 3), textcoords="offset points",
-                    fontsize=5.5)
+        # Right of the point, below its centre, on a white box: readable over a neighbour's bar.
+        ax.annotate(label(row["label"], 20), (c, v), xytext=(4, -3), textcoords="offset points",
+                    fontsize=5.5, va="top", zorder=3,
+                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none",
+                          "alpha": 0.8})
     costs = [c for _, c in rows]
     if min(costs) > 0 and max(costs) / min(costs) > 20:
         ax.set_xscale("log")
+        ax.set_xlim(min(costs) / 1.5, max(costs) * 4)  # room for the last label
+    else:
+        ax.set_xlim(0, max(costs) * 1.35 or 1)
     ax.set_xlabel("cost (USD, both tracks)")
     ax.set_ylabel(f"{TRACK_N} {'accuracy' if board['k'] == 1 else 'mean@k accuracy'}")
     ax.set_ylim(-0.02, 1.02)
@@ -160,7 +166,7 @@ def solved_grid(board: Mapping[str, Any], runs: Mapping[str, Run]) -> Figure:
     ax.set_xlabel(f"{TRACK_N} items ({len(ids)}), sorted by how many runs solve them")
     ax.set_xticks([])
     ax.set_title(f"{TRACK_N} solved items (black: right)" if board["k"] == 1 else
-                 f"{TRACK_N} share of the k samples right per item")
+                 f"{TRACK_N} share of the k = {board['k']} samples right per item")
     return fig
 
 

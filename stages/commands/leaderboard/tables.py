@@ -40,12 +40,15 @@ def fmt_p(p: float) -> str:
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
-def vs_leader(row: Row, alpha: float) -> str:
+def vs_leader(row: Row, samples: int) -> str:
     test = row.get("vs_leader")
     if test is None:
         return "leader"
     mark = " ▼" if test["below_leader"] else ""
-    return f"{fmt_p(test['p_holm'])}{mark}"
+    p = test["p_holm"]
+    # A bootstrap p of 0 means no resample crossed 0: below 1 / resamples, not 0.
+    shown = f"< {1 / samples:.2g}" if p == 0 and test["test"] != "exact McNemar" else fmt_p(p)
+    return f"{shown}{mark}"
 
 
 def tokens(row: Row) -> str:
@@ -76,7 +79,7 @@ Column = tuple[str, Callable[[Row], str], bool]  # header, cell, numeric (right-
 def columns(board: Mapping[str, Any]) -> list[Column]:
     """The table's columns; the k-sample and judge columns appear only where they apply."""
     level = f"{board['bootstrap']['confidence'] * 100:g}%"
-    alpha = 1 - float(board["bootstrap"]["confidence"])
+    samples = max(1, int(board["bootstrap"]["samples"]))
     cols: list[Column] = [
         (f"rank ({level} range)", rank_cell, True),
         ("run", lambda r: str(r["label"]), False),
@@ -100,7 +103,7 @@ def columns(board: Mapping[str, Any]) -> list[Column]:
                      lambda r: with_ci(r["judge"], f"{TRACK_P}.judge.prefix_score")
                      if r.get("judge") else "-", True))
     cols += [
-        (f"vs leader (Holm p, {board['ranked_by']})", lambda r: vs_leader(r, alpha), True),
+        (f"vs leader (Holm p, {board['ranked_by']})", lambda r: vs_leader(r, samples), True),
         ("tokens", tokens, True),
         ("cost", cost, True),
         ("errors N/P", lambda r: per_track(r, "errors"), True),
