@@ -175,7 +175,7 @@ def render_tex(board: Mapping[str, Any]) -> str:
            " & ".join(tex(c[0]) for c in cols) + " \\\\", "\\midrule"]
     out += [" & ".join(tex(c[1](r)) for c in cols) + " \\\\" for r in board["runs"]]
     out += ["\\bottomrule", "\\end{tabular}}",
-            f"\\caption{{RIMO leaderboard. {tex(' '.join(notes(board)))}}}",
+            f"\\caption{{RIMO leaderboard. {tex(' '.join(notes(board)).replace('`', ''))}}}",
             "\\label{tab:rimo-leaderboard}", "\\end{table*}"]
     return "\n".join(out) + "\n"
 
