@@ -40,21 +40,27 @@ def stored_metrics(repo: Path, name: str) -> dict[str, Any]:
     return json.loads(sh(repo, "git", "show", f"{ref}:reports/metrics.json").stdout)
 
 
+def expected_keys(stored: dict[str, Any]) -> dict[str, Any]:
+    """Every number of a metrics.json, dotted; RIMO-N's legacy ci_low / ci_high under the
+    contract's names."""
+    expected = {}
+    for track in TRACKS:
+        for key, value in flatten(stored[track]).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if track == TRACK_N:
+                    key = {"ci_low": "accuracy_ci_low", "ci_high": "accuracy_ci_high"}.get(
+                        key, key)
+                expected[f"{track}.{key}"] = value
+    return expected
+
+
 def test_every_point_value_is_the_runs_own_metrics_json(repo: Path, tmp_path: Path) -> None:
     result = board(repo, *FIVE, "--out", str(tmp_path / "lb"))
     rows = {r["label"]: r for r in result["runs"]}
     assert sorted(rows) == sorted(FIVE)
     for name in FIVE:
-        stored = stored_metrics(repo, name)
-        expected = {}
-        for track in TRACKS:
-            for key, value in flatten(stored[track]).items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    key = {"ci_low": "accuracy_ci_low", "ci_high": "accuracy_ci_high"}.get(
-                        key, key) if track == TRACK_N else key
-                    expected[f"{track}.{key}"] = value
         got = {k: v for k, v in rows[name].items() if k.startswith(TRACKS)}
-        assert got == expected, name
+        assert got == expected_keys(stored_metrics(repo, name)), name
         assert {"RIMO-N.accuracy_ci_low", "RIMO-P.prefix_score_ci_high",
                 "RIMO-P.strict_ci_low"} <= set(got)
     # Ranked by RIMO-N accuracy, highest first; the ranks are those of the stored values.
@@ -120,6 +126,9 @@ def test_two_runs_give_compares_p_values(repo: Path, tmp_path: Path) -> None:
         assert test["test"] == "paired bootstrap on the per-item mean over samples"
         assert test["p_value"] == compare_p(repo, K4, K4B, track)
     assert result["k"] == 4 and result["ranked_by"] == f"{TRACK_P}.mean_at_k.strict"
+    for r in result["runs"]:  # the k-sample keys are the runs' own too
+        got = {k: v for k, v in r.items() if k.startswith(TRACKS)}
+        assert got == expected_keys(stored_metrics(repo, r["label"])), r["label"]
     row = result["runs"][0]
     assert {f"{TRACK_N}.pass_at_k", f"{TRACK_N}.maj_at_k", f"{TRACK_N}.mean_at_k.accuracy_ci_low",
             f"{TRACK_N}.pass_at.2"} <= set(row)

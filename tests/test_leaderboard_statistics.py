@@ -225,3 +225,7 @@ def test_renderings_escape_untrusted_labels(runs: list[Run]) -> None:
                                 "RIMO-P.judge.prefix_score_ci_low": 0.2,
                                 "RIMO-P.judge.prefix_score_ci_high": 0.3,
                                 "RIMO-P.judge.model": "judge<x>"}
+    evil.judge = {"prefix_score": 0.25, "prefix_score_ci_low": 0.2, "enabled": True,
+                  "note": "text"}  # flat intervals, as a numbers-only judge.json may have
+    assert judge_keys(evil) == {"primary": False, "RIMO-P.judge.prefix_score": 0.25,
+                                "RIMO-P.judge.prefix_score_ci_low": 0.2}

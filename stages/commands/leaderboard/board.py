@@ -18,7 +18,6 @@ from stages.core.dicts import flatten
 from stages.core.tracks import TRACK_N, TRACKS
 
 LEGACY = {"ci_low": "accuracy_ci_low", "ci_high": "accuracy_ci_high"}
-JUDGE_KEYS = ("prefix_score", "strict", "sub_problem_accuracy", "n", "model")
 
 
 def _number(x: Any) -> bool:
@@ -43,17 +42,19 @@ def interval(row: Mapping[str, Any], name: str) -> tuple[float | None, float | N
 
 
 def judge_keys(run: Run) -> dict[str, Any] | None:
-    """The opt-in judge's numbers (RIMO-P.judge.*), never primary, where the judge ran."""
+    """The opt-in judge's numbers (``RIMO-P.judge.*``, its model), never primary, where the
+    judge ran. Intervals nested under ``ci`` (judge.json of today) or flat ``_ci_low`` /
+    ``_ci_high`` keys both come out flat."""
     if not run.judge:
         return None
     out: dict[str, Any] = {"primary": False}
-    ci = run.judge.get("ci") or {}
-    for key in JUDGE_KEYS:
-        if key in run.judge:
-            out[f"RIMO-P.judge.{key}"] = run.judge[key]
-        if isinstance(ci.get(key), Mapping):
-            out[f"RIMO-P.judge.{key}_ci_low"] = ci[key].get("low")
-            out[f"RIMO-P.judge.{key}_ci_high"] = ci[key].get("high")
+    for key, value in flatten(run.judge).items():
+        if key.startswith("ci.") and key.endswith((".low", ".high")):
+            name, _, end = key.removeprefix("ci.").rpartition(".")
+            key = f"{name}_ci_{end}"
+        elif not (_number(value) or key == "model"):
+            continue
+        out[f"RIMO-P.judge.{key}"] = value
     return out
 
 
@@ -100,4 +101,4 @@ def _items(run: Run, track: str) -> int:
     return len(first)
 
 
-__all__ = ["JUDGE_KEYS", "LEGACY", "build", "interval", "judge_keys", "metric_keys"]
+__all__ = ["LEGACY", "build", "interval", "judge_keys", "metric_keys"]
