@@ -195,7 +195,10 @@ def render_html(board: Mapping[str, Any], figures: Mapping[str, Mapping[str, byt
     """One offline page: no script, nothing fetched (a CSP says so), figures as data: URIs."""
     cols = columns(board)
     rows = [{"below": bool((r.get("vs_leader") or {}).get("below_leader")),
-             "cells": [(c[1](r), c[2]) for c in cols]} for r in board["runs"]]
+             "cells": [(c[1](r), " ".join(filter(None, ("num" if c[2] else "",
+                                                          "test" if c[0].startswith("vs leader")
+                                                          else ""))))
+                       for c in cols]} for r in board["runs"]]
     figs = [{"name": name, "data": base64.b64encode(f["png"]).decode("ascii")}
             for name, f in figures.items()]
     return _template().render(head=[c[0] for c in cols], rows=rows, notes=notes(board),
