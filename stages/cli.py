@@ -76,9 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--confidence", type=float,
                          help="bootstrap interval level (default: score.bootstrap, or 0.95)")
     sub.add_parser("summary", help=TOOLS["summary"], description=TOOLS["summary"])
-    from stages.commands.leaderboard.arguments import add_arguments
-    add_arguments(sub.add_parser("leaderboard", help=TOOLS["leaderboard"],
-                                 description=TOOLS["leaderboard"]))
+    board = sub.add_parser("leaderboard", help=TOOLS["leaderboard"],
+                           description=TOOLS["leaderboard"])
+    board.add_argument("runs", nargs="*", metavar="RUN",
+                       help="DVC experiment name, git revision or branch, or 'workspace'")
+    board.add_argument("--all", action="store_true",
+                       help="the workspace and every DVC experiment of its baseline")
+    board.add_argument("--out", default="reports/leaderboard", help="folder (default: %(default)s)")
+    board.add_argument("--json", action="store_true", help="print the JSON, not the Markdown")
+    board.add_argument("--label", choices=("exp", "model"), default="exp",
+                       help="name rows by experiment (default) or by model")
+    board.add_argument("--sort", metavar="METRIC", help="metric to rank by (default "
+                       "RIMO-N.accuracy; RIMO-N.mean_at_k.accuracy at k > 1)")
+    for name, kind in (("--samples", int), ("--seed", int), ("--confidence", float)):
+        board.add_argument(name, type=kind, help="rank bootstrap (default: score.bootstrap)")
     return parser
 
 

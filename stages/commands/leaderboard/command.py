@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from stages.commands.compare.command import bootstrap_settings
-from stages.commands.leaderboard.arguments import OUT_DIR
 from stages.commands.leaderboard.board import build
 from stages.commands.leaderboard.comparable import check
 from stages.commands.leaderboard.figures import figures
@@ -22,6 +21,8 @@ from stages.commands.leaderboard.loading import load_runs
 from stages.commands.leaderboard.statistics import default_metric, find_metric
 from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from stages.core.atomic import dumps_json, write_bytes, write_text
+
+OUT_DIR = Path("reports/leaderboard")  # the default of --out (stages/cli.py)
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
