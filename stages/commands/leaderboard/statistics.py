@@ -28,6 +28,9 @@ from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.score.samples import first_sample
 from stages.score.statistics import mcnemar_exact
 
+# A non-0/1 per-item score at k = 1 (prefix score, parts matched), or sample 0 at k > 1.
+TEST_ITEM = "paired bootstrap on the per-item score"
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -179,7 +182,8 @@ def test_pair(metric: Metric, k: int, leader: tuple[np.ndarray, np.ndarray],
     if not np.array_equal(den_l, den_o):
         raise DataError(f"{metric.name}: per-item denominators differ between runs")
     diff = num_o - num_l
-    return {"test": TEST_MEAN, "delta": round(float(diff.sum() / den_l.sum()), 6)
+    name = TEST_MEAN if metric.key.startswith("mean_at_k.") else TEST_ITEM
+    return {"test": name, "delta": round(float(diff.sum() / den_l.sum()), 6)
             if den_l.sum() else None, "p_value": bootstrap_p(diff, idx)}
 
 
@@ -220,6 +224,6 @@ def rank(runs: Sequence[Run], metric: Metric, samples: int, seed: int, confidenc
             "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence}}
 
 
-__all__ = ["COLUMNS", "Metric", "bootstrap_p", "default_metric", "draw", "find_metric", "holm",
-           "item_table", "per_item_values", "point", "rank", "rank_ranges", "rankable",
-           "ranks_of", "test_pair"]
+__all__ = ["COLUMNS", "TEST_ITEM", "Metric", "bootstrap_p", "default_metric", "draw",
+           "find_metric", "holm", "item_table", "per_item_values", "point", "rank",
+           "rank_ranges", "rankable", "ranks_of", "test_pair"]
