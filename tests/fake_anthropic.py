@@ -35,7 +35,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fake_provider import FakeProvider, Record, Reply, first_k
+from tests.fake_provider import FakeProvider, Record, Reply, first_k, serve_main
 
 # https://platform.claude.com/docs/en/api/errors: HTTP status -> error.type
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
@@ -144,3 +144,7 @@ class FakeAnthropic(FakeProvider):
                            "role": "assistant", "model": body.get("model", "fake"),
                            "content": blocks, "stop_reason": stop, "stop_sequence": None,
                            "usage": usage}, outcome=outcome, text=text)
+
+
+if __name__ == "__main__":
+    serve_main(FakeAnthropic)

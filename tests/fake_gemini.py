@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fake_provider import FakeProvider, Record, Reply, first_k
+from tests.fake_provider import FakeProvider, Record, Reply, first_k, serve_main
 
 STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
           404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
@@ -177,3 +177,7 @@ class FakeGemini(FakeProvider):
             if finish == "CONTINUATION":
                 out["candidates"][0]["continuationToken"] = "Y29udGludWU="  # b"continue"
         return Reply(200, out, outcome=outcome, text=text)
+
+
+if __name__ == "__main__":
+    serve_main(FakeGemini)

@@ -19,14 +19,19 @@ answered, later ones hang (to kill a client at a known point); ``api_key``: when
 carrying another key gets the API's authentication error. Every request is logged in
 ``records`` (path, headers, JSON body, the key it carried, outcome); ``answered()`` counts the
 complete replies per distinct body, so a test can assert that nothing answered was re-sent.
+
+Standalone (benchmarks, a manual ``dvc exp run``): ``python -m tests.fake_anthropic`` or
+``python -m tests.fake_gemini`` (``--latency S``) prints the base URL and serves until killed.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -38,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.chat_server import _directives, _first_k, _Server
 
-__all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "first_k"]
+__all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "first_k", "serve_main"]
 
 first_k = _first_k
 
@@ -277,3 +282,16 @@ def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 self.connection.shutdown(socket.SHUT_RDWR)
 
     return Handler
+
+
+def serve_main(cls: type[FakeProvider], argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=f"serve a {cls.__name__} on 127.0.0.1")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args(argv)
+    server = cls(latency_s=args.latency).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+        sys.exit(0)

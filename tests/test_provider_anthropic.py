@@ -194,6 +194,15 @@ def test_hang_is_a_timeout_and_retried(fake: FakeAnthropic) -> None:
     assert error.message.startswith("APITimeoutError")
 
 
+def test_rimo_p_chaining_sends_the_earlier_reply_forward(fake: FakeAnthropic) -> None:
+    # RIMO-P part k's prompt holds the model's own replies to parts 1..k-1 (prompting.py).
+    first, _ = call(fake, "Part 1: show that n is even.")
+    assert first is not None and first["text"].startswith("Solution ")
+    second, _ = call(fake, f"Proved: {first['text']}\nPart 2: show that n = 2.")
+    assert second is not None and second["text"] != first["text"]
+    assert first["text"] in fake.records[1].body["messages"][0]["content"]
+
+
 def test_empty_content_and_refusal_are_item_error_kinds(fake: FakeAnthropic) -> None:
     reply, _ = call(fake, "[[empty:1]] [[gold:2]]")
     assert reply is not None and (reply["error_kind"], reply["retryable"]) == ("empty", True)

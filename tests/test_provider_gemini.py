@@ -42,7 +42,7 @@ def server() -> Iterator[FakeGemini]:
 @pytest.fixture
 def fake(server: FakeGemini) -> FakeGemini:
     server.reset()
-    server.responder, server.api_key = None, None
+    server.responder, server.api_key, server.hang_after, server.hang_s = None, None, None, 30.0
     return server
 
 
@@ -55,14 +55,14 @@ def client(fake: FakeGemini, key: str = KEY, **options: Any) -> genai.Client:
 
 
 def call(fake: FakeGemini, prompt: str, settings: Mapping[str, Any] = BASE,
-         messages: list[dict[str, str]] | None = None, sample: int = 0, key: str = KEY
-         ) -> tuple[dict[str, Any] | None, ErrorDecision | None]:
+         messages: list[dict[str, str]] | None = None, sample: int = 0, key: str = KEY,
+         **options: Any) -> tuple[dict[str, Any] | None, ErrorDecision | None]:
     """One request as the transport will send it: (parsed reply, None) or (None, decision)."""
     kwargs = generate_kwargs(settings, messages or [{"role": "user", "content": prompt}],
                              sample)
 
     async def go() -> tuple[dict[str, Any] | None, ErrorDecision | None]:
-        c = client(fake, key)
+        c = client(fake, key, **options)
         try:
             return parse_response(await c.aio.models.generate_content(**kwargs)), None
         except Exception as exc:
@@ -185,6 +185,21 @@ def test_malformed_body_and_dropped_connection_are_retried_at_once(fake: FakeGem
     # With retry_options attempts=1 the SDK does not sleep and retry on its own.
     assert error is not None and error.action == "retry" and time.monotonic() - started < 5
     assert len(fake.records) == 2
+
+
+def test_hang_is_a_timeout_and_retried(fake: FakeGemini) -> None:
+    fake.hang_after, fake.hang_s = 0, 2.0
+    _, error = call(fake, "[[gold:1]]", timeout=300)  # milliseconds
+    assert error is not None and error.action == "retry"
+
+
+def test_rimo_p_chaining_sends_the_earlier_reply_forward(fake: FakeGemini) -> None:
+    # RIMO-P part k's prompt holds the model's own replies to parts 1..k-1 (prompting.py).
+    first, _ = call(fake, "Part 1: show that n is even.")
+    assert first is not None and first["text"].startswith("Solution ")
+    second, _ = call(fake, f"Proved: {first['text']}\nPart 2: show that n = 2.")
+    assert second is not None and second["text"] != first["text"]
+    assert first["text"] in fake.records[1].body["contents"][0]["parts"][0]["text"]
 
 
 def test_blocked_prompt_blocked_candidate_and_empty_candidates(fake: FakeGemini) -> None:
