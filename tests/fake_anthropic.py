@@ -19,6 +19,8 @@ as ``overloaded_error``, https://platform.claude.com/docs/en/api/errors):
                         exact body: k identical requests get k different samples, as the real
                         API samples them (it takes no seed)
 ``[[reject:PARAM]]``    HTTP 400 ``invalid_request_error`` naming ``PARAM``
+``[[spend_limit]]``     HTTP 429 ``rate_limit_error`` with ``error.details.error_code:
+                        enforced_spend_limit_reached`` and no ``Retry-After`` (a monthly cap)
 
 As the API does, with ``anthropic-version: 2026-10-21`` a ``temperature``, ``top_p`` or
 ``top_k`` in the body is a 400 naming it (the migration guide above), and ``thinking`` with
@@ -85,6 +87,11 @@ class FakeAnthropic(FakeProvider):
 
     def _rejection(self, record: Record) -> Reply | None:
         body, d = record.body, record.directives
+        if "spend_limit" in d:
+            reply = self.error(429, "You have reached your monthly usage limit.")
+            reply.body["error"]["details"] = {  # type: ignore[index]
+                "error_code": "enforced_spend_limit_reached"}
+            return reply
         if "reject" in d:
             return self.error(400, f"{d['reject']}: Extra inputs are not permitted")
         if record.headers.get("anthropic-version") == NEW_API:

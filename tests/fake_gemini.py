@@ -13,7 +13,7 @@ bodies, ``{"error": {"code", "message", "status", "details"}}``
 ``[[thought:X]]``       the model thinks (``thoughtsTokenCount``); with
                         ``thinkingConfig.includeThoughts`` a part ``{"thought": true}``
                         holding ``\\boxed{X}`` comes before the answer
-                        (https://ai.google.dev/gemini-api/docs/thinking)
+                        (https://ai.google.dev/gemini-api/docs/generate-content/thinking)
 ``[[decoy:X]]``         the answer part opens with ``<think>…\\boxed{X}…</think>``
 ``[[truncate]]``        ``finishReason: MAX_TOKENS`` and a reply with no box
 ``[[blocked:prompt]]``  no candidates; ``promptFeedback.blockReason: SAFETY``
@@ -26,8 +26,9 @@ bodies, ``{"error": {"code", "message", "status", "details"}}``
 ``[[reject:FIELD]]``    HTTP 400 ``INVALID_ARGUMENT`` naming ``FIELD`` (a ``BadRequest``
                         ``fieldViolations`` detail and the API's "Unknown name" message)
 
-As Gemini 3 models do, ``thinkingBudget`` and ``thinkingLevel`` together are a 400 naming
-``generation_config.thinking_config`` (https://ai.google.dev/gemini-api/docs/thinking).
+As the API does, ``thinkingBudget`` and ``thinkingLevel`` together are a 400 naming
+``generation_config.thinking_config`` (the thinking guide above; the 400 is reported in
+Tom-Ryder/AgentRunKit#7).
 Token counts are word counts; ``usageMetadata`` carries ``promptTokenCount``,
 ``candidatesTokenCount`` (the answer, thoughts excluded), ``thoughtsTokenCount``,
 ``cachedContentTokenCount`` and ``totalTokenCount``

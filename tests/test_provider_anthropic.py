@@ -136,6 +136,12 @@ def test_rate_limit_overload_and_server_errors_are_retried(fake: FakeAnthropic, 
     assert list(fake.answered().values()) == [1]
 
 
+def test_a_spend_limit_429_stops_the_stage_instead_of_retrying(fake: FakeAnthropic) -> None:
+    _, error = call(fake, "[[spend_limit]]")
+    assert error is not None and (error.action, error.status) == ("fatal", 429)
+    assert error.message.startswith("monthly spend limit reached")
+
+
 def test_retry_after_forms() -> None:
     assert retry_after_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
     assert retry_after_s({"retry-after": "3"}) == 3.0

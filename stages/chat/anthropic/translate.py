@@ -182,6 +182,14 @@ def parse_message(message: Any) -> dict[str, Any]:
 _FATAL = {401: "authentication failed (check the key in api_key_env)",
           402: "billing error", 403: "permission denied",
           404: "not found (check base_url and model)"}
+# error.details.error_code values that no wait cures, whatever the status (a 429 among
+# them): the spend caps and an organization on hold (the SDK's error classes, e.g.
+# EnforcedSpendLimitReachedError: "crossed the monthly API usage threshold of its API tier").
+_FATAL_CODES = {"enforced_spend_limit_reached": "monthly spend limit reached",
+                "contract_spend_limit_reached": "contract spend limit reached",
+                "linked_organization_spend_limit_reached": "organization spend limit reached",
+                "linked_organization_billing_unavailable": "billing unavailable",
+                "organization_on_hold": "organization on hold"}
 _CONTEXT = re.compile(r"prompt is too long|context window|context length|too many tokens",
                       re.IGNORECASE)
 # Request parameters, longest first, and the params key each comes from.
@@ -219,6 +227,9 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
     message = exc.api_message or str(exc)
     text = f"HTTP {status} {exc.type or ''}: {message}".replace("  ", " ")
     wait = retry_after_s(exc.response.headers)
+    code = getattr(exc, "error_code", None)
+    if code in _FATAL_CODES:
+        return ErrorDecision("fatal", f"{_FATAL_CODES[code]}: {text}", status)
     if status in (408, 409, 429) or status >= 500:  # 529 is overloaded_error
         return ErrorDecision("retry", text, status, wait)
     if status in _FATAL:

@@ -50,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "top_p": None,
     "system_prompt": None,
     # {thinking_budget: N} or {thinking_level: low|high|...}, and include_thoughts: true to
-    # receive the thought parts (https://ai.google.dev/gemini-api/docs/thinking).
+    # receive the thought parts (https://ai.google.dev/gemini-api/docs/generate-content/thinking).
     "thinking_config": None,
     "seed": None,
 }
