@@ -11,7 +11,9 @@ as ``overloaded_error``, https://platform.claude.com/docs/en/api/errors):
                         before the text, when the request enables ``thinking``; a
                         ``redacted_thinking`` block too with ``[[thinking:X:redacted]]``
 ``[[decoy:X]]``         the *text* block opens with ``<think>…\\boxed{X}…</think>``: answer text
-``[[truncate]]``        ``stop_reason: max_tokens`` and a reply with no box
+``[[truncate]]``        ``stop_reason: max_tokens`` and a reply with no box;
+                        ``[[truncate:thinking]]``: the budget ran out while thinking, so
+                        there is no text block at all
 ``[[refusal]]``         ``stop_reason: refusal`` with no text
 ``[[empty:K]]``         the first K attempts: ``content: []``
 ``[[cached:R:W]]``      usage reports R cache-read and W cache-write input tokens
@@ -130,6 +132,8 @@ class FakeAnthropic(FakeProvider):
                     f"{text}")
         if "truncate" in d:
             text, stop = "Let me start by considering the case n = 1, then", "max_tokens"
+            if d["truncate"] == "thinking":
+                text = ""
         outcome = "ok"
         if "refusal" in d:
             text, stop = "", "refusal"

@@ -15,7 +15,9 @@ bodies, ``{"error": {"code", "message", "status", "details"}}``
                         holding ``\\boxed{X}`` comes before the answer
                         (https://ai.google.dev/gemini-api/docs/generate-content/thinking)
 ``[[decoy:X]]``         the answer part opens with ``<think>…\\boxed{X}…</think>``
-``[[truncate]]``        ``finishReason: MAX_TOKENS`` and a reply with no box
+``[[truncate]]``        ``finishReason: MAX_TOKENS`` and a reply with no box;
+                        ``[[truncate:thinking]]``: thinking used up ``maxOutputTokens``, so
+                        the candidate has no parts at all (what 2.5 models send)
 ``[[blocked:prompt]]``  no candidates; ``promptFeedback.blockReason: SAFETY``
 ``[[blocked:candidate]]`` one candidate, ``finishReason: SAFETY``, no content
 ``[[empty:K]]``         the first K attempts: ``"candidates": []`` and no feedback
@@ -144,7 +146,10 @@ class FakeGemini(FakeProvider):
         resumed = field_of(body, "continuation_token") is not None  # top-level in the body
         if "continuation" in d and not resumed:
             text, finish = "Half of the argument, to be continued", "CONTINUATION"
-        parts.append({"text": text})
+        if d.get("truncate") == "thinking":
+            text, parts = "", []
+        else:
+            parts.append({"text": text})
         prompt = sum(_words(c) for c in body.get("contents") or [])
         prompt += _words(field_of(body, "system_instruction"))
         usage: dict[str, Any] = {"promptTokenCount": prompt,
@@ -173,8 +178,8 @@ class FakeGemini(FakeProvider):
                  "blocked": True}]}]
             outcome = "blocked"
         else:
-            out["candidates"] = [{"content": {"role": "model", "parts": parts},
-                                  "finishReason": finish, "index": 0}]
+            content = {"role": "model", "parts": parts} if parts else {"role": "model"}
+            out["candidates"] = [{"content": content, "finishReason": finish, "index": 0}]
             if finish == "CONTINUATION":
                 out["candidates"][0]["continuationToken"] = "Y29udGludWU="  # b"continue"
         return Reply(200, out, outcome=outcome, text=text)

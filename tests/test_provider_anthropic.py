@@ -122,6 +122,12 @@ def test_max_tokens_stop_is_length(fake: FakeAnthropic) -> None:
     assert "boxed" not in reply["text"]
 
 
+def test_budget_spent_thinking_is_length_with_no_text(fake: FakeAnthropic) -> None:
+    reply, _ = call(fake, "[[thinking:3]] [[truncate:thinking]]", THINKING)
+    assert reply is not None and (reply["text"], reply["finish_reason"]) == ("", "length")
+    assert "boxed{3}" in reply["reasoning"] and reply["error_kind"] is None
+
+
 @pytest.mark.parametrize(("code", "wait"), [(429, 2.0), (529, None), (500, None)])
 def test_rate_limit_overload_and_server_errors_are_retried(fake: FakeAnthropic, code: int,
                                                            wait: float | None) -> None:

@@ -123,6 +123,13 @@ def test_max_tokens_finish_is_length(fake: FakeGemini) -> None:
     assert reply is not None and reply["finish_reason"] == "length"
 
 
+def test_thinking_that_used_up_the_budget_is_length_not_empty(fake: FakeGemini) -> None:
+    # No parts at all, finishReason MAX_TOKENS: truncated, not retried as an empty reply.
+    reply, _ = call(fake, "[[thought:3]] [[truncate:thinking]]", THOUGHTS)
+    assert reply is not None and (reply["text"], reply["finish_reason"]) == ("", "length")
+    assert reply["error_kind"] is None and reply["usage"]["reasoning_tokens"] == 6
+
+
 def test_continuation_is_not_followed(fake: FakeGemini) -> None:
     # The SDK's automatic continuation would send a second, billed request the cache never
     # sees; generate_kwargs turns it off, and the cut-off reply reads as "length".

@@ -138,7 +138,7 @@ def parse_response(response: Any) -> dict[str, Any]:
     ``cachedContentTokenCount``, ``cache_write_tokens`` 0 (implicit caching has no write
     charge). ``error_kind``: ``"blocked"`` for a blocked prompt (``promptFeedback.blockReason``)
     or a candidate stopped by a filter, ``"empty"`` for no candidate, or one with no parts
-    (``retryable``).
+    that did not stop at the token limit (``retryable``).
     """
     usage = _get(response, "usage_metadata")
     candidates = _get(response, "candidates") or []
@@ -171,7 +171,9 @@ def parse_response(response: Any) -> dict[str, Any]:
     if finish in BLOCKED:
         out.update(finish_reason="content_filter", error_kind="blocked",
                    error=f"candidate blocked (finishReason: {finish})")
-    elif not parts:
+    elif not parts and finish not in ("MAX_TOKENS", "CONTINUATION"):
+        # No parts after MAX_TOKENS is thinking that used up max_output_tokens: a truncated
+        # reply ("length"), which a retry would only pay for again.
         out.update(error_kind="empty", error=f"the candidate has no parts (finishReason: "
                    f"{finish})", retryable=True)
     return out
