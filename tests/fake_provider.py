@@ -43,6 +43,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.chat_server import _directives, _first_k, _Server
 
+try:  # ports below the ephemeral range (safe beside Jupyter kernels under xdist), once there
+    from tests.chat_server import bind_loopback  # type: ignore[attr-defined]
+except ImportError:  # a tests/chat_server.py without it: any free port
+    def bind_loopback(make: Callable[[tuple[str, int]], Any]) -> Any:
+        return make(("127.0.0.1", 0))
+
 __all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "first_k", "serve_main"]
 
 first_k = _first_k
@@ -126,7 +132,9 @@ class FakeProvider:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, port: int = 0) -> FakeProvider:
-        self._httpd = _Server(("127.0.0.1", port), _make_handler(self))
+        handler = _make_handler(self)
+        self._httpd = (_Server(("127.0.0.1", port), handler) if port
+                       else bind_loopback(lambda addr: _Server(addr, handler)))
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
         return self

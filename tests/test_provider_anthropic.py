@@ -31,16 +31,17 @@ THINKING = {**BASE, "thinking": {"type": "enabled", "budget_tokens": 1024}}
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
+def anthropic_server() -> Iterator[FakeAnthropic]:
     with FakeAnthropic(retry_after="2") as fake:
         yield fake  # type: ignore[misc]
 
 
 @pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    server.reset()
-    server.responder, server.api_key, server.hang_after, server.hang_s = None, None, None, 30.0
-    return server
+def fake(anthropic_server: FakeAnthropic) -> FakeAnthropic:
+    s = anthropic_server
+    s.reset()
+    s.responder, s.api_key, s.hang_after, s.hang_s = None, None, None, 30.0
+    return s
 
 
 def client(fake: FakeAnthropic, **kw: Any) -> anthropic.AsyncAnthropic:

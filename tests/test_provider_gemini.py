@@ -34,16 +34,17 @@ pytestmark = pytest.mark.filterwarnings(
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[FakeGemini]:
+def gemini_server() -> Iterator[FakeGemini]:
     with FakeGemini(retry_after="2") as fake:
         yield fake  # type: ignore[misc]
 
 
 @pytest.fixture
-def fake(server: FakeGemini) -> FakeGemini:
-    server.reset()
-    server.responder, server.api_key, server.hang_after, server.hang_s = None, None, None, 30.0
-    return server
+def fake(gemini_server: FakeGemini) -> FakeGemini:
+    s = gemini_server
+    s.reset()
+    s.responder, s.api_key, s.hang_after, s.hang_s = None, None, None, 30.0
+    return s
 
 
 def client(fake: FakeGemini, key: str = KEY, **options: Any) -> genai.Client:
