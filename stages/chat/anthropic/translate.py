@@ -15,6 +15,11 @@ Design note (issue 22; the transport is not written yet):
   it first). ``max_retries=0``: the engine owns retries, so that the circuit breaker and the
   progress bar see them. An explicit ``timeout`` is needed as well: with the SDK's default one,
   a non-streamed ``max_tokens`` above 21,333 is refused client-side ("Streaming is required").
+- Against the engine branch as it stands (03:25 UTC): ``retry`` is
+  ``stages.chat.errors.RetryDecision(True, wait_s=retry_after_s)`` (the engine's ``classify``
+  sees only its own error types, so the transport decides for SDK exceptions), ``item`` is
+  ``TransportError(message, kind)``, ``fatal`` and ``parameter`` are ``StageError``; messages go
+  through ``stages.chat.redact`` first (the key-echo scenarios put the key in both).
 - What remains: the transport; ``params.yaml`` ``predict.anthropic`` (every key of
   ``DEFAULTS`` plus ``base_url``, ``api_key_env: ANTHROPIC_API_KEY``, ``concurrency``,
   ``timeout_s``, retries, ``price_per_mtok`` with cache read/write prices) and its pydantic

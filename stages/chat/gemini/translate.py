@@ -21,6 +21,11 @@ Design note (issue 22; the transport is not written yet):
   that ends in ``CONTINUATION``, extra billed requests the cache never sees, with no cap on
   the hops (against a fake that always answers ``CONTINUATION`` it sent 1431 requests in 3 s),
   so ``generate_kwargs`` turns it off and such a reply counts as ``length``.
+- Against the engine branch as it stands (03:25 UTC): ``retry`` is
+  ``stages.chat.errors.RetryDecision(True, wait_s=retry_after_s)`` (the engine's ``classify``
+  sees only its own error types, so the transport decides for SDK exceptions), ``item`` is
+  ``TransportError(message, kind)``, ``fatal`` and ``parameter`` are ``StageError``; messages go
+  through ``stages.chat.redact`` first (the key-echo scenarios put the key in both).
 - What remains: the transport; ``params.yaml`` ``predict.gemini`` (every key of ``DEFAULTS``
   plus ``base_url``, ``api_key_env: GEMINI_API_KEY``, ``concurrency``, ``timeout_s``, retries,
   ``price_per_mtok``) and its pydantic model; the endpoint in the cache key
