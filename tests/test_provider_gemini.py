@@ -246,6 +246,18 @@ def test_invalid_key_is_fatal_and_key_echo_reaches_message_and_reply(fake: FakeG
     assert reply is not None and KEY in reply["text"]
 
 
+def test_failed_precondition_is_fatal(fake: FakeGemini) -> None:
+    def no_free_tier(rec: Any) -> Reply:
+        reply = fake.error(400, "User location is not supported for the API use without a "
+                           "billing account linked.")
+        reply.body["error"]["status"] = "FAILED_PRECONDITION"  # type: ignore[index]
+        return reply
+
+    fake.responder = no_free_tier
+    _, error = call(fake, "x")
+    assert error is not None and (error.action, error.status) == ("fatal", 400)
+
+
 def test_wrong_model_is_fatal(fake: FakeGemini) -> None:
     fake.responder = lambda rec: fake.error(404, "models/gemini-nope is not found for API "
                                             "version v1beta")

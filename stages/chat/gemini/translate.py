@@ -259,6 +259,8 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
     if status in _FATAL or "API_KEY_INVALID" in reasons:
         return ErrorDecision("fatal", f"{_FATAL.get(status, 'invalid API key')}: {text}",
                              status)
+    if exc.status == "FAILED_PRECONDITION":  # no free tier here, billing not enabled
+        return ErrorDecision("fatal", f"precondition failed (check billing): {text}", status)
     if status == 400 and _CONTEXT.search(message):
         return ErrorDecision("item", text, status, kind="context_length")
     if status == 400:
