@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -305,3 +310,30 @@ def test_kwargs_are_plain_deterministic_and_checked() -> None:
         create_kwargs({**BASE, "max_tokens": None}, messages)
     with pytest.raises(ValueError, match="model is required"):
         create_kwargs({"max_tokens": 5}, messages)
+
+
+_CLIENT = """
+import sys, anthropic
+c = anthropic.Anthropic(base_url=sys.argv[1], api_key="k", max_retries=0, timeout=60)
+for i in range(4):
+    c.messages.create(model="m", max_tokens=8,
+                      messages=[{"role": "user", "content": f"part {i} [[gold:{i}]]"}])
+"""
+
+
+def test_request_log_tells_answered_from_cut_off_after_kill_9(fake: FakeAnthropic) -> None:
+    # What the kill -9 / resume test will assert with: the log knows which requests were
+    # answered in full and which one the killed client was waiting on.
+    fake.hang_after, fake.hang_s = 2, 1.0
+    child = subprocess.Popen([sys.executable, "-c", _CLIENT, fake.base_url])
+    try:
+        deadline = time.monotonic() + 60
+        while not any(r.outcome == "hanging" for r in list(fake.records)):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert len(fake.answered()) == 2 and set(fake.answered().values()) == {1}
+    assert [r.prompt for r in fake.ok_records()] == ["part 0 [[gold:0]]", "part 1 [[gold:1]]"]
+    assert [r.outcome for r in fake.records][2] in ("hanging", "hang")
