@@ -3,7 +3,7 @@
 Run and model names are untrusted (a replay path, a served model's name): a label carrying
 ``<script>``, an event handler and mathtext must show verbatim, open no dialog and inject no
 element; every figure must decode. The driver, the dialog spy and the DOM query are the
-report's browser test's (tests/test_report_browser.py), whose control page proves they can
+report's browser test's (tests/report/test_report_browser.py), whose control page proves they can
 fail.
 """
 
@@ -19,9 +19,9 @@ from stages.commands.leaderboard.command import write
 from stages.commands.leaderboard.figures import figures
 from stages.commands.leaderboard.statistics import find_metric
 from stages.commands.leaderboard.tables import render_html
+from tests.leaderboard_runs import make_run
+from tests.report.test_report_browser import INJECTED, driver, load, open_dialog
 from tests.report_fixtures import XSS_TEXT
-from tests.test_leaderboard_statistics import make_run
-from tests.test_report_browser import INJECTED, driver, load, open_dialog
 
 __all__ = ["driver"]  # the fixture, shared with the report's browser test
 

@@ -1,19 +1,16 @@
 """The leaderboard's statistics against independent computations (scipy, by hand, compare).
 
 Runs are built from score frames in the schema the score stage writes, so these tests need no
-DVC; tests/test_leaderboard.py runs the same code on real experiments.
+DVC; tests/e2e/test_leaderboard.py runs the same code on real experiments.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from stages.commands.compare.revisions import Revision
 from stages.commands.compare.samples import mean_test
 from stages.commands.leaderboard.board import build, judge_keys
 from stages.commands.leaderboard.comparable import check
@@ -30,52 +27,7 @@ from stages.commands.leaderboard.statistics import (
 from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from stages.core.errors import ConfigError, DataError
 from stages.core.tracks import TRACK_N, TRACK_P
-
-
-def frames(correct: np.ndarray, strict: np.ndarray, parts: np.ndarray, k: int = 1
-           ) -> dict[str, pd.DataFrame]:
-    """Score frames: correct is items x k (RIMO-N), strict items x k (RIMO-P)."""
-    n_items, p_items = correct.shape[0], strict.shape[0]
-    n = pd.DataFrame([{"problem_id": f"n{i:04d}", "sample": j, "domain": "algebra",
-                       "item_hash": f"h{i}", "status": "ok", "gold": "1",
-                       "prediction": "1" if correct[i, j] else str(j + 2),
-                       "correct": bool(correct[i, j])}
-                      for i in range(n_items) for j in range(k)])
-    p = pd.DataFrame([{"problem_id": f"p{i:04d}", "sample": j, "item_hash": f"q{i}",
-                       "number_of_parts": int(parts[i]), "gradable": True, "status": "ok",
-                       "n_matched": int(parts[i]) if strict[i, j] else 0,
-                       "strict": bool(strict[i, j]), "prefix_score": float(strict[i, j])}
-                      for i in range(p_items) for j in range(k)])
-    return {TRACK_N: n, TRACK_P: p}
-
-
-def metrics_of(scores: dict[str, pd.DataFrame], k: int) -> dict[str, Any]:
-    n0 = scores[TRACK_N][scores[TRACK_N]["sample"] == 0]
-    p0 = scores[TRACK_P][scores[TRACK_P]["sample"] == 0]
-    acc = round(float(n0["correct"].mean()), 6)
-    strict = round(float(p0["strict"].mean()), 6)
-    m: dict[str, Any] = {
-        TRACK_N: {"accuracy": acc, "accuracy_ci_low": max(0.0, acc - 0.1),
-                  "accuracy_ci_high": min(1.0, acc + 0.1), "n": len(n0), "errors": 0,
-                  "missing": 0, "k": k},
-        TRACK_P: {"prefix_score": strict, "strict": strict,
-                  "sub_problem_accuracy": round(float(p0["n_matched"].sum()
-                                                      / p0["number_of_parts"].sum()), 6),
-                  "n": len(p0), "errors": 0, "missing": 0, "k": k}}
-    if k > 1:
-        m[TRACK_N]["mean_at_k"] = {"accuracy": round(float(scores[TRACK_N]["correct"].mean()),
-                                                     6)}
-        m[TRACK_P]["mean_at_k"] = {"strict": round(float(scores[TRACK_P]["strict"].mean()), 6)}
-    return m
-
-
-def make_run(name: str, correct: np.ndarray, strict: np.ndarray, parts: np.ndarray, k: int = 1
-             ) -> Run:
-    scores = frames(correct, strict, parts, k)
-    run = Run(Revision(name, "experiment", "0" * 40), metrics_of(scores, k), {}, {}, scores,
-              {"predict": {"backend": "replay", "replay": {"path": f"{name}.jsonl"}}})
-    run.label = name
-    return run
+from tests.leaderboard_runs import make_run
 
 
 @pytest.fixture(scope="module")

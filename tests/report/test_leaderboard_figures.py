@@ -12,7 +12,7 @@ from stages.commands.leaderboard.board import build
 from stages.commands.leaderboard.figures import WIDTH, figures
 from stages.commands.leaderboard.loading import Run
 from stages.commands.leaderboard.statistics import find_metric
-from tests.test_leaderboard_statistics import make_run
+from tests.leaderboard_runs import make_run
 
 
 @pytest.fixture(scope="module")
