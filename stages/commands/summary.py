@@ -89,7 +89,10 @@ def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> 
                         f"for a colleague's run)")
     metrics = read_object(path)
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
-    lines = [run_line(metrics.get("sample") or {}), backend_line(root, params)]
+    # predict.limit and sample_seed are in the provenance file (older runs: in metrics.json).
+    prov = root / PROVENANCE_PATH
+    spec = (read_object(prov).get("sample") or {}) if prov.is_file() else {}
+    lines = [run_line({**(metrics.get("sample") or {}), **spec}), backend_line(root, params)]
     for track, key, label in ROWS:
         block = n if track == TRACK_N else p
         lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "

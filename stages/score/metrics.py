@@ -85,7 +85,7 @@ def p_headline(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
-    graded = scores[scores["gradable"]]
+    graded = scores[scores["gradable"].astype(bool)]  # an empty column is object dtype
     ones = np.ones(len(graded))
     parts = graded["number_of_parts"].to_numpy(dtype=float)
     by_parts = {str(k): p_headline(graded[graded["number_of_parts"] == k])
