@@ -37,7 +37,7 @@ MODULES = {
     "summary": "stages.commands.summary",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"compare", "summary"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--calibrate", action="store_true",
         help="measure the judge on references and swapped solutions instead")
     audit = sub.add_parser("audit", help=TOOLS["audit"], description=TOOLS["audit"])
+    audit.add_argument("name", nargs="?", metavar="NAME", default="workspace",
+                       help="git revision, branch, DVC experiment name, or 'workspace' "
+                            "(default), as compare takes them")
     audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     compare = sub.add_parser("compare", help=TOOLS["compare"], description=TOOLS["compare"])
     for side in ("a", "b"):
@@ -80,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        # compare and summary read the artifacts: a params file is optional for them.
+        # audit, compare and summary read the artifacts: a params file is optional for them.
         optional = args.command in PARAMS_OPTIONAL and not Path(args.params).exists()
         # Validated once, here: every stage receives the typed sections and the file's path.
         params = None if optional else load_params(args.params)
