@@ -22,7 +22,7 @@ from stages.core.artifacts import (
     predictions_path,
 )
 from stages.core.errors import DataError
-from stages.core.metrics_files import read_object
+from stages.core.json_object import read_object
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 
 # (track, key, label): the rows of the headline block, RIMO-N's one metric then RIMO-P's three.

@@ -14,14 +14,13 @@ reads it back into that block, so the report and compare keep one shape to read.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from stages.core.artifacts import BREAKDOWN_PATH, METRICS_PATH, PROVENANCE_PATH
-from stages.core.errors import DataError
+from stages.core.json_object import read_object
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 
 # metrics.json's pointer to the provenance file: [path, sha256].
@@ -160,17 +159,6 @@ def join(metrics: Mapping[str, Any], breakdown: Mapping[str, Any] | None = None,
         if isinstance(spec, Mapping) and isinstance(full.get(SAMPLE_KEY), Mapping):
             full[SAMPLE_KEY] = {**full[SAMPLE_KEY], **spec}
     return full
-
-
-def read_object(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{Path(path).as_posix()}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DataError(f"{Path(path).as_posix()}: expected a JSON object")
-    return data
 
 
 def read_all(metrics_path: str | os.PathLike[str] = METRICS_PATH,

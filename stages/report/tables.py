@@ -14,21 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from stages.core.errors import StageError
 from stages.core.hashing import canonical_json, sha256_file
+from stages.core.json_object import read_object as read_json
 from stages.core.metrics_files import read_all
 from stages.core.tracks import TRACK_N, TRACK_P
 
 MAX_TEXT = 2000  # characters of model text shown per failure; the full text is in the predictions
 MAX_PROBLEM = 400  # characters of problem text shown per failure
-
-
-def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    if not isinstance(data, dict):
-        raise StageError(f"{path}: expected a JSON object")
-    return data
 
 
 def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.PathLike[str],

@@ -61,8 +61,8 @@ from stages.core.artifacts import (
     scores_path,
 )
 from stages.core.config import load_params
-from stages.core.errors import DataError
 from stages.core.hashing import sha256_file
+from stages.core.json_object import read_object
 from stages.core.metrics_files import POINTER_KEY, pointer, split
 from stages.core.missing import require_outputs
 from stages.core.provenance import predictions_identity
@@ -72,18 +72,9 @@ from stages.score.metrics import bootstrap_params
 
 
 def _read_json(root: Path, path: Path, required: bool = True) -> dict[str, Any] | None:
-    shown = path.as_posix()
-    if not (root / path).is_file():
-        if required:
-            raise DataError(f"{shown}: not found (run `dvc repro` first)")
+    if not required and not (root / path).is_file():
         return None
-    try:
-        data = json.loads((root / path).read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"{shown}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DataError(f"{shown}: not a JSON object")
-    return data
+    return read_object(root / path, path.as_posix(), "run `dvc repro` first")
 
 
 def _read_metrics(root: Path) -> dict[str, Any]:
