@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from stages.core import dicts
 from stages.core.hashing import canonical_json, sha256_file
 from stages.core.json_object import read_object as read_json
 from stages.core.metrics_files import read_all
@@ -58,20 +59,11 @@ def truncate(text: str | None, limit: int = MAX_TEXT) -> str:
     return f"{text[:limit]}\n… ({len(text) - limit} more characters)"
 
 
-def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Nested dicts as (dotted key, JSON scalar) rows, sorted: readable and order-stable.
+def flatten(value: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Nested dicts as (dotted key, JSON scalar) rows, sorted: readable and order-stable."""
+    return [(key, v if isinstance(v, str) else canonical_json(v))
+            for key, v in dicts.flatten(value, sort=True, keep_empty=False).items()]
 
-    Local: there is no shared flattener in stages.core yet (audit keeps its own, typed one).
-    """
-    if isinstance(value, Mapping):
-        rows: list[tuple[str, str]] = []
-        for key in sorted(value, key=str):
-            rows += flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
-        return rows
-    return [(prefix, value if isinstance(value, str) else canonical_json(value))]
-
-
-# --- metrics -------------------------------------------------------------------------------------
 
 def headline_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     """One row per headline metric with its 95% interval and the item count behind it."""
