@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from stages.core import numbers
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
     METRICS_PATH,
@@ -31,7 +32,7 @@ ROWS = ((TRACK_N, "accuracy", "accuracy"), (TRACK_P, "prefix_score", "prefix sco
 
 
 def pct(x: Any) -> str:
-    return "-" if not isinstance(x, int | float) or isinstance(x, bool) else f"{100 * x:.1f}%"
+    return numbers.pct(x, dash="-")
 
 
 def interval(block: Mapping[str, Any], track: str, key: str) -> str:

@@ -18,6 +18,7 @@ from stages.core import dicts
 from stages.core.hashing import canonical_json, sha256_file
 from stages.core.json_object import read_object as read_json
 from stages.core.metrics_files import read_all
+from stages.core.numbers import absent, pct
 from stages.core.tracks import TRACK_N, TRACK_P
 
 MAX_TEXT = 2000  # characters of model text shown per failure; the full text is in the predictions
@@ -30,18 +31,6 @@ def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.
     for path in (metrics_path, breakdown_path, provenance_path):
         read_json(path)  # each must be there and a JSON object, with this module's error
     return read_all(metrics_path, breakdown_path, provenance_path)
-
-
-def absent(value: Any) -> bool:
-    """None, or the NaN that pandas puts in a null cell of a Parquet column."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
-def pct(value: Any) -> str:
-    """A rate as a percentage with one decimal ("57.1%"); a dash when absent."""
-    if absent(value):
-        return "—"
-    return f"{float(value):.1%}"
 
 
 def _ci(ci: Mapping[str, Any] | None, key: str) -> str:
