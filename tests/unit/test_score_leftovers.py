@@ -1,5 +1,5 @@
-"""Score leftovers of issue 17 §10: a zero-item sample, and what `dvc metrics diff` lists
-between a sample and a full run."""
+"""Score leftovers of issue 17 §10: a zero-item sample, and the sample spec as provenance
+(tests/e2e/test_metrics_diff_sample.py runs `dvc metrics diff` on it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.stage import score
 from tests.factories import small_benchmark
-from tests.pipeline_repo import sh
 
 BOOT = {"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}
 
@@ -49,20 +48,3 @@ def test_the_sample_spec_is_provenance_not_a_metric(tmp_path: Path) -> None:
                       reports / "provenance.json")
     assert joined["sample"] == m["sample"]
     assert (joined["sample"]["limit"], joined["sample"]["seed"]) == (3, 0)
-
-
-def test_metrics_diff_of_a_sample_against_a_full_run_lists_no_limit(tmp_path: Path) -> None:
-    """The real `dvc metrics diff`: a full run (limit null) committed, a sample in the
-    workspace. Only numbers that compare are listed; predict.limit is not among them."""
-    sh(tmp_path, "git", "init", "-q")
-    sh(tmp_path, "dvc", "init", "-q")
-    (tmp_path / "dvc.yaml").write_text("metrics:\n  - reports/metrics.json\n")
-    run_score(tmp_path, None)
-    sh(tmp_path, "git", "add", "dvc.yaml", "reports/metrics.json", ".dvc")
-    sh(tmp_path, "git", "commit", "-qm", "full run")
-    run_score(tmp_path, 2)
-    diff = json.loads(sh(tmp_path, "dvc", "metrics", "diff", "--json").stdout)
-    changed = diff["reports/metrics.json"]
-    assert changed[f"{TRACK_N}.n"] == {"old": 4, "new": 2, "diff": -2}
-    assert not [k for k in changed if k.startswith("sample.") and k.split(".")[1] in
-                ("limit", "seed")], changed
