@@ -117,12 +117,17 @@ def build_parser() -> argparse.ArgumentParser:
     stage_parsers["judge"].add_argument(
         "--calibrate", action="store_true",
         help="measure the judge on references and swapped solutions instead")
-    audit = sub.add_parser("audit", description=TOOLS["audit"], parents=[common])
+
+    def tool(name: str) -> argparse.ArgumentParser:
+        # Every command takes --params on either side of its name.
+        return sub.add_parser(name, description=TOOLS[name], parents=[common])
+
+    audit = tool("audit")
     audit.add_argument("name", nargs="?", metavar="NAME", default="workspace",
                        help="git revision, branch, DVC experiment name, or 'workspace' "
                             "(default), as compare takes them")
     audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
-    compare = sub.add_parser("compare", description=TOOLS["compare"], parents=[common])
+    compare = tool("compare")
     for side in ("a", "b"):
         compare.add_argument(side, metavar=side.upper(),
                              help="git revision, branch, DVC experiment name, or 'workspace'")
@@ -133,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")
     compare.add_argument("--confidence", type=float,
                          help="bootstrap interval level (default: score.bootstrap, or 0.95)")
-    sub.add_parser("summary", description=TOOLS["summary"], parents=[common])
+    # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
+    for name in [n for n in TOOLS if n not in sub.choices]:
+        tool(name)
     return parser
 
 
