@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stages.core.dicts import flatten
 from tests.pipeline_repo import make_repo, sh
@@ -68,3 +69,19 @@ def test_an_unknown_name_is_a_clear_error(repo: Path) -> None:
     proc = audit(repo, "no-such-run")
     assert proc.returncode == 1
     assert "no-such-run: not a git revision, branch or DVC experiment" in proc.stderr
+
+
+def test_outputs_missing_from_the_cache_are_named_with_the_pull(repo: Path) -> None:
+    """An experiment whose scores are not in this clone's cache (as after `git fetch` of its
+    ref without `dvc exp pull`): named, with the command, and nothing is left behind."""
+    sh(repo, "dvc", "exp", "run", "-n", "lim2", "score", "-S", "predict.limit=2")
+    ref = sh(repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    lim2 = next(r for r in ref if r.endswith("/lim2"))
+    lock = yaml.safe_load(sh(repo, "git", "show", f"{lim2}:dvc.lock").stdout)
+    md5 = next(o["md5"] for o in lock["stages"]["score"]["outs"]
+               if o["path"] == "data/scores/rimo_n.parquet")
+    (repo / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).unlink()
+    proc = audit(repo, "lim2")
+    assert proc.returncode == 1
+    assert "data/scores/rimo_n.parquet" in proc.stderr and "dvc exp pull" in proc.stderr
+    assert len(sh(repo, "git", "worktree", "list").stdout.splitlines()) == 1
