@@ -55,14 +55,17 @@ def run_line(sample: Mapping[str, Any]) -> str:
 def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
     """Backend and fingerprint from the predictions tables; the model name from the params."""
     seen: set[str] = set()
+    found = False
     for track in TRACKS:
         path = root / predictions_path(track)
         if path.is_file():
+            found = True
             frame = pd.read_parquet(path, columns=["backend", "fingerprint"])
             seen |= {f"{b} (fingerprint {str(f)[:12]})"
                      for b, f in zip(frame["backend"], frame["fingerprint"], strict=True)}
     if not seen:
-        return "backend: unknown (no predictions tables: `dvc pull` brings them)"
+        return ("backend: none recorded (the predictions tables have no rows)" if found else
+                "backend: unknown (no predictions tables: `dvc pull` brings them)")
     line = f"backend: {', '.join(sorted(seen))}"
     predict = (params or {}).get("predict") or {}
     backend = predict.get("backend")

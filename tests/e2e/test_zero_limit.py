@@ -26,3 +26,5 @@ def test_dvc_repro_with_limit_zero_audits_and_summarises(tmp_path: Path,
     summary = sh(repo, "rimo-eval", "summary").stdout
     assert summary.startswith("run: SAMPLE of 0/335 RIMO-N, 0/456 RIMO-P items "
                               "(predict.limit 0, seed 0)")
+    # The tables are there, with no rows: not a clone that needs `dvc pull`.
+    assert "backend: none recorded (the predictions tables have no rows)" in summary
