@@ -7,7 +7,6 @@ per-item scores), so nothing is checked out and the workspace is left alone.
 from __future__ import annotations
 
 import io
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from stages.core.artifacts import (
 )
 from stages.core.errors import ConfigError, DataError
 from stages.core.git import git
+from stages.core.json_object import parse_object
 from stages.core.metrics_files import join
 from stages.core.tracks import TRACKS
 
@@ -144,13 +144,7 @@ class RunFiles:
         """A JSON object; None for an optional file the revision does not have."""
         if not required and not self.exists(path):
             return None  # e.g. a revision from before the breakdown and provenance files
-        try:
-            data = json.loads(self.read_bytes(path))
-        except ValueError as exc:
-            raise DataError(f"{path.as_posix()} at {self.where}: not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise DataError(f"{path.as_posix()} at {self.where}: expected a JSON object")
-        return data
+        return parse_object(self.read_bytes(path), f"{path.as_posix()} at {self.where}")
 
     def read_parquet(self, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read_bytes(path)), columns=columns)
