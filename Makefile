@@ -40,7 +40,7 @@ repro: $(STAMP)
 
 # Two passes: what can share the machine on 2 xdist workers (each test file stays on one worker,
 # so a module's shared repo is built once), then the `serial` tests alone: kill loops, timed
-# limits, DVC's queue workers, SeaweedFS, the llama server. Flaky is worse than slow.
+# limits, DVC's queue workers. Flaky is worse than slow.
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile
 

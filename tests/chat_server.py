@@ -69,28 +69,39 @@ def _ephemeral_low() -> int:
 # Test servers listen on ports below the kernel's ephemeral range. A Jupyter kernel (the report
 # stage) gets its five ports by binding port 0 and closing, and binds them a second later
 # (jupyter/jupyter_client#487); a server on the other xdist worker binding port 0 in that second
-# could take one and kill the kernel. Below the range, no port-0 bind or outgoing connection
-# ever lands; two test servers picking one port just try another.
-_PORTS = range(max(1024, _ephemeral_low() - 12000), _ephemeral_low())
+# could take one and kill the kernel. Below the range no port-0 bind or outgoing connection
+# ever lands. In-process servers (bound at once: two picking one port just try another) and
+# ports handed to a server process (free now, bound by it later) take separate halves, so a
+# test server never takes a port that a starting process (SeaweedFS, llama.cpp) was given.
+_LOW = _ephemeral_low()
+_BOUND = range(max(1024, _LOW - 12000), max(1024, _LOW - 6000))
+_HANDED = range(max(1024, _LOW - 6000), _LOW)
 _random = random.SystemRandom()
 T = TypeVar("T")
 
 
-def bind_loopback(make: Callable[[tuple[str, int]], T]) -> T:
+def bind_loopback(make: Callable[[tuple[str, int]], T], ports: range = _BOUND) -> T:
     """``make(("127.0.0.1", port))`` (a server that binds in its constructor) on a free port."""
     for _ in range(100):
         try:
-            return make(("127.0.0.1", _random.choice(_PORTS)))
+            return make(("127.0.0.1", _random.choice(ports)))
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-    raise RuntimeError(f"no free loopback port in {_PORTS}")
+    raise RuntimeError(f"no free loopback port in {ports}")
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct loopback ports free now (held open together), for a server process that
+    binds them itself."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(bind_loopback(socket.create_server, _HANDED))
+                 for _ in range(n)]
+        return [sock.getsockname()[1] for sock in socks]
 
 
 def free_port() -> int:
-    """A loopback port free now, for a server process that binds it itself."""
-    with bind_loopback(socket.create_server) as sock:
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def request_fingerprint(body: dict[str, Any]) -> str:

