@@ -41,18 +41,20 @@ repro: $(STAMP)
 # Two passes: what can share the machine on 2 xdist workers (each test file stays on one worker,
 # so a module's shared repo is built once), then the `serial` tests alone: kill loops, timed
 # limits, DVC's queue workers. Flaky is worse than slow.
+# PYTEST_ARGS goes to both passes (`make test PYTEST_ARGS=--durations=20`).
 PYTEST_WORKERS ?= 2
-PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_ARGS ?=
+PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: $(STAMP) browser
 	ruff check .
 	$(PYTEST_PARALLEL) -m "not serial"
-	pytest -m "serial"
+	pytest $(PYTEST_ARGS) -m "serial"
 
 # The edit loop: everything but the end-to-end tests marked `slow`.
 test-fast: $(STAMP)
 	$(PYTEST_PARALLEL) -m "not slow and not serial"
-	pytest -m "serial and not slow"
+	pytest $(PYTEST_ARGS) -m "serial and not slow"
 
 lint: $(STAMP)
 	ruff check .
