@@ -35,14 +35,16 @@ MODULES = {
     "audit": "stages.commands.audit.command",
     "compare": "stages.commands.compare.command",
     "summary": "stages.commands.summary",
+    "view": "stages.commands.view.command",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"compare", "summary"}
+PARAMS_OPTIONAL = {"compare", "summary", "view"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
     "compare": "Compare two revisions, branches or DVC experiments: metrics, flips, paired tests",
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
+    "view": "Browse every answer of one or more runs: a static site with rendered math",
 }
 
 
@@ -74,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--confidence", type=float,
                          help="bootstrap interval level (default: score.bootstrap, or 0.95)")
     sub.add_parser("summary", help=TOOLS["summary"], description=TOOLS["summary"])
+    from stages.commands.view.command import add_arguments as view_arguments
+    view_arguments(sub.add_parser("view", help=TOOLS["view"], description=TOOLS["view"]))
     return parser
 
 
