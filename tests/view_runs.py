@@ -88,3 +88,32 @@ def build_runs(root: Path, mirror: Path) -> dict[str, Any]:
 
 
 __all__ = ["HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "write_jsonl"]
+
+
+def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,
+              details: dict[tuple[str, str, int], dict[str, Any]] | None = None) -> Any:
+    """One run made by the real replay predict and score stages over ``items_dir``, as
+    ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) put in
+    where a model backend would have recorded them."""
+    from stages.commands.compare.revisions import Revision
+    from stages.commands.view.load import Run
+    from stages.core.artifacts import items_path, predictions_path, scores_path
+    from stages.predict import predict
+    from stages.score.stage import score
+
+    base = root / name
+    base.mkdir(parents=True, exist_ok=True)
+    write_jsonl(base / "replay.jsonl", rows)
+    predict({"backend": "replay", "replay": {"path": str(base / "replay.jsonl")}, "samples": k,
+             "limit": None}, items_dir, base / "preds")
+    metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
+                    base / "preds", base / "scores", base / "metrics.json", base / "plots")
+    tracks = (TRACK_N, TRACK_P)
+    run = Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
+              {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks},
+              {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks},
+              {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks})
+    run.details = {t: {} for t in tracks}
+    for (track, pid, s), d in (details or {}).items():
+        run.details[track][(pid, s)] = d
+    return run

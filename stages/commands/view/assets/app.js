@@ -370,6 +370,7 @@ const RIMO = (() => {
     renderFilters(s);
     renderFlips(s);
     const key = s.get("item");
+    document.body.classList.toggle("on-item", !!key);
     if (s.get("q") && !words) getWords().then(render);
     if (key) { lastShown = filtered(s); renderItem(s, key); } else renderGrid(s);
   }

@@ -1,0 +1,151 @@
+"""``rimo-eval view`` without a browser: sanitising, determinism, flips as compare, errors.
+
+The browser itself (Chromium) is tests/test_view_browser.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.commands.view.markup import render
+from stages.commands.view.model import build
+from stages.commands.view.site import write_site
+from stages.core.tracks import TRACK_N, TRACK_P
+from tests.factories import n_item, p_item, write_items
+from tests.pipeline_repo import sh
+from tests.view_runs import HOSTILE, HOSTILE_TEXT, build_runs, small_run
+
+
+@pytest.mark.parametrize("payload", HOSTILE)
+def test_markup_leaves_no_tag_attribute_or_url_of_the_payload(payload: str) -> None:
+    html = render(payload)
+    tags = set(re.findall(r"<\s*([a-zA-Z][a-zA-Z0-9]*)", html))
+    assert tags <= {"p", "span", "div", "em", "strong", "code", "pre", "br"}, html
+    assert not re.search(r"<[^>]*\s(on\w+|href|src|style|action|data)\s*=", html), html
+    assert "<script" not in html and "<iframe" not in html and "<svg" not in html
+
+
+def test_markup_keeps_math_apart_from_markdown() -> None:
+    html = render("Let $a_1 *b* c_2$ and \\[x_1 = y_2\\] be *so*; $$\\frac{1}{2}$$")
+    assert '<span class="math inline">a_1 *b* c_2</span>' in html
+    assert '<span class="math display">x_1 = y_2</span>' in html
+    assert "<em>so</em>" in html and "\\frac{1}{2}" in html
+    assert render("<b>bold</b> [x](javascript:alert(1))") == \
+        "<p>&lt;b&gt;bold&lt;/b&gt; [x](javascript:alert(1))</p>\n"
+
+
+def small_items(root: Path) -> Path:
+    items = root / "items"
+    write_items(items, [n_item("2001a1", "12"), n_item("2001a2", "-3"),
+                        n_item("2001c1", "7", "combinatorics")],
+                [p_item("2001a1", ["s1"]), p_item("2001g1", ["g1", "g2"])])
+    return items
+
+
+def k3_rows(answers: dict[str, list[str]]) -> list[dict[str, Any]]:
+    rows = [{"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": a}
+            for pid, preds in answers.items() for j, a in enumerate(preds)]
+    rows += [{"track": TRACK_P, "problem_id": "2001a1", "sample": j, "prediction": ["s1"]}
+             for j in range(3)]
+    rows += [{"track": TRACK_P, "problem_id": "2001g1", "sample": j,
+              "prediction": ["g1", "g2" if j else "no"]} for j in range(3)]
+    return rows
+
+
+def test_the_same_runs_give_a_byte_identical_site(tmp_path: Path) -> None:
+    items = small_items(tmp_path)
+    details = {(TRACK_N, "2001a1", 0): {"text": HOSTILE_TEXT + " so $\\boxed{12}$",
+                                        "reasoning": "think $x$", "finish_reason": "stop",
+                                        "usage": {"completion_tokens": 9}}}
+    rows = k3_rows({"2001a1": ["12", "12", "13"], "2001a2": ["-3", "", "-3"],
+                    "2001c1": ["1", "2", "7"]})
+    digests = []
+    for attempt in range(2):
+        run = small_run(tmp_path / f"r{attempt}", "k3", items, rows, 3, details)
+        index, payloads, words = build([run])
+        out = tmp_path / f"site{attempt}"
+        counts = write_site(out, index, payloads, words)
+        assert counts["items"] == 5
+        digests.append({p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in sorted(out.rglob("*")) if p.is_file()})
+    assert digests[0] == digests[1]
+    assert {"index.html", "app.js", "data/index.js", "data/items/00000.js",
+            "katex/katex.min.js"} <= set(digests[0])
+    # Rebuilding into the same folder replaces it whole: no file of the old site is left.
+    (out / "stale.js").write_text("x")
+    write_site(out, index, payloads, words)
+    assert not (out / "stale.js").exists() and not list(tmp_path.glob(".site1.*"))
+
+
+def test_index_codes_every_sample(tmp_path: Path) -> None:
+    items = small_items(tmp_path)
+    rows = k3_rows({"2001a1": ["12", "12", "13"], "2001a2": ["-3", "", "-3"]})  # 2001c1 missing
+    details = {(TRACK_N, "2001a2", 1): {"text": "cut off", "finish_reason": "length"}}
+    index, payloads, _ = build([small_run(tmp_path, "k3", items, rows, 3, details)])
+    codes = {it["key"]: it["o"][0] for it in index["items"]}
+    assert codes == {"RIMO-N:2001a1": "RRW", "RIMO-N:2001a2": "RTR", "RIMO-N:2001c1": "MMM",
+                     "RIMO-P:2001a1": "SSS", "RIMO-P:2001g1": "1SS"}
+    flags = {it["key"]: it["f"][0] for it in index["items"]}
+    assert flags["RIMO-N:2001a2"] == ["truncated"]  # from the finish reason: no diag columns
+    (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
+    assert [s["pred"] for s in p["runs"][0]] == ["-3", "", "-3"]
+    assert index["runs"][0]["k"] == 3
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str, Any]:
+    return build_runs(tmp_path_factory.mktemp("view_site"), mirror_dir)
+
+
+def read_index(site: Path) -> dict[str, Any]:
+    text = (site / "data/index.js").read_text()
+    assert text.startswith("RIMO.index(") and text.endswith(");\n")
+    return json.loads(text[len("RIMO.index("):-3])
+
+
+@pytest.mark.slow
+def test_cli_site_counts_and_flips_equal_metrics_and_compare(two_runs: dict[str, Any]) -> None:
+    repo = two_runs["repo"]
+    sh(repo, "rimo-eval", "view", "run-a", "run-b", "--out", "site")
+    index = read_index(repo / "site")
+    assert len(index["items"]) == two_runs["n_items"] == 791
+    assert len(list((repo / "site/data/items").glob("*.js"))) == 791
+    result = json.loads(sh(repo, "rimo-eval", "compare", "run-a", "run-b", "--json").stdout)
+    metrics = {m["name"]: (m["a"], m["b"]) for m in result["metrics"]}
+    for i, side in enumerate(("a", "b")):
+        right_n = sum(it["o"][i][0] == "R" for it in index["items"] if it["track"] == TRACK_N)
+        strict = sum(it["o"][i][0] == "S" for it in index["items"] if it["track"] == TRACK_P)
+        assert right_n == metrics["RIMO-N.correct"][i], side
+        assert strict / metrics["RIMO-P.n"][i] == pytest.approx(metrics["RIMO-P.strict"][i])
+        head = index["runs"][i]["tracks"][TRACK_N]["metrics"][0]
+        assert head["name"] == "accuracy" and head["value"] == metrics["RIMO-N.accuracy"][i]
+        assert head["ci"] is not None
+    for track in (TRACK_N, TRACK_P):
+        want = [(f["problem_id"], f["a"], f["b"]) for f in result["tracks"][track]["flips"]]
+        got = [(f["id"], f["a"], f["b"]) for f in index["pairs"]["0-1"][track]["flips"]]
+        assert got == want and got
+    # RIMO-N: A wrong on 0-11 (hostile), 20-39, 40 (missing); B on 30-49: 22 + 9 flips.
+    assert len(index["pairs"]["0-1"][TRACK_N]["flips"]) == 12 + 10 + 9
+
+
+@pytest.mark.slow
+def test_a_run_not_in_the_cache_is_an_error_naming_files_and_pull(
+        two_runs: dict[str, Any], tmp_path: Path) -> None:
+    repo = two_runs["repo"]
+    cache = repo / ".dvc/cache"
+    moved = tmp_path / "cache"
+    shutil.move(cache, moved)
+    try:
+        proc = sh(repo, "rimo-eval", "view", "run-a", "--out", "gone", check=False)
+    finally:
+        shutil.move(moved, cache)
+    assert proc.returncode == 1
+    assert "data/scores/rimo_n.parquet" in proc.stderr and "dvc exp pull" in proc.stderr
+    assert not (repo / "gone").exists()
