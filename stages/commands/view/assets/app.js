@@ -379,6 +379,7 @@ const RIMO = (() => {
       index = data;
       index.items.forEach((it, i) => byKey.set(it.key, i));
       renderRuns();
+      $("home").onclick = () => { location.hash = ""; };
       window.addEventListener("hashchange", render);
       render();
       document.documentElement.dataset.ready = "1";
