@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from stages.commands.view.model import build
@@ -303,8 +304,20 @@ def test_k_samples_histogram_reasoning_and_model_text(driver: Any, tmp_path: Pat
         "finish_reason": "length" if j == 2 else "stop", "extraction": "boxed",
         "usage": {"completion_tokens": 100 + j, "prompt_tokens": 50}} for j in range(4)}
     run = small_run(tmp_path, "k4", items, rows, 4, details)
+    # What the diag engineer's score stage adds (one flag per row), and a judge's verdicts.
+    scores_n = run.scores[TRACK_N]
+    scores_n["no_box"] = scores_n["prediction"].fillna("") == ""
+    scores_n["lenient_match"] = False
+    run.judge = pd.DataFrame([
+        {"problem_id": "2001g1", "sample": 0, "part": 1, "verdict": "correct", "reason": "ok"},
+        {"problem_id": "2001g1", "sample": 0, "part": 2, "verdict": "incorrect",
+         "reason": "Step $2$ fails. " + HOSTILE_TEXT}])
     site = tmp_path / "site"
     write_site(site, *build([run]))
+    open_site(driver, site, "flag=no_box")
+    assert shown_keys(driver) == [f"{TRACK_N}:2001a2"]
+    open_site(driver, site, "flag=lenient_match")
+    assert shown_keys(driver) == []
     open_site(driver, site)
     strips = driver.execute_script(
         "return [...document.querySelectorAll('#grid .strip')].map(e => e.style.background)")
@@ -322,6 +335,11 @@ def test_k_samples_histogram_reasoning_and_model_text(driver: Any, tmp_path: Pat
     assert "Sample 2:" in driver.find_element("css selector", ".model").text
     assert driver.execute_script("return document.querySelectorAll('.model .katex').length") >= 2
     assert_inert(driver)
+    open_item(driver, site, f"{TRACK_N}:2001a2", "&s=1")
+    assert "no_box" in driver.find_element("css selector", ".sample").text
     open_item(driver, site, f"{TRACK_P}:2001g1")
     assert_inert(driver)
+    parts = driver.find_elements("css selector", ".part")
+    assert "judge: correct" in parts[0].text and "judge: incorrect" in parts[1].text
+    assert "<script>window.__pwned = 1" in parts[1].text
     assert len(driver.find_elements("css selector", "table.samples tr[data-s]")) == 4
