@@ -142,6 +142,7 @@ def test_control_page_trips_every_check(driver: Any, tmp_path: Path) -> None:
         assert any(h.startswith(kind) for h in hits), (kind, hits)
 
 
+@pytest.mark.slow
 def test_grid_shows_every_item_and_run_with_counts_of_metrics(driver: Any, runs: dict[str, Any]
                                                                ) -> None:
     open_site(driver, runs["site"])
@@ -171,6 +172,7 @@ def test_grid_shows_every_item_and_run_with_counts_of_metrics(driver: Any, runs:
     assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
 
 
+@pytest.mark.slow
 def test_filters_search_and_url_state(driver: Any, runs: dict[str, Any]) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -214,6 +216,7 @@ def test_filters_search_and_url_state(driver: Any, runs: dict[str, Any]) -> None
     assert_inert(driver)
 
 
+@pytest.mark.slow
 def test_fragment_opens_an_item_side_by_side_with_math(driver: Any, runs: dict[str, Any]
                                                         ) -> None:
     from selenium.webdriver.common.by import By
@@ -245,6 +248,7 @@ def test_fragment_opens_an_item_side_by_side_with_math(driver: Any, runs: dict[s
     assert driver.execute_script("return document.querySelectorAll('.part .katex').length") > 5
 
 
+@pytest.mark.slow
 def test_hostile_corpus_is_inert_from_file(driver: Any, runs: dict[str, Any]) -> None:
     start = (runs["site"] / "index.html").as_uri()
     for key in [f"{TRACK_P}:{runs['hostile_p']}", *(f"{TRACK_N}:{i}" for i in runs["hostile_n"])]:
@@ -263,6 +267,7 @@ def test_hostile_corpus_is_inert_from_file(driver: Any, runs: dict[str, Any]) ->
     assert driver.save_screenshot(str(shot))
 
 
+@pytest.mark.slow
 def test_served_site_loads_only_its_own_files(driver: Any, runs: dict[str, Any]) -> None:
     """Over HTTP the browser records every resource it fetched (file:// records none)."""
     proc = subprocess.Popen(["rimo-eval", "view", "run-a", "run-b", "--out", "served",

@@ -1,14 +1,13 @@
-"""``rimo-eval view`` without a browser: sanitising, determinism, flips as compare, errors.
+"""``rimo-eval view`` without a browser: sanitising, sample codes, a byte-identical site.
 
-The browser itself (Chromium) is tests/test_view_browser.py.
+The CLI on real experiments is tests/e2e/test_view_cli.py; the browser (Chromium) is
+tests/e2e/test_view_browser.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ from stages.commands.view.model import build
 from stages.commands.view.site import write_site
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
-from tests.pipeline_repo import sh
-from tests.view_runs import HOSTILE, HOSTILE_TEXT, build_runs, small_run
+from tests.view_runs import HOSTILE, HOSTILE_TEXT, small_run
 
 
 @pytest.mark.parametrize("payload", HOSTILE)
@@ -97,55 +95,3 @@ def test_index_codes_every_sample(tmp_path: Path) -> None:
     (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
     assert [s["pred"] for s in p["runs"][0]] == ["-3", "", "-3"]
     assert index["runs"][0]["k"] == 3
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str, Any]:
-    return build_runs(tmp_path_factory.mktemp("view_site"), mirror_dir)
-
-
-def read_index(site: Path) -> dict[str, Any]:
-    text = (site / "data/index.js").read_text()
-    assert text.startswith("RIMO.index(") and text.endswith(");\n")
-    return json.loads(text[len("RIMO.index("):-3])
-
-
-@pytest.mark.slow
-def test_cli_site_counts_and_flips_equal_metrics_and_compare(two_runs: dict[str, Any]) -> None:
-    repo = two_runs["repo"]
-    sh(repo, "rimo-eval", "view", "run-a", "run-b", "--out", "site")
-    index = read_index(repo / "site")
-    assert len(index["items"]) == two_runs["n_items"] == 791
-    assert len(list((repo / "site/data/items").glob("*.js"))) == 791
-    result = json.loads(sh(repo, "rimo-eval", "compare", "run-a", "run-b", "--json").stdout)
-    metrics = {m["name"]: (m["a"], m["b"]) for m in result["metrics"]}
-    for i, side in enumerate(("a", "b")):
-        right_n = sum(it["o"][i][0] == "R" for it in index["items"] if it["track"] == TRACK_N)
-        strict = sum(it["o"][i][0] == "S" for it in index["items"] if it["track"] == TRACK_P)
-        assert right_n == metrics["RIMO-N.correct"][i], side
-        assert strict / metrics["RIMO-P.n"][i] == pytest.approx(metrics["RIMO-P.strict"][i])
-        head = index["runs"][i]["tracks"][TRACK_N]["metrics"][0]
-        assert head["name"] == "accuracy" and head["value"] == metrics["RIMO-N.accuracy"][i]
-        assert head["ci"] is not None
-    for track in (TRACK_N, TRACK_P):
-        want = [(f["problem_id"], f["a"], f["b"]) for f in result["tracks"][track]["flips"]]
-        got = [(f["id"], f["a"], f["b"]) for f in index["pairs"]["0-1"][track]["flips"]]
-        assert got == want and got
-    # RIMO-N: A wrong on 0-11 (hostile), 20-39, 40 (missing); B on 30-49: 22 + 9 flips.
-    assert len(index["pairs"]["0-1"][TRACK_N]["flips"]) == 12 + 10 + 9
-
-
-@pytest.mark.slow
-def test_a_run_not_in_the_cache_is_an_error_naming_files_and_pull(
-        two_runs: dict[str, Any], tmp_path: Path) -> None:
-    repo = two_runs["repo"]
-    cache = repo / ".dvc/cache"
-    moved = tmp_path / "cache"
-    shutil.move(cache, moved)
-    try:
-        proc = sh(repo, "rimo-eval", "view", "run-a", "--out", "gone", check=False)
-    finally:
-        shutil.move(moved, cache)
-    assert proc.returncode == 1
-    assert "data/scores/rimo_n.parquet" in proc.stderr and "dvc exp pull" in proc.stderr
-    assert not (repo / "gone").exists()
