@@ -76,8 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--confidence", type=float,
                          help="bootstrap interval level (default: score.bootstrap, or 0.95)")
     sub.add_parser("summary", help=TOOLS["summary"], description=TOOLS["summary"])
-    from stages.commands.view.command import add_arguments as view_arguments
-    view_arguments(sub.add_parser("view", help=TOOLS["view"], description=TOOLS["view"]))
+    view = sub.add_parser("view", help=TOOLS["view"], description=TOOLS["view"])
+    view.add_argument("runs", nargs="*", metavar="RUN",
+                      help="git revision, branch, DVC experiment name, or 'workspace' "
+                           "(default: the workspace)")
+    view.add_argument("--out", type=Path, default=Path("reports/view"),
+                      help="folder of the static site (default: %(default)s)")
+    view.add_argument("--serve", action="store_true",
+                      help="then serve the folder on 127.0.0.1 and print the URL")
+    view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
     return parser
 
 

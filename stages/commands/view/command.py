@@ -21,18 +21,7 @@ from stages.commands.view.model import build
 from stages.commands.view.site import write_site
 from stages.core.errors import ConfigError
 
-DEFAULT_OUT = Path("reports/view")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="*", metavar="RUN",
-                        help="git revision, branch, DVC experiment name, or 'workspace' "
-                             "(default: the workspace)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="folder of the static site (default: %(default)s)")
-    parser.add_argument("--serve", action="store_true",
-                        help="then serve the folder on 127.0.0.1 and print the URL")
-    parser.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
+DEFAULT_OUT = Path("reports/view")  # the default of --out (stages/cli.py)
 
 
 def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
@@ -64,4 +53,4 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_OUT", "add_arguments", "main", "serve", "view"]
+__all__ = ["DEFAULT_OUT", "main", "serve", "view"]
