@@ -91,7 +91,8 @@ __all__ = ["HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "write_json
 
 
 def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,
-              details: dict[tuple[str, str, int], dict[str, Any]] | None = None) -> Any:
+              details: dict[tuple[str, str, int], dict[str, Any]] | None = None,
+              limit: int | None = None) -> Any:
     """One run made by the real replay predict and score stages over ``items_dir``, as
     ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) put in
     where a model backend would have recorded them."""
@@ -105,7 +106,7 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     base.mkdir(parents=True, exist_ok=True)
     write_jsonl(base / "replay.jsonl", rows)
     predict({"backend": "replay", "replay": {"path": str(base / "replay.jsonl")}, "samples": k,
-             "limit": None}, items_dir, base / "preds")
+             "limit": limit}, items_dir, base / "preds")
     metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
                     base / "preds", base / "scores", base / "metrics.json", base / "plots")
     tracks = (TRACK_N, TRACK_P)

@@ -95,3 +95,27 @@ def test_index_codes_every_sample(tmp_path: Path) -> None:
     (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
     assert [s["pred"] for s in p["runs"][0]] == ["-3", "", "-3"]
     assert index["runs"][0]["k"] == 3
+
+
+def test_two_runs_errors_and_items_a_sample_run_left_out(tmp_path: Path) -> None:
+    items = small_items(tmp_path)
+    rows = k3_rows({"2001a1": ["12"] * 3, "2001a2": ["-3"] * 3, "2001c1": ["7"] * 3})
+    full = small_run(tmp_path, "full", items, rows, 3)
+    # An error as predict records it: status and reason in the predictions, wrong in scores.
+    preds, scores = full.predictions[TRACK_N], full.scores[TRACK_N]
+    hit = (preds["problem_id"] == "2001c1") & (preds["sample"] == 1)
+    preds.loc[hit, "error"] = "HTTP 500 <b>boom</b>"
+    scores.loc[(scores["problem_id"] == "2001c1") & (scores["sample"] == 1),
+               ["status", "correct"]] = ["error", False]
+    sample = small_run(tmp_path, "sample", items, rows, 3, limit=1)  # one item per track
+    index, payloads, _ = build([full, sample])
+    codes = {it["key"]: it["o"] for it in index["items"]}
+    assert codes["RIMO-N:2001c1"][0] == "RER"
+    assert sum(o[1] == "-" for o in codes.values()) == 3  # 5 items, 1 per track evaluated
+    assert {k: o[1] for k, o in codes.items()} == {  # the seeded sample of one per track
+        "RIMO-N:2001a1": "-", "RIMO-N:2001a2": "RRR", "RIMO-N:2001c1": "-",
+        "RIMO-P:2001a1": "SSS", "RIMO-P:2001g1": "-"}
+    (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001c1"]
+    assert p["runs"][0][1]["error"] == "HTTP 500 <b>boom</b>"  # plain text: app.js escapes it
+    assert index["runs"][1]["is_sample"] is True and index["runs"][0]["is_sample"] is False
+    assert set(index["pairs"]) == {"0-1"} and index["pairs"]["0-1"][TRACK_N]["k"] == 3

@@ -79,9 +79,10 @@ def header(run: Run) -> dict[str, Any]:
         if "lenient_accuracy" in diag:
             rows.append({"name": "lenient accuracy (diagnostic)",
                          "value": diag["lenient_accuracy"], "ci": None})
+        flag_counts = {f: diag[f] for f in FLAGS if isinstance(diag.get(f), int | float)}
         counts = {c: block[c] for c in ("n", "correct", "missing", "errors", "ungradable")
                   if isinstance(block.get(c), int | float)}
-        tracks[track] = {"metrics": rows, "counts": counts}
+        tracks[track] = {"metrics": rows, "counts": counts, "diagnostics": flag_counts}
     preds = run.predictions[TRACK_N] if len(run.predictions[TRACK_N]) else \
         run.predictions[TRACK_P]
     backend = _text(preds["backend"].iloc[0]) if len(preds) else ""
@@ -185,6 +186,7 @@ def _sample_p(row: dict[str, Any], details: dict[str, Any], prediction: list[str
 def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
                  rows: Sequence[dict[str, list[dict[str, Any]]]],
                  preds: Sequence[dict[tuple[str, int], Any]],
+                 errors: Sequence[dict[tuple[str, int], Any]],
                  judges: Sequence[dict[tuple[str, int], dict[int, dict[str, Any]]]]
                  ) -> dict[str, Any]:
     pid = str(item["problem_id"])
@@ -205,9 +207,9 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
         samples = []
         for r in rows[i].get(pid, []):
             details = run.details[track].get((pid, int(r["sample"])), {})
-            if "error" not in details and _text(r.get("status")) == "error":
-                details = {**details, "error": _text(preds[i].get(("error", pid,
-                                                                   int(r["sample"]))))}
+            error = errors[i].get((pid, int(r["sample"])))
+            if error and "error" not in details:
+                details = {**details, "error": error}  # the predictions table's reason
             if track == TRACK_N:
                 samples.append(_sample_n(r, details, present))
             else:
@@ -226,15 +228,12 @@ def search_text(payload: dict[str, Any], raw: Iterable[str]) -> str:
     return " ".join(sorted(words))
 
 
-def _prediction_index(run: Run, track: str) -> dict[Any, Any]:
+def _prediction_index(run: Run, track: str, column: str = "prediction"
+                      ) -> dict[tuple[str, int], Any]:
     frame = run.predictions[track]
     samples = frame["sample"] if "sample" in frame.columns else [0] * len(frame)
-    out: dict[Any, Any] = {}
-    for pid, s, p, err in zip(frame["problem_id"], samples, frame["prediction"],
-                              frame["error"], strict=True):
-        out[(str(pid), int(s))] = p
-        out[("error", str(pid), int(s))] = err
-    return out
+    return {(str(pid), int(s)): v
+            for pid, s, v in zip(frame["problem_id"], samples, frame[column], strict=True)}
 
 
 def _judge_index(run: Run) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
@@ -278,12 +277,14 @@ def build(runs: Sequence[Run]) -> tuple[dict[str, Any], list[dict[str, Any]], li
     order = sorted(items, key=lambda k: (TRACKS.index(k[0]), k[1]))
     rows = {t: [rows_by_item(run.scores[t]) for run in runs] for t in TRACKS}
     preds = {t: [_prediction_index(run, t) for run in runs] for t in TRACKS}
+    errors = {t: [{k: _text(v) for k, v in _prediction_index(run, t, "error").items()
+                   if _text(v)} for run in runs] for t in TRACKS}
     judges = [_judge_index(run) for run in runs]
     no_judge: list[dict[tuple[str, int], dict[int, dict[str, Any]]]] = [{} for _ in runs]
     index_items, payloads, words = [], [], []
     for n, (track, pid) in enumerate(order):
         item = items[(track, pid)]
-        payload = item_payload(track, item, runs, rows[track], preds[track],
+        payload = item_payload(track, item, runs, rows[track], preds[track], errors[track],
                                judges if track == TRACK_P else no_judge)
         outcomes, masks = [], []
         texts = [_text(item.get("problem")), *map(str, _list(item.get("sub_problems")))]

@@ -189,6 +189,8 @@ const RIMO = (() => {
           const diag = /diagnostic/.test(m.name) ? " diag" : "";
           rows.push(`<tr class="${diag}"><td>${esc(track)}</td><td>${esc(m.name)}</td><td class="v">${pct(m.value)}</td><td>${ci}</td></tr>`);
         }
+        const diag = Object.entries(t.diagnostics || {});
+        if (diag.length) rows.push(`<tr class="diag"><td>${esc(track)}</td><td colspan="3">diagnostic flags (score): ${diag.map(([f, c]) => esc(f) + " " + esc(c)).join(" · ")}</td></tr>`);
         const what = track === "RIMO-N" ? "right" : "strict";
         rows.push(`<tr><td>${esc(track)}</td><td>${what}, sample 0</td><td class="v" data-count="${esc(track)}">${c[track][0]} / ${c[track][1]}</td><td></td></tr>`);
       }
