@@ -35,7 +35,12 @@ def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
 
 def serve(folder: Path, port: int) -> None:
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise ConfigError(f"view --serve: cannot listen on 127.0.0.1:{port} ({exc.strerror}): "
+                          f"pick another --port, or 0 for any free one") from exc
+    with server:
         print(f"view: serving http://127.0.0.1:{server.server_address[1]}/index.html "
               f"(Ctrl-C stops)", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
