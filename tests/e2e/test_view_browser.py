@@ -27,7 +27,7 @@ from stages.commands.view.model import build
 from stages.commands.view.site import write_site
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
-from tests.pipeline_repo import env, sh
+from tests.pipeline_repo import env, make_repo, sh
 from tests.view_runs import HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, build_runs, small_run
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -348,3 +348,58 @@ def test_k_samples_histogram_reasoning_and_model_text(driver: Any, tmp_path: Pat
     assert "judge: correct" in parts[0].text and "judge: incorrect" in parts[1].text
     assert "<script>window.__pwned = 1" in parts[1].text
     assert len(driver.find_elements("css selector", "table.samples tr[data-s]")) == 4
+
+
+# --- a model backend's run: the openai backend against the loopback fake chat server -------
+
+REPLY = ("<think>" + HOSTILE_TEXT + " and $\\frac{1}{2}$</think>\n\nWe compute $x^2 + 1$.\n\n"
+         + HOSTILE_TEXT + "\n\nSo the answer is $\\boxed{7}$.")
+
+
+@pytest.fixture(scope="module")
+def model_site(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterator[Path]:
+    """``dvc repro score`` with the openai backend (3 items per track) whose every reply holds
+    the hostile corpus, in the content and in a think block, then ``rimo-eval view``."""
+    from tests.chat_server import ChatServer
+
+    server = ChatServer(responder=lambda body, prompt: REPLY).start()
+    try:
+        repo = make_repo(tmp_path_factory.mktemp("view_model") / "repo", mirror_dir, predict={
+            "backend": "openai", "limit": 3,
+            "openai": {"base_url": server.base_url, "model": "fake-model",
+                       "api_key_env": "RIMO_VIEW_TEST_NO_KEY", "max_retries": 0,
+                       "timeout_s": 30, "concurrency": 2}})
+        sh(repo, "dvc", "repro", "score")
+        assert server.ok_records()
+    finally:
+        server.stop()
+    sh(repo, "rimo-eval", "view")
+    yield repo / "reports/view"
+
+
+@pytest.mark.slow
+def test_model_replies_render_as_text_with_math_and_folded_reasoning(
+        driver: Any, model_site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    index = json.loads((model_site / "data/index.js").read_text()[len("RIMO.index("):-3])
+    evaluated = [it["key"] for it in index["items"] if it["o"][0] != "-"]
+    assert len(evaluated) == 6 and index["runs"][0]["model"] == "fake-model"
+    for key in evaluated:
+        open_item(driver, model_site, key)
+        time.sleep(0.2)
+        assert_inert(driver)
+        model = driver.execute_script(
+            "return [...document.querySelectorAll('.model')].map(e => e.innerText).join('')")
+        assert "<script>window.__pwned = 1" in model and "{{ constructor" in model
+        assert driver.execute_script("return document.querySelectorAll('.model .katex').length")
+        folded = driver.find_elements(By.CSS_SELECTOR, "details.reasoning")
+        assert folded and all(d.get_attribute("open") is None for d in folded)
+        folded[0].find_element(By.TAG_NAME, "summary").click()  # unfold: math renders, inert
+        wait(driver, "return document.querySelectorAll('details.reasoning[open] .katex').length")
+        assert "<iframe" in folded[0].text
+        assert_inert(driver)
+        if key.startswith(TRACK_N):
+            sample = driver.find_element(By.CSS_SELECTOR, ".sample").text
+            assert "prediction: 7" in sample and "finish reason stop" in sample
+            assert "completion_tokens" in sample and "extraction boxed" in sample
