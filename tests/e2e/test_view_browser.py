@@ -235,6 +235,17 @@ def test_fragment_opens_an_item_side_by_side_with_math(driver: Any, runs: dict[s
     open_item(driver, runs["site"], f"{TRACK_N}:{pid}", "&a=run-b&b=run-a")
     cols = driver.find_elements(By.CSS_SELECTOR, "#item > .cols > .col")
     assert [c.get_attribute("data-run") for c in cols] == ["1", "0"]
+    # The arrow keys step through the filtered list; Escape goes back to the grid.
+    from selenium.webdriver.common.keys import Keys
+
+    open_item(driver, runs["site"], f"{TRACK_N}:{pid}", "&track=RIMO-N&outcome=wrong")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
+    following = f"{TRACK_N}:{runs['ids_n'][26]}"
+    wait(driver, f"const i = document.getElementById('item'); return i && i.dataset.key === "
+                 f"{json.dumps(following)}")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    wait(driver, "return !!document.getElementById('grid')")
+    assert "outcome=wrong" in driver.current_url and "item=" not in driver.current_url
     # The flips list opens items.
     open_site(driver, runs["site"], "flips=1")
     driver.find_element(By.CSS_SELECTOR, f"#flips button[data-item='{TRACK_N}:{pid}']").click()

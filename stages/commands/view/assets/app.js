@@ -342,9 +342,9 @@ const RIMO = (() => {
     const chosen = Number(s.get("s") || 0);
     const pos = lastShown.findIndex(it => it.key === key);
     const prev = pos > 0 ? lastShown[pos - 1].key : null, next = pos >= 0 && pos + 1 < lastShown.length ? lastShown[pos + 1].key : null;
-    let html = `<div id="item" data-key="${esc(key)}"><p><button class="link" id="back">← grid</button>` +
-      (prev ? ` · <button class="link" data-item="${esc(prev)}">← ${esc(prev)}</button>` : "") +
-      (next ? ` · <button class="link" data-item="${esc(next)}">${esc(next)} →</button>` : "") + "</p>" +
+    let html = `<div id="item" data-key="${esc(key)}"><p><button class="link" id="back" title="Escape">← grid</button>` +
+      (prev ? ` · <button class="link" data-nav="prev" data-item="${esc(prev)}">← ${esc(prev)}</button>` : "") +
+      (next ? ` · <button class="link" data-nav="next" data-item="${esc(next)}">${esc(next)} →</button>` : "") + "</p>" +
       `<h2>${esc(key)}</h2><p class="muted">${esc(p.domain || "no domain")} · ${p.parts} part(s)${p.track === "RIMO-P" && !p.gradable ? " · ungradable: " + esc(p.ungradable_reason) : ""}</p>` +
       `<h3>Problem</h3><div class="box problem">${p.problem}</div>`;
     if (p.track === "RIMO-N") {
@@ -382,6 +382,13 @@ const RIMO = (() => {
       index.items.forEach((it, i) => byKey.set(it.key, i));
       renderRuns();
       $("home").onclick = () => { location.hash = ""; };
+      // On an item: left and right arrows step through the filtered list, Escape goes back.
+      document.addEventListener("keydown", e => {
+        if (!state().get("item") || /^(INPUT|SELECT|TEXTAREA)$/.test(e.target.tagName)) return;
+        const to = { ArrowLeft: "prev", ArrowRight: "next" }[e.key];
+        if (to) { const b = document.querySelector(`button[data-nav="${to}"]`); if (b) b.click(); }
+        if (e.key === "Escape") go({ item: null, s: null });
+      });
       window.addEventListener("hashchange", render);
       render();
       document.documentElement.dataset.ready = "1";
