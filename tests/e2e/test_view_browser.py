@@ -150,6 +150,11 @@ def test_grid_shows_every_item_and_run_with_counts_of_metrics(driver: Any, runs:
     assert len(keys) == 791 and keys[0].startswith("RIMO-N:") and keys[-1].startswith("RIMO-P:")
     cells = driver.execute_script("return document.querySelectorAll('#grid td.cell .c').length")
     assert cells == 2 * 791
+    tiles = driver.execute_script(
+        "return [...document.querySelectorAll('#overview .tile')].map(t => t.className)")
+    assert len(tiles) == 2 * 791
+    # Run A, RIMO-N: 12 hostile answers and 20 more wrong, one missing: as the tiles say.
+    assert sum("o-W" in t for t in tiles[:335]) == 32 and sum("o-M" in t for t in tiles[:335]) == 1
     for i, name in enumerate(("run-a", "run-b")):
         text = driver.execute_script(
             f"return document.querySelector('.run[data-run=\"{i}\"]').innerText")
@@ -168,6 +173,11 @@ def test_grid_shows_every_item_and_run_with_counts_of_metrics(driver: Any, runs:
     flips = driver.execute_script(
         "return [...document.querySelectorAll('[data-flips]')].map(e => +e.textContent)")
     assert flips == [len(compare["tracks"][t]["flips"]) for t in (TRACK_N, TRACK_P)]
+    key = f"{TRACK_P}:{runs['ids_p'][7]}"
+    driver.find_element("css selector", f"#overview .tile[data-key='{key}']").click()
+    wait(driver, f"const i = document.getElementById('item'); return i && i.dataset.key === "
+                 f"{json.dumps(key)}")
+    open_site(driver, runs["site"])
     shot = runs["site"].parent / "view_grid.png"
     assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
 

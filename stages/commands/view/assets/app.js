@@ -88,6 +88,14 @@ const RIMO = (() => {
   const COLOURS = { R: "#2e9e4f", S: "#2e9e4f", W: "#d64541", T: "#f39c12", M: "#b5b5b5",
                     E: "#8e44ad", U: "#e4e4e4", p0: "#d64541", p1: "#e98b5a", p2: "#b8c94a" };
   function colour(code, parts) { return COLOURS[cls(code, parts).slice(2)] || "#fff"; }
+  function shareCode(codes, parts) {
+    // k samples as one tile: all right, none right, or the share (RIMO-P's part colours).
+    if ([...codes].every(c => c === "-")) return "-";
+    const right = [...codes].filter(isRight).length;
+    if (right === codes.length) return "R";
+    if (right === 0) return [...codes].every(c => c === codes[0]) ? codes[0] : "W";
+    return String(Math.max(1, Math.round(right / codes.length * Math.max(parts, 2) - 0.01)));
+  }
   function isRight(code) { return code === "R" || code === "S"; }
   function matches(code, want, parts) {
     switch (want) {
@@ -232,8 +240,19 @@ const RIMO = (() => {
       it.o.map((o, i) => k[i] > 1 && o !== "-"
         ? `<td class="cell"><span class="strip" data-run="${i}"></span></td>`
         : `<td class="cell"><span class="c ${cls(o[0], it.parts)}" data-o="${esc(o[0])}"></span></td>`).join("") + "</tr>").join("");
-    const legend = `<p class="legend">${[["R", "right"], ["W", "wrong"], ["T", "truncated"], ["p2", "RIMO-P ≥ half the parts"], ["p1", "RIMO-P some parts"], ["M", "missing"], ["E", "error"], ["U", "ungradable"], ["-", "not evaluated"]].map(([c, t]) => `<span class="c o-${c}"></span> ${t}`).join(" &nbsp; ")}</p>`;
-    $("main").innerHTML = `<p id="shown">${list.length} of ${index.items.length} items${s.get("q") && !words ? " (loading the search words…)" : ""}</p>${legend}<table class="grid" id="grid"><thead>${head}</thead><tbody>${rows}</tbody></table>`;
+    const legend = `<p class="legend">${[["R", "right"], ["W", "wrong"], ["T", "truncated"], ["p2", "≥ half right (RIMO-P parts; samples in a tile)"], ["p1", "some right"], ["M", "missing"], ["E", "error"], ["U", "ungradable"], ["-", "not evaluated"]].map(([c, t]) => `<span class="c o-${c}"></span> ${t}`).join(" &nbsp; ")}</p>`;
+    // The overview, MathArena's way: one row of tiles per run and track, one tile per item
+    // (the share of right samples when k > 1); the table below has every sample.
+    const overview = index.runs.map((r, i) => ["RIMO-N", "RIMO-P"].map(track => {
+      const tiles = list.filter(it => it.track === track);
+      if (!tiles.length) return "";
+      return `<div class="ov"><span class="ovl" title="${esc(r.label)}">${esc(r.label)} · ${track}</span><div class="tiles">` + tiles.map(it => {
+        const o = it.o[i];
+        const code = o.length > 1 ? shareCode(o, it.parts) : o[0];
+        return `<span class="tile ${cls(code, it.parts)}" data-key="${esc(it.key)}" title="${esc(it.key)}"></span>`;
+      }).join("") + "</div></div>";
+    }).join("")).join("");
+    $("main").innerHTML = `<div id="overview">${overview}</div><p id="shown">${list.length} of ${index.items.length} items${s.get("q") && !words ? " (loading the search words…)" : ""}</p>${legend}<table class="grid" id="grid"><thead>${head}</thead><tbody>${rows}</tbody></table>`;
     // style attributes are blocked by the CSP: the strips get their colours through the CSSOM.
     const strips = $("main").querySelectorAll("span.strip");
     for (const el of strips) {
@@ -241,6 +260,7 @@ const RIMO = (() => {
       el.style.background = stripStyle(it.o[Number(el.dataset.run)], it.parts);
       el.style.width = Math.max(28, 3 * it.o[Number(el.dataset.run)].length) + "px";
     }
+    $("overview").onclick = e => { const t = e.target.closest(".tile"); if (t) go({ item: t.dataset.key }); };
     $("grid").onclick = e => { const tr = e.target.closest("tr.row"); if (tr) go({ item: tr.dataset.key }); };
     $("summary").textContent = `${index.runs.length} run(s) · ${index.items.length} items`;
   }
