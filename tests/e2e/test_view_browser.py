@@ -203,6 +203,13 @@ def test_filters_search_and_url_state(driver: Any, runs: dict[str, Any]) -> None
     open_site(driver, url.split("#")[0], url.split("#")[1])  # a shared link: same view
     assert shown_keys(driver) == [f"{TRACK_N}:{i}" for i in want]
 
+    # The runs shown live in the URL too: only B, whose wrong items are 30-49.
+    driver.find_element(By.CSS_SELECTOR, "input[data-run-label=run-a]").click()
+    wait(driver, "return location.hash.indexOf('runs=run-b') >= 0")
+    wait(driver, "return document.querySelectorAll('#grid th').length === 4")
+    assert shown_keys(driver) == [f"{TRACK_N}:{i}" for i in ids_n[30:50]]
+    assert driver.execute_script("return document.querySelectorAll('#overview .tile').length") \
+        == 20
     open_site(driver, runs["site"], "track=RIMO-N&outcome=missing")
     assert shown_keys(driver) == [f"{TRACK_N}:{ids_n[40]}"]
     open_site(driver, runs["site"], "disagree=1&track=RIMO-P")

@@ -39,6 +39,12 @@ const RIMO = (() => {
     const i = index.runs.findIndex(r => r.label === label);
     return i >= 0 ? i : fallback;
   }
+  function shownRuns(s) {
+    // ?runs=a,b: the runs the grid shows (all by default); unknown labels are ignored.
+    const want = (s.get("runs") || "").split(",").filter(Boolean);
+    const idx = want.map(l => runIndex(l, -1)).filter(i => i >= 0);
+    return idx.length ? [...new Set(idx)].sort((p, q) => p - q) : index.runs.map((_, i) => i);
+  }
   function sides(s) {
     const n = index.runs.length;
     const a = runIndex(s.get("a"), 0);
@@ -129,14 +135,16 @@ const RIMO = (() => {
     const track = s.get("track"), domain = s.get("domain"), parts = s.get("parts");
     const outcome = s.get("outcome"), flag = s.get("flag"), disagree = s.get("disagree");
     const q = (s.get("q") || "").toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+    const shown = shownRuns(s);
     return index.items.filter(it => {
+      const os = shown.map(i => it.o[i]), fs = shown.map(i => it.f[i]);
       if (track && it.track !== track) return false;
       if (domain && it.domain !== domain) return false;
       if (parts && String(it.parts) !== parts) return false;
-      if (outcome && !it.o.some(o => [...o].some(c => matches(c, outcome, it.parts)))) return false;
-      if (flag && !it.f.some(f => f.includes(flag))) return false;
+      if (outcome && !os.some(o => [...o].some(c => matches(c, outcome, it.parts)))) return false;
+      if (flag && !fs.some(f => f.includes(flag))) return false;
       if (disagree) {
-        const firsts = it.o.filter(o => o !== "-").map(o => isRight(o[0]));
+        const firsts = os.filter(o => o !== "-").map(o => isRight(o[0]));
         if (!(firsts.includes(true) && firsts.includes(false))) return false;
       }
       if (q.length) {
@@ -168,10 +176,18 @@ const RIMO = (() => {
       html += `<label>A <select data-key="a">${runs.map(([v]) => `<option${v === index.runs[a].label ? " selected" : ""}>${esc(v)}</option>`).join("")}</select></label>` +
         `<label>B <select data-key="b">${runs.map(([v]) => `<option${v === index.runs[b].label ? " selected" : ""}>${esc(v)}</option>`).join("")}</select></label>`;
     }
+    if (index.runs.length > 1) {
+      const shown = shownRuns(s);
+      html += `<span class="runpick">runs shown: ${index.runs.map((r, i) => `<label><input type="checkbox" data-run-label="${esc(r.label)}"${shown.includes(i) ? " checked" : ""}> ${esc(r.label)}</label>`).join(" ")}</span>`;
+    }
     const box = $("filters");
     box.innerHTML = html;
+    for (const el of box.querySelectorAll("input[data-run-label]")) el.onchange = () => {
+      const picked = [...box.querySelectorAll("input[data-run-label]:checked")].map(e => e.dataset.runLabel);
+      go({ runs: picked.length === index.runs.length || !picked.length ? null : picked.join(",") });
+    };
     for (const el of box.querySelectorAll("select")) el.onchange = () => go({ [el.dataset.key]: el.value });
-    for (const el of box.querySelectorAll("input[type=checkbox]")) el.onchange = () => go({ [el.dataset.key]: el.checked ? "1" : null });
+    for (const el of box.querySelectorAll("input[type=checkbox][data-key]")) el.onchange = () => go({ [el.dataset.key]: el.checked ? "1" : null });
     for (const el of box.querySelectorAll("input[type=search]")) el.onchange = () => go({ q: el.value.trim() });
   }
 
@@ -233,17 +249,17 @@ const RIMO = (() => {
   function renderGrid(s) {
     const list = filtered(s);
     lastShown = list;
-    const k = index.runs.map(r => r.k);
+    const k = index.runs.map(r => r.k), shown = shownRuns(s);
     const head = `<tr><th>item</th><th>domain</th><th>parts</th>` +
-      index.runs.map((r, i) => `<th title="${esc(r.label)}">${esc(r.label)}${k[i] > 1 ? " (k = " + k[i] + ")" : ""}</th>`).join("") + "</tr>";
+      shown.map(i => `<th title="${esc(index.runs[i].label)}">${esc(index.runs[i].label)}${k[i] > 1 ? " (k = " + k[i] + ")" : ""}</th>`).join("") + "</tr>";
     const rows = list.map(it => `<tr class="row" data-key="${esc(it.key)}"><td>${esc(it.key)}</td><td>${esc(it.domain)}</td><td>${it.parts}</td>` +
-      it.o.map((o, i) => k[i] > 1 && o !== "-"
+      shown.map(i => [it.o[i], i]).map(([o, i]) => k[i] > 1 && o !== "-"
         ? `<td class="cell"><span class="strip" data-run="${i}"></span></td>`
         : `<td class="cell"><span class="c ${cls(o[0], it.parts)}" data-o="${esc(o[0])}"></span></td>`).join("") + "</tr>").join("");
     const legend = `<p class="legend">${[["R", "right"], ["W", "wrong"], ["T", "truncated"], ["p2", "≥ half right (RIMO-P parts; samples in a tile)"], ["p1", "some right"], ["M", "missing"], ["E", "error"], ["U", "ungradable"], ["-", "not evaluated"]].map(([c, t]) => `<span class="c o-${c}"></span> ${t}`).join(" &nbsp; ")}</p>`;
     // The overview, MathArena's way: one row of tiles per run and track, one tile per item
     // (the share of right samples when k > 1); the table below has every sample.
-    const overview = index.runs.map((r, i) => ["RIMO-N", "RIMO-P"].map(track => {
+    const overview = shown.map(i => [index.runs[i], i]).map(([r, i]) => ["RIMO-N", "RIMO-P"].map(track => {
       const tiles = list.filter(it => it.track === track);
       if (!tiles.length) return "";
       return `<div class="ov"><span class="ovl" title="${esc(r.label)}">${esc(r.label)} · ${track}</span><div class="tiles">` + tiles.map(it => {
