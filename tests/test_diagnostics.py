@@ -1,0 +1,325 @@
+"""Score's diagnostic flags: the MathArena-style normalisation, each flag both ways, the
+``RIMO-N.diagnostics`` block, and exact match unchanged by any of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from stages.core.hashing import fingerprint
+from stages.core.predictions import predictions_path
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.predict import predict
+from stages.score.diagnostics import FLAGS_N, flags_n, gold_in, lenient_equal, normalise
+from stages.score.metrics import compute
+from stages.score.stage import score
+from tests.chat_server import ChatServer
+from tests.factories import p_item, write_items
+from tests.test_openai_backend import KEY_ENV, SECRET, make_config
+
+BOOT = {"samples": 200, "seed": 1, "confidence": 0.95}
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BASE_COMMIT = "89ef707"  # main before the diagnostics: its exact-match metrics are the reference
+
+
+# --- normalisation -------------------------------------------------------------------------------
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("215", "215"),
+    (r"\text{215}", "215"),            # unwrapped: it holds the number
+    (r"215\text{ ways}", "215"),       # a unit is dropped, as MathArena drops \text{}
+    (r"\mathrm{215}", "215"),
+    (r"\textbf{\mathrm{215}}", "215"),
+    ("$215$", "215"),
+    (r"\$215", "215"),
+    ("1,000,000", "1000000"),
+    ("1{,}000", "1000"),
+    (r"1\,000", "1000"),
+    (r"1\;000", "1000"),
+    ("1\u202f000", "1000"),            # narrow no-break space
+    ("1\u2009000", "1000"),            # thin space
+    ("1 000", "1000"),
+    ("215.", "215"),
+    ("+215", "215"),
+    (r"\boxed{215}", "215"),
+    (r"\boxed{\boxed{7}}", "7"),
+    (r"\fbox{7}", "7"),
+    ("\u22125", "-5"),                 # a Unicode minus
+    ("1,2", "1,2"),                    # not a thousands group: left alone
+    ("12,34", "12,34"),
+    (r"2^{2024}-1", r"2^{2024}-1"),
+    (r"\boxed{7", r"\boxed{7"),        # unbalanced: left alone
+])
+def test_normalise(raw: str, expected: str) -> None:
+    assert normalise(raw) == expected
+
+
+@pytest.mark.parametrize(("pred", "gold", "same"), [
+    ("215", "215", True),
+    (r"\text{215}", "215", True),
+    ("007", "7", True),                # the same integer, as int() reads it
+    ("00", "0", True),
+    ("+12", "12", True),
+    ("1,011", "1011", True),
+    ("12.", "12", True),
+    ("-5", "5", False),
+    ("12.5", "12", False),
+    ("2^{10}", "1024", False),         # no evaluation: that is a judge's job
+    ("", "0", False),
+    (None, "0", False),
+    ("21 5", "215", False),
+    ("1,2", "12", False),
+])
+def test_lenient_equal(pred: str | None, gold: str, same: bool) -> None:
+    assert lenient_equal(pred, gold) is same
+
+
+@pytest.mark.parametrize(("text", "gold", "found"), [
+    ("so the answer is 12.", "12", True),
+    ("x = 1,011 in all", "1011", True),
+    ("we get -5", "-5", True),
+    ("we get 123", "12", False),
+    ("we get 412", "12", False),
+    ("p = 0.12", "12", False),
+    ("12.5 is close", "12", False),
+    ("we get -12", "12", False),
+    ("no numbers", "12", False),
+])
+def test_gold_in_text(text: str, gold: str, found: bool) -> None:
+    assert gold_in(text, gold) is found
+
+
+# --- each flag, both ways ------------------------------------------------------------------------
+def _flags(text: str | None, gold: str = "12", finish: str = "stop", status: str = "ok",
+           prediction: str | None = None) -> dict[str, bool]:
+    from stages.predictors.extract import extract_boxed
+    details: dict[str, Any] = {} if text is None else {"text": text, "raw_text": text,
+                                                        "finish_reason": finish}
+    pred = prediction if prediction is not None or text is None else (extract_boxed(text) or "")
+    correct = status == "ok" and pred is not None and pred.strip() == gold
+    return flags_n(status, details, pred if status == "ok" else None, gold, correct)
+
+
+def test_flags_of_a_clean_right_answer_are_all_off_but_lenient() -> None:
+    assert _flags(r"so \boxed{12}.") == {f: f == "lenient_match" for f in FLAGS_N}
+
+
+@pytest.mark.parametrize(("flag", "on", "off"), [
+    ("no_box", "the answer is 12", r"the answer is \boxed{3}"),
+    ("no_box", r"cut off \boxed{1", r"\boxed{}"),
+    ("empty_box", r"put it inside \boxed{}.", r"inside \boxed{}: \boxed{3}"),
+    ("multiple_boxes", r"\boxed{3} or \boxed{4}", r"\boxed{3} so \boxed{\text{3}}"),
+    ("multiple_boxes", r"\boxed{3} or \boxed{5}", r"inside \boxed{} \boxed{3}"),
+    ("gold_in_text", r"12 or so, \boxed{13}", r"\boxed{12}, as 12 is right"),
+    ("gold_in_text", r"\boxed{\text{12}} since 12", r"\boxed{13} since 123"),
+    ("lenient_match", r"\boxed{\text{12}}", r"\boxed{13}"),
+    ("lenient_match", r"\boxed{12.}", r"\boxed{1.2}"),
+])
+def test_each_flag_both_ways(flag: str, on: str, off: str) -> None:
+    assert _flags(on)[flag] is True, on
+    assert _flags(off)[flag] is False, off
+
+
+def test_truncated_is_the_finish_reason_whatever_was_extracted() -> None:
+    assert _flags(r"\boxed{12} and then", finish="length")["truncated"]
+    assert _flags(r"\boxed{}", finish="length")["truncated"]
+    assert _flags("no box", finish="length")["truncated"]
+    assert not _flags(r"\boxed{12}", finish="stop")["truncated"]
+    # RIMO-P: any part cut off.
+    from stages.score.diagnostics import truncated
+    assert truncated({"finish_reason": "stop", "parts": [{"finish_reason": "length"},
+                                                         {"finish_reason": "stop"}]})
+    assert not truncated({"parts": [{"finish_reason": "stop"}]})
+
+
+def test_rows_without_a_reply_have_no_text_flags() -> None:
+    # A replay: a prediction and no text. Only lenient_match can be said.
+    assert _flags(None, prediction=r"\text{12}") == {f: f == "lenient_match" for f in FLAGS_N}
+    for status in ("missing", "error"):
+        assert not any(_flags("the answer is 12", status=status).values())
+
+
+# --- through the real engine, predict and score --------------------------------------------------
+REPLIES = {  # problem id -> (reply text, extra directive)
+    "2001a1": (r"Put the answer inside \boxed{}. The answer is", "[[cut]]"),  # echo, cut off
+    "2001a2": (r"So the answer is \boxed{12}.", ""),
+    "2001a3": (r"The answer is \boxed{\text{12}} (or 12).", ""),
+    "2001a4": (r"Maybe \boxed{3}, or rather \boxed{4}, since 12", "[[cut]]"),
+    "2001a5": (r"I think it is 12, done.", ""),
+}
+
+
+def _n_row(pid: str, answer: str, directive: str) -> dict[str, Any]:
+    row = {"track": TRACK_N, "problem_id": pid, "problem": f"Problem {pid}? {directive}",
+           "domain": "algebra", "number_of_parts": 1, "gradable": True,
+           "ungradable_reason": None, "solution": "Because.", "answer": answer}
+    return {**row, "content_hash": fingerprint(row)}
+
+
+@pytest.fixture
+def chat_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Five scripted RIMO-N replies (gold 12) and one RIMO-P item, predicted by the openai
+    backend from the loopback server and scored."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server = ChatServer(hang_s=60.0)
+
+    def responder(body: dict[str, Any], prompt: str) -> str | None:
+        return next((text for pid, (text, _) in REPLIES.items() if f"Problem {pid}?" in prompt),
+                    None)
+
+    server.responder = responder
+    server.start()
+    try:
+        write_items(tmp_path / "items",
+                    [_n_row(pid, "12", d) for pid, (_t, d) in REPLIES.items()],
+                    [p_item("2001g1", ["g1", "g2"])])
+        cfg = {"backend": "openai", "openai": make_config(server, tmp_path)}
+        predict(cfg, tmp_path / "items", tmp_path / "preds")
+        metrics = score({"bootstrap": BOOT}, tmp_path / "items", tmp_path / "preds",
+                        tmp_path / "scores", tmp_path / "metrics.json", tmp_path / "plots")
+        yield {"root": tmp_path, "metrics": metrics, "server": server, "cfg": cfg}
+    finally:
+        server.stop()
+
+
+def test_flags_in_the_scores_table(chat_run: dict[str, Any]) -> None:
+    root = chat_run["root"]
+    scores = pd.read_parquet(root / "scores/rimo_n.parquet").set_index("problem_id")
+    flags = {pid: {f for f in FLAGS_N if bool(scores.at[pid, f])} for pid in REPLIES}
+    assert flags == {
+        "2001a1": {"empty_box", "truncated"},
+        "2001a2": {"lenient_match"},
+        "2001a3": {"gold_in_text", "lenient_match"},
+        "2001a4": {"multiple_boxes", "truncated", "gold_in_text"},
+        "2001a5": {"no_box", "gold_in_text"},
+    }
+    assert scores["correct"].tolist() == [False, True, False, False, False]
+    assert scores.at["2001a1", "prediction"] == ""  # an empty box stays "" for exact match
+    for f in FLAGS_N:
+        assert scores[f].dtype == bool
+    preds = pd.read_parquet(predictions_path(TRACK_N, root / "preds")).set_index("problem_id")
+    kinds = {pid: json.loads(preds.at[pid, "details"])["extraction"] for pid in REPLIES}
+    assert kinds == {"2001a1": "empty_box", "2001a2": "boxed", "2001a3": "boxed",
+                     "2001a4": "boxed", "2001a5": "none"}
+    p_scores = pd.read_parquet(root / "scores/rimo_p.parquet")
+    assert p_scores["truncated"].tolist() == [False]
+
+
+def test_diagnostics_block_in_metrics_json(chat_run: dict[str, Any]) -> None:
+    on_disk = json.loads((chat_run["root"] / "metrics.json").read_text(encoding="utf-8"))
+    n = on_disk[TRACK_N]
+    assert n["accuracy"] == 0.2
+    assert n["diagnostics"] == {
+        "no_box": 1, "empty_box": 1, "multiple_boxes": 1, "truncated": 2, "gold_in_text": 3,
+        "lenient_match": 2, "lenient_accuracy": 0.4,
+        "lenient_accuracy_ci_low": n["diagnostics"]["lenient_accuracy_ci_low"],
+        "lenient_accuracy_ci_high": n["diagnostics"]["lenient_accuracy_ci_high"]}
+    assert 0.0 <= n["diagnostics"]["lenient_accuracy_ci_low"] <= 0.4 \
+        <= n["diagnostics"]["lenient_accuracy_ci_high"] <= 1.0
+    # Both cut-off replies count as truncated, the boxed one too (it used to read 1).
+    assert n["usage"]["truncated"] == 2
+    assert list(n)[:7] == ["accuracy", "ci_low", "ci_high", "n", "correct", "missing", "errors"]
+
+
+def test_scores_from_before_the_flags_have_no_diagnostics(chat_run: dict[str, Any]) -> None:
+    root = chat_run["root"]
+    scores = {t: pd.read_parquet(root / f"scores/{n}.parquet")
+              for t, n in ((TRACK_N, "rimo_n"), (TRACK_P, "rimo_p"))}
+    old = {TRACK_N: scores[TRACK_N].drop(columns=list(FLAGS_N)),
+           TRACK_P: scores[TRACK_P].drop(columns=["truncated"])}
+    fresh = compute(scores, {TRACK_N: 5, TRACK_P: 1}, BOOT)
+    legacy = compute(old, {TRACK_N: 5, TRACK_P: 1}, BOOT)
+    assert "diagnostics" in fresh[TRACK_N] and "diagnostics" not in legacy[TRACK_N]
+    assert "diagnostics" not in legacy[TRACK_N]["ci"]
+    fresh[TRACK_N].pop("diagnostics")
+    fresh[TRACK_N]["ci"].pop("diagnostics")
+    assert fresh == legacy
+
+
+# --- exact match unchanged -----------------------------------------------------------------------
+def _base_code(tmp_path: Path) -> Path | None:
+    old = tmp_path / "base"
+    archive = subprocess.run(["git", "archive", "--format=tar", BASE_COMMIT, "stages"],
+                             cwd=REPO_ROOT, capture_output=True)
+    if archive.returncode != 0:
+        return None  # a shallow clone lacks the commit
+    old.mkdir()
+    (tmp_path / "base.tar").write_bytes(archive.stdout)
+    with tarfile.open(tmp_path / "base.tar") as tar:
+        tar.extractall(old, filter="data")
+    return old
+
+
+def _run_base(old: Path, code: str, *args: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(old)}
+    subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=old, check=True,
+                   capture_output=True)
+
+
+_BASE_SCORE = ("import json, sys; from pathlib import Path; from stages.score.stage import score; "
+               "o = Path(sys.argv[1]); score({'bootstrap': json.loads(sys.argv[2])}, "
+               "Path(sys.argv[3]), Path(sys.argv[4]), o / 'scores', o / 'metrics.json', "
+               "o / 'plots')")
+_BASE_PREDICT = ("import json, sys; from pathlib import Path; from stages.predict import predict; "
+                 "predict(json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))")
+
+
+def _exact_match_view(metrics_file: Path) -> dict[str, Any]:
+    """metrics.json less what the diagnostics add (the block, the truncation count now read
+    from the finish reason) and the provenance pointer (the scores' hashes differ)."""
+    view = json.loads(metrics_file.read_text(encoding="utf-8"))
+    view.pop("provenance")
+    view[TRACK_N].pop("diagnostics", None)
+    for track in (TRACK_N, TRACK_P):
+        view[track]["usage"].pop("truncated")
+    return view
+
+
+def test_exact_match_metrics_unchanged_on_oracle_replay_and_chat_runs(
+        chat_run: dict[str, Any], tmp_path: Path) -> None:
+    old = _base_code(tmp_path)
+    if old is None:
+        pytest.skip(f"commit {BASE_COMMIT} is not in this clone")
+    root = chat_run["root"]
+    items = root / "items"
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"track": TRACK_N, "problem_id": "2001a1", "prediction": ""},
+        {"track": TRACK_N, "problem_id": "2001a2", "prediction": "12"},
+        {"track": TRACK_N, "problem_id": "2001a3", "prediction": r"\text{12}"},
+        {"track": TRACK_N, "problem_id": "2001a4", "prediction": "+12"},
+        {"track": TRACK_P, "problem_id": "2001g1", "prediction": ["g1", "x"]}]))
+    runs = {"oracle": {"backend": "oracle"},
+            "replay": {"backend": "replay", "replay": {"path": str(replay)}}}
+    for name, cfg in runs.items():
+        predict(cfg, items, tmp_path / name / "preds")
+        score({"bootstrap": BOOT}, items, tmp_path / name / "preds", tmp_path / name,
+              tmp_path / name / "metrics.json", tmp_path / name / "plots")
+    # The chat run: the base code predicts from the same server (the same replies, a fresh
+    # cache), then each code scores its own predictions.
+    base_cfg = {**chat_run["cfg"], "openai": {**chat_run["cfg"]["openai"],
+                                              "cache_dir": str(tmp_path / "base-cache")}}
+    _run_base(old, _BASE_PREDICT, json.dumps(base_cfg), str(items),
+              str(tmp_path / "chat-base" / "preds"))
+    new_preds = pd.read_parquet(predictions_path(TRACK_N, root / "preds"))
+    base_preds = pd.read_parquet(predictions_path(TRACK_N, tmp_path / "chat-base" / "preds"))
+    assert new_preds["prediction"].tolist() == base_preds["prediction"].tolist()
+    pairs = {"oracle": tmp_path / "oracle" / "preds", "replay": tmp_path / "replay" / "preds",
+             "chat": tmp_path / "chat-base" / "preds"}
+    for name, preds_dir in pairs.items():
+        out = tmp_path / f"{name}-base-score"
+        _run_base(old, _BASE_SCORE, str(out), json.dumps(BOOT), str(items), str(preds_dir))
+        new_file = root / "metrics.json" if name == "chat" else tmp_path / name / "metrics.json"
+        assert _exact_match_view(new_file) == _exact_match_view(out / "metrics.json"), name
+    assert json.loads((tmp_path / "oracle" / "metrics.json").read_text())[TRACK_N][
+        "accuracy"] == 1.0
+    replay_n = json.loads((tmp_path / "replay" / "metrics.json").read_text())[TRACK_N]
+    assert (replay_n["accuracy"], replay_n["diagnostics"]["lenient_accuracy"]) == (0.2, 0.6)
