@@ -323,3 +323,21 @@ def test_exact_match_metrics_unchanged_on_oracle_replay_and_chat_runs(
         "accuracy"] == 1.0
     replay_n = json.loads((tmp_path / "replay" / "metrics.json").read_text())[TRACK_N]
     assert (replay_n["accuracy"], replay_n["diagnostics"]["lenient_accuracy"]) == (0.2, 0.6)
+
+
+def test_k_samples_get_flags_per_row_and_counts_over_every_row(
+        chat_run: dict[str, Any], tmp_path: Path) -> None:
+    """k = 2: every (item, sample) row has its flags; the counts are over all 2 x 5 replies,
+    lenient accuracy stays on sample 0 beside accuracy."""
+    root = chat_run["root"]
+    cfg = {**chat_run["cfg"], "samples": 2}
+    predict(cfg, root / "items", tmp_path / "preds")
+    metrics = score({"bootstrap": BOOT}, root / "items", tmp_path / "preds", tmp_path / "scores",
+                    tmp_path / "metrics.json", tmp_path / "plots")
+    scores = pd.read_parquet(tmp_path / "scores/rimo_n.parquet")
+    assert len(scores) == 10 and set(scores["sample"]) == {0, 1}
+    # The scripted server answers both samples alike, so each flag doubles.
+    first = chat_run["metrics"][TRACK_N]["diagnostics"]
+    diag = metrics[TRACK_N]["diagnostics"]
+    assert {f: diag[f] for f in FLAGS_N} == {f: 2 * first[f] for f in FLAGS_N}
+    assert diag["lenient_accuracy"] == first["lenient_accuracy"] == 0.4
