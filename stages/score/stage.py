@@ -192,3 +192,8 @@ def run(params: Params) -> None:
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     print(f"score: RIMO-N accuracy {n['accuracy']} over {n['n']}; RIMO-P strict {p['strict']}, "
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")
+    diag = n.get("diagnostics") or {}
+    if diag:
+        flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f))
+        print(f"score: diagnostics (not the metric): RIMO-N lenient accuracy "
+              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}")
