@@ -216,3 +216,36 @@ def test_table_links_are_escaped_and_hidden_columns_not_shown() -> None:
     assert ">view<" not in out  # the href column is not a column of its own
     assert 'href="view/index.html#item=RIMO-N:a%22%3E%3Ci%3Ex"' in out
     assert "white-space: nowrap" in out
+
+
+def test_report_of_a_run_from_before_the_flags(tmp_path: Path) -> None:
+    """Older runs: scores without the flag columns, metrics without diagnostics or per-group
+    intervals. The report still renders, says so, and draws the intervals it has."""
+    import pyarrow.parquet as pq
+
+    from stages.core.atomic import write_json
+    from stages.score.diagnostics import FLAGS_N
+
+    paths = make_report_inputs(tmp_path)
+    table = pq.read_table(paths["scores_n_path"])
+    pq.write_table(table.drop_columns(list(FLAGS_N)), paths["scores_n_path"])
+    table = pq.read_table(paths["scores_p_path"])
+    pq.write_table(table.drop_columns(["truncated"]), paths["scores_p_path"])
+    metrics = json.loads(paths["metrics_path"].read_text(encoding="utf-8"))
+    metrics[TRACK_N].pop("diagnostics")
+    breakdown = json.loads(paths["breakdown_path"].read_text(encoding="utf-8"))
+    for block in (metrics[TRACK_N], breakdown[TRACK_N]):  # whichever file holds them
+        block.pop("by_domain_ci", None)
+    write_json(paths["metrics_path"], metrics, sort_keys=False)
+    write_json(paths["breakdown_path"], breakdown)
+    (tmp_path / "notebooks").mkdir()
+    shutil.copyfile(REPO_ROOT / R.NOTEBOOK, tmp_path / R.NOTEBOOK)
+    with contextlib.chdir(tmp_path):
+        R.run(load_params())
+    page = (tmp_path / R.OUT_HTML).read_text(encoding="utf-8")
+    assert "scores predate the diagnostic flags." in page
+    assert "Wrong answers the flags explain" not in page
+    assert "lowest prefix scores, part by part" in page  # RIMO-P needs no flags
+    assert page.count('src="data:image/png;base64,') == 3
+    old = read_all(paths["metrics_path"], paths["breakdown_path"], paths["provenance_path"])
+    assert _error_bars(C.domain_chart(old))[0].lines[2][0].get_segments() == []
