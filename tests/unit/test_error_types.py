@@ -13,7 +13,7 @@ from stages.predict import collect, predict
 from stages.predictors import Prediction, create_predictor
 from stages.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
-from tests.test_config import PARAMS
+from tests.unit.test_config import PARAMS
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
 
