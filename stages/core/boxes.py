@@ -19,16 +19,19 @@ from __future__ import annotations
 import re
 
 _BOX = re.compile(r"\\boxed\s*\{")
+_BRACES = re.compile(r"[{}]")
 
 
 def _matching_braces(text: str) -> dict[int, int]:
-    """Map the index of each ``{`` to the index of the ``}`` that closes it (when one does)."""
+    """Map the index of each ``{`` to the index of the ``}`` that closes it (when one does).
+    Only the braces are visited (a regex finds them), not every character of a long reply."""
     match: dict[int, int] = {}
     stack: list[int] = []
-    for i, ch in enumerate(text):
-        if ch == "{":
+    for m in _BRACES.finditer(text):
+        i = m.start()
+        if text[i] == "{":
             stack.append(i)
-        elif ch == "}" and stack:
+        elif stack:
             match[stack.pop()] = i
     return match
 
