@@ -225,12 +225,13 @@ def flagged(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.DataFrame
 
 # --- RIMO-P: the reference next to the model's text ----------------------------------------------
 
-P_COLUMNS = ["problem_id", "view", "part", "matched", "sub-problem", "reference sub-solution",
-             "model's text"]
+P_COLUMNS = ["problem_id", "view", "part", "matched", "finish", "sub-problem",
+             "reference sub-solution", "model's text"]
 
 
-def _part_texts(pred: Mapping[str, Any], parts: int) -> list[str]:
-    """Per part, what the model wrote: the part's reply (details.parts), else its answer."""
+def _part_texts(pred: Mapping[str, Any], parts: int) -> list[tuple[str, str]]:
+    """Per part, what the model wrote (the part's reply in details.parts, else its answer)
+    and the part's finish reason ("—" when not recorded)."""
     details = _details(pred.get("details"))
     replies = [p for p in details.get("parts") or [] if isinstance(p, Mapping)]
     answers = pred.get("prediction")
@@ -241,9 +242,9 @@ def _part_texts(pred: Mapping[str, Any], parts: int) -> list[str]:
         text = _str(reply.get("text")) or _str(reply.get("raw_text"))
         if not text and k < len(answers):
             text = str(answers[k])
-        out.append(text or "")
-    if not any(out):  # an item-level reply only, or an error
-        out[0:1] = [answer_text(pred)]
+        out.append((text or "", _str(reply.get("finish_reason")) or "—"))
+    if not any(text for text, _finish in out):  # an item-level reply only, or an error
+        out[0:1] = [(answer_text(pred), out[0][1] if out else "—")]
     return out
 
 
@@ -269,10 +270,11 @@ def parts_side_by_side(scores: pd.DataFrame, predictions: pd.DataFrame, items: p
             rows.append({
                 "problem_id": pid, "view": view_href(TRACK_P, pid), "part": f"{k + 1}/{parts}",
                 "matched": "✓" if k < len(matched) and matched[k] else "✗",
+                "finish": texts[k][1],
                 "sub-problem": excerpt(str(subs[k]) if k < len(subs) else "", MAX_CELL),
                 "reference sub-solution": excerpt(str(refs[k]) if k < len(refs) else "",
                                                   MAX_CELL),
-                "model's text": excerpt(texts[k], MAX_CELL)})
+                "model's text": excerpt(texts[k][0], MAX_CELL)})
     return pd.DataFrame(rows, columns=P_COLUMNS)
 
 

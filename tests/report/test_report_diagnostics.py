@@ -103,9 +103,11 @@ def test_parts_side_by_side_shows_reference_next_to_model_text(inputs: dict[str,
     assert c5["model's text"].tolist() == ["My proof of part 1 of 2022c5.",
                                            "My proof of part 2 of 2022c5."]
     assert c5["sub-problem"].iloc[0] == "Part 1 of 2022c5: prove it."
+    assert c5["finish"].tolist() == ["stop", "stop"]
     # An item without per-part replies (2022g4): its answers, part by part.
     g4 = rows[rows["problem_id"] == "2022g4"]
     assert g4["model's text"].tolist()[0] == "My proof of part 1 of 2022g4."
+    assert set(g4["finish"]) == {"—"}
     assert len(S.parts_side_by_side(f["scores_p_path"], f["predictions_p_path"],
                                     f["items_p_path"], 1)) == 2  # one item, its two parts
 
