@@ -16,8 +16,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from stages.core.numbers import absent
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report.tables import absent
 
 MAX_FINDINGS = 200  # rows of a findings table; the rest are counted, not listed
 # MathJax (loaded by nbconvert's template) must not interpret model text: it skips <pre> and

@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from stages.core.numbers import absent, pct
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report.tables import absent, pct
 
 VIEW_INDEX = "view/index.html"  # relative to reports/report.html (the view command's default)
 MAX_EXCERPT = 1200  # characters of model text per row: the head and the tail of longer ones
