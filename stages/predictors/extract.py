@@ -16,12 +16,6 @@ VERSION = "last-balanced-boxed-v1"  # part of the predictor fingerprint: bump on
 BOXED, EMPTY_BOX, TRUNCATED, NONE = "boxed", "empty_box", "truncated", "none"
 
 
-def extract_boxed(text: str | None) -> str | None:
-    """The stripped content of the last top-level balanced ``\\boxed{...}``, or ``None``."""
-    found = boxes(text)
-    return found[-1] if found else None
-
-
 def extraction_kind(box: str | None, finish_reason: str | None) -> str:
     """How the answer was read: ``boxed``; ``empty_box`` (the last box is empty: not an answer);
     ``truncated`` (no box, the reply was cut off by the length limit); ``none``."""
@@ -30,6 +24,12 @@ def extraction_kind(box: str | None, finish_reason: str | None) -> str:
     if box is not None:
         return EMPTY_BOX
     return TRUNCATED if finish_reason == "length" else NONE
+
+
+def extract_boxed(text: str | None) -> str | None:
+    """The stripped content of the last top-level balanced ``\\boxed{...}``, or ``None``."""
+    found = (boxes(text) or [None])[-1]
+    return None if found is None else found.strip()
 
 
 def split_think(text: str, open_tag: str, close_tag: str) -> tuple[str | None, str]:
