@@ -94,10 +94,13 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
               details: dict[tuple[str, str, int], dict[str, Any]] | None = None,
               limit: int | None = None) -> Any:
     """One run made by the real replay predict and score stages over ``items_dir``, as
-    ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) put in
-    where a model backend would have recorded them."""
+    ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) written
+    into the predictions table before scoring, where a model backend records them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from stages.commands.compare.revisions import Revision
-    from stages.commands.view.load import Run
+    from stages.commands.view.load import Run, details_by_sample
     from stages.core.artifacts import items_path, predictions_path, scores_path
     from stages.predict import predict
     from stages.score.stage import score
@@ -107,14 +110,21 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     write_jsonl(base / "replay.jsonl", rows)
     predict({"backend": "replay", "replay": {"path": str(base / "replay.jsonl")}, "samples": k,
              "limit": limit}, items_dir, base / "preds")
+    tracks = (TRACK_N, TRACK_P)
+    for track in tracks:
+        path = predictions_path(track, base / "preds")
+        table = pq.read_table(path)
+        out = table.to_pylist()
+        for row in out:
+            extra = (details or {}).get((track, row["problem_id"], row["sample"]))
+            if extra is not None:
+                row["details"] = json.dumps({**json.loads(row["details"] or "{}"), **extra},
+                                            sort_keys=True)
+        pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path)
     metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
                     base / "preds", base / "scores", base / "metrics.json", base / "plots")
-    tracks = (TRACK_N, TRACK_P)
-    run = Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
-              {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks},
-              {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks},
-              {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks})
-    run.details = {t: {} for t in tracks}
-    for (track, pid, s), d in (details or {}).items():
-        run.details[track][(pid, s)] = d
-    return run
+    preds = {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks}
+    return Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
+               {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks}, preds,
+               {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks},
+               None, {t: details_by_sample(preds[t]) for t in tracks})

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from stages.commands.view.markup import render
-from stages.commands.view.model import build
+from stages.commands.view.model import FLAGS, build
 from stages.commands.view.site import write_site
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
@@ -86,12 +86,22 @@ def test_index_codes_every_sample(tmp_path: Path) -> None:
     items = small_items(tmp_path)
     rows = k3_rows({"2001a1": ["12", "12", "13"], "2001a2": ["-3", "", "-3"]})  # 2001c1 missing
     details = {(TRACK_N, "2001a2", 1): {"text": "cut off", "finish_reason": "length"}}
-    index, payloads, _ = build([small_run(tmp_path, "k3", items, rows, 3, details)])
+    run = small_run(tmp_path, "k3", items, rows, 3, details)
+    index, payloads, _ = build([run])
     codes = {it["key"]: it["o"][0] for it in index["items"]}
     assert codes == {"RIMO-N:2001a1": "RRW", "RIMO-N:2001a2": "RTR", "RIMO-N:2001c1": "MMM",
                      "RIMO-P:2001a1": "SSS", "RIMO-P:2001g1": "1SS"}
+    (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
+    # The score stage's flags: sample 1 was cut off (finish reason length) with no box.
+    assert {"no_box", "truncated"} <= set(p["runs"][0][1]["flags"])
+    assert "truncated" not in p["runs"][0][0]["flags"]
+    # A scores table from before the diagnostic flags: truncated read from the finish reason.
+    run.scores[TRACK_N] = run.scores[TRACK_N].drop(columns=[c for c in FLAGS
+                                                            if c in run.scores[TRACK_N]])
+    index, payloads, _ = build([run])
     flags = {it["key"]: it["f"][0] for it in index["items"]}
-    assert flags["RIMO-N:2001a2"] == ["truncated"]  # from the finish reason: no diag columns
+    assert flags["RIMO-N:2001a2"] == ["truncated"]
+    assert {it["key"]: it["o"][0] for it in index["items"]} == codes
     (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
     assert [s["pred"] for s in p["runs"][0]] == ["-3", "", "-3"]
     assert index["runs"][0]["k"] == 3

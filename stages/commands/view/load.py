@@ -60,15 +60,17 @@ def load_run(root: Path, revision: Revision) -> Run:
         # The opt-in judge's table exists only where reports/judge.json says the judge ran.
         ran = (files.read_json(JUDGE_METRICS_PATH, False) or {}).get("enabled") is True
         judge = files.read_parquet(JUDGE_TABLE) if ran else None
-    details = {}
-    for t, frame in preds.items():
-        samples = frame["sample"] if "sample" in frame.columns else [0] * len(frame)
-        details[t] = {(pid, int(s)): _details(raw)
-                      for pid, s, raw in zip(frame["problem_id"], samples, frame["details"],
-                                             strict=True)}
     if judge is not None and not len(judge):
         judge = None
+    details = {t: details_by_sample(frame) for t, frame in preds.items()}
     return Run(revision, metrics, items, preds, scores, judge, details)
+
+
+def details_by_sample(preds: pd.DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each row's ``details`` JSON, by (problem_id, sample)."""
+    samples = preds["sample"] if "sample" in preds.columns else [0] * len(preds)
+    return {(str(pid), int(s)): _details(raw)
+            for pid, s, raw in zip(preds["problem_id"], samples, preds["details"], strict=True)}
 
 
 def _details(raw: Any) -> dict[str, Any]:
@@ -81,4 +83,4 @@ def _details(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["Run", "load_run", "needed"]
+__all__ = ["Run", "details_by_sample", "load_run", "needed"]
