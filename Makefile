@@ -41,8 +41,11 @@ browser:
 	fi
 
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
-repro: $(STAMP)
+# The transcript browser (reports/view/, which the report links into) is built from the run
+# dvc repro leaves; it is a tool, not a stage, so it is not cached in dvc.lock.
+repro: $(STAMP) $(NPM_STAMP)
 	dvc repro
+	rimo-eval view
 	rimo-eval summary
 
 test: $(STAMP) $(NPM_STAMP) browser
