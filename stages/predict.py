@@ -31,9 +31,10 @@ from stages.core.predictions import (
     write_table,
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predictors import Prediction, Predictor, create_predictor
+from stages.predictors import Prediction, Predictor
 from stages.predictors.chat_engine import ChatPredictor
 from stages.predictors.error_budget import check_error_budget
+from stages.predictors.registry import build_predictor
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
@@ -123,9 +124,7 @@ def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path
            ) -> tuple[str, Predictor, dict[str, list[Item]], dict[str, list[Item]]]:
     params = _params(cfg)
     backend = params.backend
-    # A backend receives its own section as a dict of the keys the file set.
-    predictor: Predictor = create_predictor(backend, params.backend_config())
-    predictor.samples = params.samples
+    predictor = build_predictor(params)
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
     sample = {t: select_sample(its, params.limit, params.sample_seed)
