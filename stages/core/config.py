@@ -36,6 +36,19 @@ from stages.core.errors import ConfigError
 DEFAULT_PARAMS = PARAMS_PATH
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
 BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay")
+# The predict params that change the predictions, listed by key as the predict stage's (and the
+# report's) params in dvc.yaml. The rest are operational (concurrency, timeouts, retries,
+# cache_dir, breaker, allow_errors): changing one reruns nothing. tests/test_params_by_key.py
+# holds dvc.yaml to this list.
+PREDICT_OUTPUT_KEYS = (
+    "predict.backend", "predict.limit", "predict.sample_seed", "predict.samples",
+    "predict.constant", "predict.replay.path",
+    *(f"predict.openai.{k}" for k in (
+        "base_url", "model", "temperature", "top_p", "max_tokens", "max_completion_tokens",
+        "reasoning_effort", "seed", "think_split", "extra_body", "system_prompt")),
+    *(f"predict.local.{k}" for k in (
+        "model_path", "n_ctx", "max_tokens", "temperature", "seed", "system_prompt")),
+)
 
 # YAML writes 60 and 60.0 alike for a number; keep what was written (no int -> float coercion).
 Number = int | float
