@@ -32,7 +32,7 @@ from stages.core.predictions import (
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor
-from stages.predictors.chat_engine import ChatPredictor
+from stages.predictors.chat_predictor import ChatPredictor
 from stages.predictors.error_budget import check_error_budget
 from stages.predictors.registry import build_predictor
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.predictors import cache as cache_module
-from stages.predictors.cache import STALE_AFTER_S, ResponseCache, request_key
+from stages.chat import cache as cache_module
+from stages.chat.cache import STALE_AFTER_S, ResponseCache, request_key
 from tests.conftest import REPO_ROOT
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
@@ -23,7 +23,7 @@ KEY = request_key(REQUEST)
 # A writer that stops for good just before its rename, as a kill -9 would find it.
 _WRITER = textwrap.dedent("""
     import os, sys, time
-    from stages.predictors.cache import ResponseCache
+    from stages.chat.cache import ResponseCache
     os.replace = lambda *a: (print("ready", flush=True), time.sleep(600))
     ResponseCache(sys.argv[1]).put(sys.argv[2], {"model": "m"}, {"text": "4"})
 """)

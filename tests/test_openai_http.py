@@ -17,9 +17,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from stages.predictors.cache import ResponseCache
-from stages.predictors.openai_http import OpenAIHTTP, _env_proxy
-from stages.predictors.probe import connection_cause
+from stages.chat.cache import ResponseCache
+from stages.chat.openai.http import OpenAIHTTP, _env_proxy
+from stages.chat.probe import connection_cause
 from tests.chat_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,22 +11,19 @@ changed engine is an edit here.
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from stages.chat.openai.transport import OpenAITransport
+from stages.chat.reasoning import split_reply
+from stages.chat.session import Session, run_sync
+from stages.chat.transport import ChatTransport, TransportError
 from stages.core.config import ChatParams, JudgeParams, coerce
 from stages.core.errors import ConfigError, StageError
-from stages.predictors.cache import ResponseCache
-from stages.predictors.chat_engine import _Run
-from stages.predictors.openai_chat import OpenAIPredictor, OpenAITransport
-from stages.predictors.progress import DEFAULT_STALL_WARNING_S, Progress
+from stages.predictors.openai_chat import OpenAIPredictor
 from stages.predictors.prompting import Message
-from stages.predictors.replies import split_reply
-from stages.predictors.transport import ChatTransport, TransportError
 
 SYSTEM_PROMPT = "You are an expert mathematician and a strict judge of proofs."
 
@@ -99,46 +96,33 @@ def endpoint_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def ask_all(cfg: Mapping[str, Any], conversations: Sequence[list[Message]],
             label: str = "judge") -> list[Answer]:
     """Send every conversation (cached ones are not sent), in order; one ``Answer`` each."""
-    return asyncio.run(_ask_all(backend(cfg), list(conversations), label))
-
-
-class _JudgeRun(_Run):
-    """The engine's run (cache, single flight, progress bar) counting judge calls."""
-
-    def close(self) -> dict[str, Any]:
-        self.bar.close()
-        print(f"{self.label}: {self.bar.bar.total} parts, {sum(self.hits.values())} cached "
-              f"replies, {sum(self.sent.values())} requests sent, {self.errors} failed for "
-              f"good, {time.monotonic() - self.started:.1f}s", file=sys.stderr)
-        return {}
+    return run_sync(_ask_all(backend(cfg), list(conversations), label))
 
 
 async def _ask_all(judge: _JudgeBackend, conversations: list[list[Message]],
                    label: str) -> list[Answer]:
-    transport = judge.make_transport()
-    run = _JudgeRun(judge, transport, ResponseCache(judge.settings["cache_dir"]), [])
-    run.label = label
-    run.bar = Progress(len(conversations), label,
-                       judge.settings.get("stall_warning_s", DEFAULT_STALL_WARNING_S))
-    run.bar.start()
+    s = judge.settings
+    session = Session(judge.make_transport(), s["cache_dir"], label=label, section="judge",
+                      total=len(conversations), breaker_window=s["breaker_window"],
+                      stall_warning_s=s["stall_warning_s"])
+    errors = 0
 
     async def one(messages: list[Message]) -> Answer:
-        async with run.semaphore:
+        nonlocal errors
+        async with session.slot():
             try:
-                reply, key = await run.call("judge", messages, 0)
+                reply, key = await session.call("judge", messages, 0)
             except TransportError as exc:
-                run.bar.update(1)
-                run.errors += 1
+                session.skip(1)
+                errors += 1
                 return Answer(None, None, exc.request_sha256, None, str(exc))
         _reasoning, text = split_reply(reply, judge.think)
         return Answer(text, reply.texts[0], key, reply.model, None)
 
     try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(m)) for m in conversations]
-    except ExceptionGroup as failed:  # a StageError (401, 404...) stops the whole stage
-        raise failed.exceptions[0] from None
+        async with session:
+            return await session.gather(one(m) for m in conversations)
     finally:
-        run.close()
-        await transport.aclose()
-    return [t.result() for t in tasks]
+        print(f"{label}: {len(conversations)} parts, {sum(session.hits.values())} cached "
+              f"replies, {sum(session.sent.values())} requests sent, {errors} failed for "
+              f"good, {session.wall_s:.1f}s", file=sys.stderr)

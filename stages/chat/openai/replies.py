@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from stages.predictors.transport import ChatReply, int_usage
+from stages.chat.transport import ChatReply, int_usage
 
 if TYPE_CHECKING:
     import openai
