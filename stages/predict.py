@@ -146,7 +146,8 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
         return f"{head}\n  backend {backend} calls no model: 0 requests"
     requested = [it for track in TRACKS for it in sample[track]]
     est = chat_estimate(predictor, requested)
-    return f"{head}\n{render(est, predictor.settings.get('price_per_mtok'))}"
+    price = getattr(predictor.params, "price_per_mtok", None)
+    return f"{head}\n{render(est, None if price is None else price.as_dict())}"
 
 
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,

@@ -31,3 +31,13 @@ def test_the_engine_imports_nothing_of_rimo(path: Path) -> None:
     reached = {p.relative_to(REPO_ROOT).as_posix() for p in project_imports(_module(path))}
     bad = sorted(p for p in reached if p.startswith(FORBIDDEN))
     assert not bad, f"{_module(path)} reaches {bad}"
+
+
+def test_the_judge_depends_on_the_engine_not_on_the_rimo_predictors() -> None:
+    """An edit to predictors/replay.py (or any predictor) must not rerun the judge."""
+    from tests.test_dependencies import MODULES, covered, stage_deps
+
+    deps = stage_deps()["judge"]
+    assert "stages/chat" in deps and not covered(REPO_ROOT / "stages/predictors/replay.py", deps)
+    reached = project_imports(MODULES["judge"])
+    assert not [p for p in reached if "stages/predictors/" in p.as_posix()]

@@ -109,7 +109,7 @@ def test_bad_model_path_is_a_stage_error(tmp_path: Path) -> None:
 
 
 def test_bad_config_is_rejected() -> None:
-    with pytest.raises(StageError, match="unknown keys"):
+    with pytest.raises(StageError, match=r"predict\.local\.max_token: unknown key"):
         LocalModelPredictor({"max_token": 5})
     with pytest.raises(StageError, match="max_tokens"):
         LocalModelPredictor({"max_tokens": "many"})

@@ -388,7 +388,7 @@ def test_missing_key_for_local_server_uses_a_dummy(server: ChatServer, tmp_path:
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ({"temprature": 0.1}, "unknown keys"),
+    ({"temprature": 0.1}, r"predict\.openai\.temprature: unknown key"),
     ({"model": None}, "model"),
     ({"base_url": "http://user:pw@127.0.0.1:1/v1"}, "credentials"),
     ({"base_url": "ftp://x"}, "http"),

@@ -36,7 +36,6 @@ from typing import Any
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.shared import shared_path
 
-DEFAULT_CACHE_DIR = Path(".rimo_cache/responses")
 FORMAT = 1
 # A temporary file this old is stale even if its writer's pid is alive (the pid may be reused).
 STALE_AFTER_S = 600.0

@@ -5,18 +5,17 @@ served without a reasoning parser). Only the rest is ever read for an answer or 
 
 from __future__ import annotations
 
-from typing import Any
-
 from stages.chat.transport import ChatReply
+from stages.core.config import ThinkSplit
 
 
-def split_reply(reply: ChatReply, think: dict[str, Any]) -> tuple[str | None, str]:
+def split_reply(reply: ChatReply, think: ThinkSplit | None) -> tuple[str | None, str]:
     """``(reasoning, answer text)`` of a reply's first choice: the server's reasoning field and
     any leading think block are reasoning; only the rest is ever read for an answer."""
     content = reply.texts[0]
     server_reasoning = reply.reasoning[0] if reply.reasoning else None
-    thoughts, text = (split_think(content, think["open"], think["close"])
-                      if think["enabled"] else (None, content))
+    thoughts, text = (split_think(content, think.open, think.close)
+                      if think is not None and think.enabled else (None, content))
     return "\n\n".join(r for r in (server_reasoning, thoughts) if r) or None, text
 
 

@@ -73,9 +73,8 @@ def _rate(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
 def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
               out_path: Path = JUDGE_CALIBRATION_PATH) -> dict[str, Any]:
     cfg = chat.settings(params.get("judge"))
-    chat.backend(cfg)  # configuration errors first (calibration runs even if not enabled)
-    # Types checked by chat.settings (core.config.JudgeParams).
-    seed, limit = cfg["calibration"]["seed"], cfg["calibration"]["limit"]
+    chat.check(cfg)  # configuration errors first (calibration runs even if not enabled)
+    seed, limit = cfg.calibration.seed, cfg.calibration.limit
     chosen = select(load_items(TRACK_P, items_dir), limit, seed)
     if not chosen:
         raise DataError(f"{items_dir}: no gradable RIMO-P items to calibrate on")
@@ -90,7 +89,7 @@ def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     refs, swapped = _rate(verdicts[:n_ref]), _rate(verdicts[n_ref:])
     result = {
         "calibrated": True,
-        "model": cfg["model"], "fingerprint": judge_fingerprint(cfg),
+        "model": cfg.model, "fingerprint": judge_fingerprint(cfg),
         "seed": seed, "limit": limit, "items": len(chosen),
         "true_positive_rate": refs["rate"], "false_positive_rate": swapped["rate"],
         "references": refs,

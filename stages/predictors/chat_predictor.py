@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sys
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from stages import __version__
@@ -41,7 +41,8 @@ from stages.chat.breaker import DEFAULT_WINDOW
 from stages.chat.progress import DEFAULT_STALL_WARNING_S
 from stages.chat.session import Session, run_sync
 from stages.chat.transport import ChatTransport, TransportError
-from stages.core.errors import ConfigError, StageError
+from stages.core.config import ChatParams, LocalParams, Section, ThinkSplit, coerce
+from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import extract
@@ -50,35 +51,6 @@ from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, templa
 from stages.predictors.replies import USAGE_KEYS, read_reply, sum_parts
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
-THINK_OFF = {"enabled": False, "open": "<think>", "close": "</think>"}
-
-
-# --------------------------------------------------------------------------------------------
-# Configuration helpers
-# --------------------------------------------------------------------------------------------
-def resolve_config(name: str, config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(config) - set(defaults))
-    if unknown:
-        raise ConfigError(f"params.yaml: predict.{name} has unknown keys {unknown}; "
-                         f"known: {sorted(defaults)}")
-    return {**defaults, **config}
-
-
-def require(cond: bool, message: str) -> None:
-    if not cond:
-        raise ConfigError(f"params.yaml: {message}")
-
-
-def resolve_think_split(name: str, value: Any) -> dict[str, Any]:
-    if value is None:
-        return dict(THINK_OFF)
-    require(isinstance(value, dict) and set(value) <= set(THINK_OFF),
-            f"predict.{name}.think_split must be a mapping with keys {sorted(THINK_OFF)}")
-    merged = {"enabled": True, "open": "<think>", "close": "</think>", **value}
-    require(isinstance(merged["enabled"], bool), f"predict.{name}.think_split.enabled: bool")
-    require(all(isinstance(merged[k], str) and merged[k] for k in ("open", "close")),
-            f"predict.{name}.think_split.open and .close must be non-empty strings")
-    return merged
 
 
 # Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
@@ -92,19 +64,20 @@ OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "
 # The engine
 # --------------------------------------------------------------------------------------------
 class ChatPredictor(Predictor):
-    """Shared engine. Subclasses set ``defaults`` and build their transport."""
+    """Shared engine. Subclasses name their typed section (``params_model``) and build their
+    transport from it."""
 
-    defaults: ClassVar[dict[str, Any]]
+    params_model: ClassVar[type[ChatParams | LocalParams]]
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        self.settings = resolve_config(self.name, self.config, self.defaults)
-        s = self.settings
-        require(s["system_prompt"] is None or isinstance(s["system_prompt"], str),
-                f"predict.{self.name}.system_prompt must be a string or null")
-        require(s["cache_dir"] is None or isinstance(s["cache_dir"], str),
-                f"predict.{self.name}.cache_dir must be a path or null (no cache)")
-        self.think = resolve_think_split(self.name, s.get("think_split"))
+        self.section = f"predict.{self.name}"
+        # A typed section from the CLI, or a dict (tests, plugins' callers) validated here.
+        self.params: Any = coerce(self.params_model, config, self.section)
+        # What the fingerprint sees: each key as the file set it, else its default.
+        self.settings = {**self.params_model().model_dump(), **self.params.as_dict()}
+        self.settings.pop("n", None)  # only ever None: set, the backend refuses it
+        self.think: ThinkSplit | None = getattr(self.params, "think_split", None)
         self.run_stats: dict[str, Any] = {}
 
     @abstractmethod
@@ -134,11 +107,11 @@ class ChatPredictor(Predictor):
             if item.track not in (TRACK_N, TRACK_P):
                 raise StageError(f"{item.problem_id}: unknown track {item.track!r}")
         label = f"predict[{self.name}]"
-        session = Session(self.make_transport(), self.settings["cache_dir"], label=label,
-                          section=f"predict.{self.name}", total=calls_needed(items, self.samples),
-                          breaker_window=self.settings.get("breaker_window", DEFAULT_WINDOW),
-                          stall_warning_s=self.settings.get("stall_warning_s",
-                                                            DEFAULT_STALL_WARNING_S))
+        session = Session(self.make_transport(), self.params.cache_dir, label=label,
+                          section=self.section, total=calls_needed(items, self.samples),
+                          breaker_window=getattr(self.params, "breaker_window", DEFAULT_WINDOW),
+                          stall_warning_s=getattr(self.params, "stall_warning_s",
+                                                  DEFAULT_STALL_WARNING_S))
         protocol = _Protocol(self, session)
         try:
             async with session:
@@ -171,7 +144,7 @@ class _Protocol:
         self.session = session
         self.samples = predictor.samples
         self.think = predictor.think
-        self.system_prompt: str | None = predictor.settings["system_prompt"]
+        self.system_prompt: str | None = predictor.params.system_prompt
         self.errors = 0
 
     async def all(self, items: list[Item]) -> list[Prediction]:

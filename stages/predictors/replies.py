@@ -15,6 +15,7 @@ from typing import Any
 
 from stages.chat.reasoning import split_reply
 from stages.chat.transport import ChatReply
+from stages.core.config import ThinkSplit
 from stages.predictors import extract
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
@@ -28,7 +29,7 @@ class Answer:
     text: str
 
 
-def read_reply(reply: ChatReply, key: str, think: dict[str, Any]) -> Answer:
+def read_reply(reply: ChatReply, key: str, think: ThinkSplit | None) -> Answer:
     """The details of one request (``key``: its cache key) and the text to extract from."""
     content = reply.texts[0]
     reasoning, text = split_reply(reply, think)

@@ -27,12 +27,12 @@ from typing import Any
 
 from stages.chat.transport import ChatReply, ChatTransport, TransportError, int_usage
 from stages.core.atomic import atomic_path
+from stages.core.config import LocalParams
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 
 GEMMA_FORMAT = "gemma-turns-v1"  # in the cache key: bump if gemma_prompt changes
 END_OF_TURN = "<end_of_turn>"
-DEFAULT_MODEL_CACHE_DIR = Path(".rimo_cache/models")
 # llama.cpp's sampler defaults, written into every request so the cache key states them.
 _SAMPLER = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
 
@@ -104,13 +104,13 @@ class LlamaTransport(ChatTransport):
 
     concurrency = 1
 
-    def __init__(self, model_path: Path, model_sha256: str, settings: dict[str, Any]) -> None:
+    def __init__(self, model_path: Path, model_sha256: str, params: LocalParams) -> None:
         self.model_path, self.model_sha256 = model_path, model_sha256
-        self.n_ctx = int(settings["n_ctx"])
-        self.n_threads = int(settings["n_threads"] or default_threads())
-        self._sampling = {"max_tokens": int(settings["max_tokens"]),
-                          "temperature": float(settings["temperature"]),
-                          "seed": int(settings["seed"]), **_SAMPLER}
+        self.n_ctx = params.n_ctx
+        self.n_threads = params.n_threads or default_threads()
+        self._sampling = {"max_tokens": params.max_tokens,
+                          "temperature": float(params.temperature),
+                          "seed": params.seed, **_SAMPLER}
         self._llm: Any = None
         self._lock = threading.Lock()
         self.load_s: float | None = None
