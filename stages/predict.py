@@ -26,6 +26,7 @@ from stages.core.predictions import (
     STATUS_MISSING,
     STATUSES,
     build_table,
+    lone_surrogate,
     predictions_path,
     run_id,
     write_table,
@@ -69,20 +70,10 @@ def _check_prediction(pred: Prediction, item: Item) -> None:
         raise DataError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
 
 
-def _encodable(value: str | list[str] | None) -> bool:
-    texts = [value] if isinstance(value, str) else value or []
-    try:
-        for text in texts:
-            text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _unicode_safe(pred: Prediction) -> Prediction:
     """A model reply with a lone surrogate cannot be stored; record it as that item's error
     rather than failing the whole run after every request was made."""
-    if _encodable(pred.prediction):
+    if lone_surrogate(pred.prediction) is None:
         return pred
     return Prediction(pred.track, pred.problem_id, None, status=STATUS_ERROR,
                       error="prediction is not valid Unicode (lone surrogate)",

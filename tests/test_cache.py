@@ -83,18 +83,17 @@ def test_sync_is_one_syncfs_where_there_is_one_else_an_fsync_each(
             cache.put(k, {"q": k}, {"texts": [k]})
 
     if sys.platform.startswith("linux"):
-        assert cache_module._libc() is not None  # the real call, on this machine
+        assert cache_module._SYNCFS is not None  # the real call, on this machine
         put_all()
         cache.sync()
         assert cache.take_unsynced() == []
     synced: list[str] = []
 
-    class Libc:
-        def syncfs(self, fd: int) -> int:
-            synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc") else "?")
-            return 0
+    def fake_syncfs(fd: int) -> int:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc") else "?")
+        return 0
 
-    monkeypatch.setattr(cache_module, "_libc", lambda: Libc())
+    monkeypatch.setattr(cache_module, "_SYNCFS", fake_syncfs)
     put_all()
     cache.sync()
     assert len(synced) == 1 and synced[0] in (str(root), "?")
@@ -102,8 +101,8 @@ def test_sync_is_one_syncfs_where_there_is_one_else_an_fsync_each(
     assert len(synced) == 1
 
     fsynced: list[Path] = []
-    monkeypatch.setattr(cache_module, "_libc", lambda: None)
-    monkeypatch.setattr(cache_module, "_fsync", fsynced.append)
+    monkeypatch.setattr(cache_module, "_SYNCFS", None)
+    monkeypatch.setattr(cache_module, "fsync_path", fsynced.append)
     put_all()
     cache.sync()
     entries = {cache.path(k) for k in keys}

@@ -1,9 +1,11 @@
-"""The shared chat engine: items in, chat calls out, replies back into predictions.
+"""The RIMO protocol over the chat engine: items in, chat calls out, replies back into
+predictions.
 
-A backend is a ``ChatPredictor`` subclass (its ``defaults`` and its transport); a
-``ChatTransport`` only sends one request. Every backend (``openai`` in ``openai_chat``,
-``local`` in ``local_model``) shares the prompt templates, the ``\\boxed{}`` extraction, the
-response cache, the concurrency, the progress bar and the RIMO-P chaining:
+A backend is a ``ChatPredictor`` subclass (its typed section, ``params_model``, and its
+transport from ``stages.chat``). Every backend (``openai`` in ``openai_chat``, ``local`` in
+``local_model``) shares the prompt templates, the ``\\boxed{}`` extraction and the RIMO-P
+chaining here, and the engine's ``Session`` (response cache, concurrency, probe, breaker,
+progress bar):
 
 * ``predict.samples: k``: every item gets k independent samples, each its own request(s) with
   the sample index in the cache key (sample 0's key is the key of a k = 1 run, so a k = 1 cache
@@ -18,15 +20,11 @@ response cache, the concurrency, the progress bar and the RIMO-P chaining:
   ``details.error_kind`` (``"context_length"`` for a prompt over the context window).
 * A request that still fails after its retries (``TransportError``) marks only its sample
   ``error``; a transport raises ``StageError`` for configuration failures that would fail every
-  item, and that stops the stage. Failing fast: the transport's ``probe`` runs once before the
-  first request is sent (``probe``), ``CircuitBreaker`` stops the stage after
-  ``breaker_window`` transport failures in a row (``breaker``), and the progress bar shows the
-  requests in flight with a stall warning (``progress``).
+  item, and that stops the stage. Failing fast is the session's (``stages.chat.session``).
 
-The transport interface is in ``transport``, the reading of a reply (reasoning apart, extraction
-status, usage) in ``replies``. Details are a pure function of the (cached) replies, so
-re-running over a warm cache writes byte-identical predictions; run facts (requests sent, cache
-hits) go to ``run_stats``.
+The reading of a reply (reasoning apart, extraction status, usage) is ``replies``. Details
+are a pure function of the (cached) replies, so re-running over a warm cache writes
+byte-identical predictions; run facts (requests sent, cache hits) go to ``run_stats``.
 """
 
 from __future__ import annotations
