@@ -81,3 +81,22 @@ def test_a_bad_base_url_is_refused_once_by_the_typed_section(section: str, value
     (data["predict"]["openai"] if section == "openai" else data["judge"])["base_url"] = value
     with pytest.raises(ConfigError, match=re.escape(want)):
         parse_params(data)
+
+
+def test_the_judge_draws_one_progress_bar_of_its_parts(
+        server: ChatServer, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17 §10: the judge used to open a stray empty bar before its own."""
+    from stages.chat import session
+    from tests.judge_setup import hashed_reply
+
+    totals: list[int] = []
+
+    class Counted(session.Progress):
+        def __init__(self, total: int, label: str, stall_warning_s: float | None) -> None:
+            totals.append(total)
+            super().__init__(total, label, stall_warning_s)
+
+    monkeypatch.setattr(session, "Progress", Counted)
+    server.responder = hashed_reply
+    judge({"judge": judge_cfg(server, project)}, **judge_paths(project))
+    assert totals == [12]  # 6 items x 2 parts, one bar
