@@ -1,5 +1,6 @@
 """The chat engine: a room of its own, with no RIMO in it (nothing here imports
-``stages.predictors``, ``stages.score`` or ``stages.judge``; tests/test_engine_room.py checks).
+``stages.predictors``, ``stages.score`` or ``stages.judge``; tests/engine/test_engine_room.py
+checks).
 
 * ``transport``: what a transport is (``ChatTransport``: request -> ``ChatReply`` or
   ``TransportError``) and what the cache key hashes; ``openai/`` (any OpenAI-compatible server,

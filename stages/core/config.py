@@ -40,7 +40,7 @@ PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends regis
 BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay")
 # The predict params that change the predictions, listed by key as the predict stage's (and the
 # report's) params in dvc.yaml. The rest are operational (concurrency, timeouts, retries,
-# cache_dir, breaker, allow_errors): changing one reruns nothing. tests/test_params_by_key.py
+# cache_dir, breaker, allow_errors): changing one reruns nothing. tests/e2e/test_params_by_key.py
 # holds dvc.yaml to this list.
 PREDICT_OUTPUT_KEYS = (
     "predict.backend", "predict.limit", "predict.sample_seed", "predict.samples",

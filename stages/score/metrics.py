@@ -17,6 +17,7 @@ import pandas as pd
 from stages.core.artifacts import PLOT_FILES
 from stages.core.config import BootstrapParams, ScoreParams, coerce
 from stages.core.items import DOMAINS
+from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.samples import extend_metrics, first_sample, with_sample
@@ -29,11 +30,6 @@ def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, A
     boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
         BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
     return boot.model_dump()
-
-
-def rounded(x: float | None) -> float | None:
-    # Six digits: stable across summation order, enough for a 1/335 step.
-    return None if x is None else round(float(x), 6)
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -84,7 +80,7 @@ def p_headline(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
-    graded = scores[scores["gradable"]]
+    graded = scores[scores["gradable"].astype(bool)]  # an empty column is object dtype
     ones = np.ones(len(graded))
     parts = graded["number_of_parts"].to_numpy(dtype=float)
     by_parts = {str(k): p_headline(graded[graded["number_of_parts"] == k])

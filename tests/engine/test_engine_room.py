@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_dependencies import project_imports
+from tests.e2e.test_dependencies import project_imports
 
 ENGINE = sorted(p for p in (REPO_ROOT / "stages/chat").rglob("*.py"))
 FORBIDDEN = ("stages/predictors/", "stages/score/", "stages/judge/", "stages/commands/")
@@ -35,7 +35,7 @@ def test_the_engine_imports_nothing_of_rimo(path: Path) -> None:
 
 def test_the_judge_depends_on_the_engine_not_on_the_rimo_predictors() -> None:
     """An edit to predictors/replay.py (or any predictor) must not rerun the judge."""
-    from tests.test_dependencies import MODULES, covered, stage_deps
+    from tests.e2e.test_dependencies import MODULES, covered, stage_deps
 
     deps = stage_deps()["judge"]
     assert "stages/chat" in deps and not covered(REPO_ROOT / "stages/predictors/replay.py", deps)

@@ -30,7 +30,7 @@ from stages.chat.openai.http import OpenAIHTTP, _env_proxy
 from stages.chat.probe import connection_cause
 from tests.chat_server import ChatServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

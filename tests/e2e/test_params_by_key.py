@@ -11,8 +11,8 @@ import yaml
 
 from stages.core.config import PREDICT_OUTPUT_KEYS
 from tests.conftest import REPO_ROOT
+from tests.e2e.test_params_declared import covered, declared, dvc_stages
 from tests.pipeline_repo import make_repo, sh
-from tests.test_params_declared import covered, declared, dvc_stages
 
 OPERATIONAL = ("predict.allow_errors", "predict.openai.concurrency", "predict.openai.timeout_s",
                "predict.openai.max_retries", "predict.openai.cache_dir",
