@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from stages.chat.provider_decision import retry_after_s
+
 # 408 Request Timeout, 409 Conflict (a busy worker), 429 Too Many Requests: worth another try.
 RETRIED_STATUS = frozenset({408, 409, 429})
 
@@ -52,11 +54,9 @@ class HTTPStatusError(EngineError):
 
     @property
     def retry_after_s(self) -> float | None:
-        value = self.headers.get("retry-after")
-        try:
-            return float(value) if value is not None else None
-        except ValueError:
-            return None  # an HTTP date: the backoff decides
+        """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), as every
+        transport reads it (``provider_decision.retry_after_s``)."""
+        return retry_after_s(self.headers)
 
 
 def _error_object(body: bytes) -> dict[str, Any]:

@@ -75,6 +75,7 @@ def test_the_error_object_and_retry_after_are_read() -> None:
     bare = HTTPStatusError(400, b"plain text, not JSON", {"retry-after": "Wed, 21 Oct"})
     assert (bare.message, bare.retry_after_s) == ("plain text, not JSON", None)
     assert classify(bare) == RetryDecision(False)
+    assert HTTPStatusError(429, b"", {"retry-after-ms": "1500"}).retry_after_s == 1.5
     assert HTTPStatusError(422, json.dumps({"error": "bad 'seed'"}).encode(), {}).message == \
         "bad 'seed'"
     assert classify(MalformedResponse("x")).retry and classify(RequestTimeout("t")).retry
