@@ -59,3 +59,19 @@ def test_dvc_status_stays_clean_after_changing_an_operational_knob(
     params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     status = sh(root, "dvc", "status").stdout
     assert "predict:" in status and "report:" in status and "predict.openai.temperature" in status
+
+
+@pytest.mark.parametrize("backend", ["openai", "local"])
+def test_the_declared_keys_are_the_fingerprinted_ones(backend: str) -> None:
+    """What dvc.yaml reruns predict for is what the predictions' fingerprint holds (model
+    files aside: local's model_path is declared, its sha256 is fingerprinted)."""
+    from stages.predictors.chat_predictor import OPERATIONAL_KEYS
+    from stages.predictors.local_model import LocalModelPredictor
+    from stages.predictors.openai_chat import OpenAIPredictor
+
+    cls = OpenAIPredictor if backend == "openai" else LocalModelPredictor
+    fingerprinted = {f"predict.{backend}.{k}" for k in cls.params_model.model_fields
+                     if k not in OPERATIONAL_KEYS and k != "n"}
+    declared_keys = {k for k in PREDICT_OUTPUT_KEYS if k.startswith(f"predict.{backend}.")}
+    extra = {"predict.local.model_path"} if backend == "local" else set()
+    assert declared_keys == fingerprinted | extra
