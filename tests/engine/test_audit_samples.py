@@ -15,6 +15,7 @@ from stages.core.predictions import predictions_path
 from stages.core.tracks import TRACKS
 from stages.predict import predict
 from tests.chat_server import ChatServer
+from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark
 
 KEY_ENV = "RIMO_TEST_AUDIT_KEY"
@@ -50,3 +51,22 @@ def test_audit_recomputes_the_fingerprint_of_a_k_sample_openai_run(
     check_fingerprint(ledger, tmp_path, preds, "p", other)
     [broken] = ledger.breaks
     assert "does not recompute" in broken.message
+
+
+@pytest.mark.slow
+def test_rimo_eval_audit_passes_on_a_dvc_repro_k3_fake_server_run(
+        server: ChatServer, tmp_path: Path, mirror_dir: Path) -> None:
+    """The whole command, as issue 20 reported it: exit 0 and no fingerprint break."""
+    import yaml
+
+    from tests.pipeline_repo import make_repo, sh
+
+    openai = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["predict"]["openai"]
+    root = make_repo(tmp_path / "k3", mirror_dir, {
+        "backend": "openai", "limit": 3, "samples": 3,
+        "openai": {**openai, "base_url": server.base_url, "model": "fake", "api_key_env": None,
+                   "cache_dir": "cache", "temperature": 0.6, "seed": 1}})
+    sh(root, "dvc", "repro", "-q")
+    audit = sh(root, "rimo-eval", "audit", check=False)
+    assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
+    assert "fingerprint" in audit.stdout and "does not recompute" not in audit.stdout
