@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
         if getattr(args, "estimate", False):
-            print(module.estimate(params.predict.as_dict()))
+            print(module.estimate(params.predict))
             return 0
         # ``judge --calibrate``: the judge stage's other entry point.
         (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)

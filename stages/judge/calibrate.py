@@ -20,6 +20,7 @@ from typing import Any
 
 from stages.core.artifacts import JUDGE_CALIBRATION_PATH
 from stages.core.atomic import write_json
+from stages.core.config import Params
 from stages.core.errors import ConfigError, DataError
 from stages.core.hashing import sha256_bytes
 from stages.core.items import ITEMS_DIR, Item, load_items
@@ -70,9 +71,9 @@ def _rate(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
             "missing": sum(v["verdict"] == MISSING for v in verdicts)}
 
 
-def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def calibrate(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
               out_path: Path = JUDGE_CALIBRATION_PATH) -> dict[str, Any]:
-    cfg = chat.settings(params.get("judge"))
+    cfg = params.judge if isinstance(params, Params) else chat.settings(params.get("judge"))
     chat.check(cfg)  # configuration errors first (calibration runs even if not enabled)
     seed, limit = cfg.calibration.seed, cfg.calibration.limit
     chosen = select(load_items(TRACK_P, items_dir), limit, seed)
@@ -101,7 +102,7 @@ def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     return result
 
 
-def run(params: Mapping[str, Any]) -> None:
+def run(params: Params | Mapping[str, Any]) -> None:
     r = calibrate(params)
     print(f"judge --calibrate: true-positive rate {r['true_positive_rate']} on "
           f"{r['references']['parts']} reference parts, false-positive rate "

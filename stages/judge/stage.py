@@ -118,11 +118,13 @@ def write_table(rows: list[dict[str, Any]], path: Path) -> None:
     write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
-def judge(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
           preds_dir: Path = PREDICTIONS_DIR, scores_dir: Path = SCORES_DIR,
           table_path: Path = JUDGE_TABLE, metrics_path: Path = JUDGE_METRICS_PATH
           ) -> dict[str, Any]:
-    cfg = chat.settings(params.get("judge"))
+    # The typed sections from the CLI, or a plain mapping (tests) validated here.
+    typed = isinstance(params, Params)
+    cfg = params.judge if typed else chat.settings(params.get("judge"))
     if not cfg.enabled:
         write_table([], table_path)
         write_json(metrics_path, DISABLED)
@@ -130,7 +132,8 @@ def judge(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     chat.check(cfg)  # configuration errors before any file is read
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
     frame = pd.DataFrame(rows, columns=JUDGE_SCHEMA.names)
-    block = {**judge_metrics(frame, bootstrap_params(params.get("score"))),
+    boot = bootstrap_params(params.score if typed else params.get("score"))
+    block = {**judge_metrics(frame, boot),
              "ungradable": ungradable, "model": cfg.model, "fingerprint": judge_fingerprint(cfg)}
     report = {"enabled": True, TRACK_P: {"judge": block},
               "note": "LLM-judge measurement (upstream's protocol); not the benchmark's primary "
@@ -141,8 +144,7 @@ def judge(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
 
 
 def run(params: Params) -> None:
-    # A dict view of the validated params: judge() is also called directly, with dicts.
-    report = judge(params.as_dict())
+    report = judge(params)
     if not report["enabled"]:
         print("judge: disabled (judge.enabled: false); wrote the empty record", file=sys.stderr)
         return
@@ -155,4 +157,4 @@ def run(params: Params) -> None:
 def calibrate(params: Params) -> None:
     from stages.judge.calibrate import run as run_calibration
 
-    run_calibration(params.as_dict())
+    run_calibration(params)
