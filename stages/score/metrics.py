@@ -20,6 +20,7 @@ from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.diagnostics import diagnostics_n, has_flags, lenient_ratio
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap
 
@@ -130,6 +131,11 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
     if preds is not None:
         extend_metrics(metrics, scores, dict(preds), single_interval(boot),
                        dict((params or {}).get("score") or {}), dict(params or {}))
+    if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
+        first = first_sample(scores[TRACK_N])
+        metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)
+        metrics[TRACK_N]["ci"]["diagnostics"] = intervals(
+            {"lenient_accuracy": lenient_ratio(first)}, boot)
     evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,
