@@ -8,6 +8,10 @@ export DVC_NO_ANALYTICS := 1
 
 .PHONY: setup browser repro test lint clean
 
+# KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
+# package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
+NPM_STAMP := node_modules/.package-lock.json
+
 # llama.cpp is built for AVX2 rather than for the build machine (GGML_NATIVE): on a CPU with
 # AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
 # segfaults in the first decode (ggml-org/llama.cpp#20824). No wheel cache, so a natively
@@ -20,7 +24,10 @@ $(STAMP): pyproject.toml
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+
+setup: $(STAMP) $(NPM_STAMP)
 
 # The report test opens the HTML in headless Chromium (Debian packages).
 browser:
@@ -38,7 +45,7 @@ repro: $(STAMP)
 	dvc repro
 	rimo-eval summary
 
-test: $(STAMP) browser
+test: $(STAMP) $(NPM_STAMP) browser
 	ruff check .
 	pytest
 
@@ -46,4 +53,4 @@ lint: $(STAMP)
 	ruff check .
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) node_modules

@@ -34,15 +34,17 @@ MODULES = {
     "compare": "stages.commands.compare.command",
     "summary": "stages.commands.summary",
     "leaderboard": "stages.commands.leaderboard.command",
+    "view": "stages.commands.view.command",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
     "compare": "Compare two revisions, branches or DVC experiments: metrics, flips, paired tests",
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
+    "view": "Browse every answer of one or more runs: a static site with rendered math",
 }
 
 
@@ -150,6 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "RIMO-N.accuracy; RIMO-N.mean_at_k.accuracy at k > 1)")
     for name, kind in (("--samples", int), ("--seed", int), ("--confidence", float)):
         board.add_argument(name, type=kind, help="rank bootstrap (default: score.bootstrap)")
+    view = tool("view")
+    view.add_argument("runs", nargs="*", metavar="RUN",
+                      help="git revision, branch, DVC experiment name, or 'workspace' "
+                           "(default: the workspace)")
+    view.add_argument("--out", type=Path, default=Path("reports/view"),
+                      help="folder of the static site (default: %(default)s)")
+    view.add_argument("--serve", action="store_true",
+                      help="then serve the folder on 127.0.0.1 and print the URL")
+    view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
     # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
     for name in [n for n in TOOLS if n not in sub.choices]:
         tool(name)
