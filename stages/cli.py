@@ -4,13 +4,9 @@ read a run's results, each a thin shell over its module."""
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import importlib
-import os
 import sys
 import textwrap
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -182,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
         if getattr(args, "estimate", False):
-            print(module.estimate(params.predict.as_dict()))
+            print(module.estimate(params.predict))
             return 0
         # ``judge --calibrate``: the judge stage's other entry point.
         (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)
@@ -197,24 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``rimo-eval`` command: ``main``, then an exit without the interpreter's teardown.
-
-    Freeing every module and object at exit took a tenth of a second after a predict run, as
-    long as writing both predictions tables. The exit handlers still run and the streams are
-    flushed; with a non-daemon thread still at work the exit is the normal one, which waits.
-    """
-    # Fewer, later collections (as mypy does): a stage allocates hundreds of thousands of
-    # objects that live until it ends, and the default threshold (700) traversed them over
-    # and over, 0.15 s of a fast predict run in pauses of up to 60 ms.
-    gc.set_threshold(100_000, 20, 20)
-    status = main()
-    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    if any(not t.daemon for t in others):
-        sys.exit(status)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(status)
+    """The ``rimo-eval`` command."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":
