@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,7 +107,19 @@ def lenient_equal(prediction: str | None, gold: str) -> bool:
     a, b = normalise(prediction), normalise(gold)
     if a == b:
         return True
-    return bool(_INTEGER.fullmatch(a) and _INTEGER.fullmatch(b)) and int(a) == int(b)
+    if not (_INTEGER.fullmatch(a) and _INTEGER.fullmatch(b)):
+        return False
+    if max(len(a), len(b)) < sys.get_int_max_str_digits():
+        return int(a) == int(b)
+    # Past Python's int-from-string limit (a 5 MB prediction of digits) int() raises: compare
+    # the digit strings without sign noise and leading zeros instead.
+    return _canonical_integer(a) == _canonical_integer(b)
+
+
+def _canonical_integer(s: str) -> str:
+    sign = "-" if s.startswith("-") else ""
+    digits = s.lstrip("+-").lstrip("0") or "0"
+    return digits if digits == "0" else sign + digits
 
 
 # --- flags ---------------------------------------------------------------------------------------
