@@ -8,6 +8,10 @@ export DVC_NO_ANALYTICS := 1
 
 .PHONY: setup browser repro test test-fast lint clean
 
+# KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
+# package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
+NPM_STAMP := node_modules/.package-lock.json
+
 # llama.cpp is built for AVX2 rather than for the build machine (GGML_NATIVE): on a CPU with
 # AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
 # segfaults in the first decode (ggml-org/llama.cpp#20824). No wheel cache, so a natively
@@ -20,7 +24,10 @@ $(STAMP): pyproject.toml
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+
+setup: $(STAMP) $(NPM_STAMP)
 
 # The report test opens the HTML in headless Chromium (Debian packages).
 browser:
@@ -34,8 +41,11 @@ browser:
 	fi
 
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
-repro: $(STAMP)
+# The transcript browser (reports/view/, which the report links into) is built from the run
+# dvc repro leaves; it is a tool, not a stage, so it is not cached in dvc.lock.
+repro: $(STAMP) $(NPM_STAMP)
 	dvc repro
+	rimo-eval view
 	rimo-eval summary
 
 # Two passes: what can share the machine on 2 xdist workers (each test file stays on one worker,
@@ -46,13 +56,13 @@ PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-test: $(STAMP) browser
+test: $(STAMP) $(NPM_STAMP) browser
 	ruff check .
 	$(PYTEST_PARALLEL) -m "not serial"
 	pytest $(PYTEST_ARGS) -m "serial"
 
 # The edit loop: everything but the end-to-end tests marked `slow`.
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(NPM_STAMP)
 	$(PYTEST_PARALLEL) -m "not slow and not serial"
 	pytest $(PYTEST_ARGS) -m "serial and not slow"
 
@@ -60,4 +70,4 @@ lint: $(STAMP)
 	ruff check .
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) node_modules

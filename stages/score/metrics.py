@@ -15,22 +15,22 @@ import numpy as np
 import pandas as pd
 
 from stages.core.artifacts import PLOT_FILES
+from stages.core.config import BootstrapParams, ScoreParams, coerce
 from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.diagnostics import diagnostics_n, has_flags, lenient_ratio
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap
 
-DEFAULT_BOOTSTRAP = {"samples": 1000, "seed": 0, "confidence": 0.95}
 
-
-def bootstrap_params(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``score.bootstrap`` with its defaults, typed: what the intervals are computed with."""
-    b = (cfg or {}).get("bootstrap") or {}
-    return {"samples": int(b.get("samples", DEFAULT_BOOTSTRAP["samples"])),
-            "seed": int(b.get("seed", DEFAULT_BOOTSTRAP["seed"])),
-            "confidence": float(b.get("confidence", DEFAULT_BOOTSTRAP["confidence"]))}
+def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
+    """``score.bootstrap`` with its defaults (``core.config.BootstrapParams``, the one place
+    they live), as plain data: what the intervals are computed with."""
+    boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
+        BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
+    return boot.model_dump()
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -131,6 +131,11 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
     if preds is not None:
         extend_metrics(metrics, scores, dict(preds), single_interval(boot),
                        dict((params or {}).get("score") or {}), dict(params or {}))
+    if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
+        first = first_sample(scores[TRACK_N])
+        metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)
+        metrics[TRACK_N]["ci"]["diagnostics"] = intervals(
+            {"lenient_accuracy": lenient_ratio(first)}, boot)
     evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,
@@ -159,5 +164,5 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-__all__ = ["DEFAULT_BOOTSTRAP", "bootstrap_params", "compute", "intervals", "metrics_n",
+__all__ = ["bootstrap_params", "compute", "intervals", "metrics_n",
            "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]

@@ -218,11 +218,14 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
         assert not {"k", "mean_at_k", "pass_at_k", "pass_at", "maj_at_k"} & m[track].keys()
     old = _old_code_metrics(tmp_path, replay, real_items)
     if old is not None:
-        # Every key the old code wrote keeps its value; usage is the only new block.
+        # Every key the old code wrote keeps its value; usage and RIMO-N's diagnostics (with
+        # their interval) are the only new blocks.
+        added = {TRACK_N: {"usage", "diagnostics"}, TRACK_P: {"usage"}}
         for track in (TRACK_N, TRACK_P):
-            new = {k: v for k, v in m[track].items() if k != "usage"}
+            new = {k: v for k, v in m[track].items() if k not in added[track]}
+            new["ci"] = {k: v for k, v in new["ci"].items() if k != "diagnostics"}
             assert new == old[track]
-            assert set(m[track]) - set(old[track]) == {"usage"}
+            assert set(m[track]) - set(old[track]) == added[track]
         # The sample block now also records the run's predict.limit and sample_seed.
         assert {k: v for k, v in m["sample"].items() if k not in ("limit", "seed")} \
             == old["sample"]

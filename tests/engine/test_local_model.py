@@ -11,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from stages.chat.llama.transport import LlamaTransport, gemma_prompt, locate_model
 from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.extract import extract_boxed
-from stages.predictors.local_model import (
-    LlamaTransport,
-    LocalModelPredictor,
-    gemma_prompt,
-    locate_model,
-)
+from stages.predictors.local_model import LocalModelPredictor
 from tests.need import need
 
 
@@ -54,9 +50,10 @@ def test_real_model_generates_text(model_dir: Path, tmp_path: Path,
         assert isinstance(pred.prediction, str)  # "" when the reply holds no \boxed{}
         details = pred.details
         assert details["raw_text"].strip(), "the model returned no text"
-        boxed = extract_boxed(details["text"]) is not None
-        assert details["extraction"] == ("boxed" if boxed else "truncated"
-                                         if details["finish_reason"] == "length" else "none")
+        box = extract_boxed(details["text"])
+        assert details["extraction"] == ("boxed" if box else "empty_box" if box == ""
+                                         else "truncated" if details["finish_reason"] == "length"
+                                         else "none")
         assert details["finish_reason"] in ("stop", "length")
         assert 0 < details["usage"]["completion_tokens"] <= 32
         assert details["usage"]["prompt_tokens"] > 10
@@ -103,7 +100,7 @@ def test_bad_model_path_is_a_stage_error(tmp_path: Path) -> None:
 
 
 def test_bad_config_is_rejected() -> None:
-    with pytest.raises(StageError, match="unknown keys"):
+    with pytest.raises(StageError, match=r"predict\.local\.max_token: unknown key"):
         LocalModelPredictor({"max_token": 5})
     with pytest.raises(StageError, match="max_tokens"):
         LocalModelPredictor({"max_tokens": "many"})
