@@ -223,9 +223,11 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
 
     name = type(exc).__name__
     if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
-        return ErrorDecision("retry", f"{name}: {exc}")
+        timeout = isinstance(exc, anthropic.APITimeoutError)
+        return ErrorDecision("retry", f"{name}: {exc}",
+                             cause="timeout" if timeout else "connection")
     if isinstance(exc, anthropic.APIResponseValidationError | json.JSONDecodeError):
-        return ErrorDecision("retry", f"malformed response body: {exc}")
+        return ErrorDecision("retry", f"malformed response body: {exc}", cause="malformed")
     if not isinstance(exc, anthropic.APIStatusError):
         return ErrorDecision("item", f"{name}: {exc}")
     status = exc.status_code

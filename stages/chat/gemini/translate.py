@@ -241,9 +241,12 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
     name = type(exc).__name__
     if isinstance(exc, httpx2.TransportError | aiohttp.ClientError | asyncio.TimeoutError
                   | TimeoutError):
-        return ErrorDecision("retry", f"{name}: {exc}")
+        timeout = isinstance(exc, httpx2.TimeoutException | asyncio.TimeoutError
+                             | TimeoutError | aiohttp.ServerTimeoutError)
+        return ErrorDecision("retry", f"{name}: {exc}",
+                             cause="timeout" if timeout else "connection")
     if isinstance(exc, json.JSONDecodeError):
-        return ErrorDecision("retry", f"malformed response body: {exc}")
+        return ErrorDecision("retry", f"malformed response body: {exc}", cause="malformed")
     if not isinstance(exc, errors.APIError):
         return ErrorDecision("item", f"{name}: {exc}")
     status = int(exc.code or 0)
