@@ -178,3 +178,28 @@ def test_kill_9_and_resume_sends_nothing_twice(slow_fake: tuple[str, FakeProvide
     assert Counter(v[0] for v in predictions(work / "data" / "predictions").values()) == \
         Counter(v[0] for v in expected.values())
     assert predictions(work / "data" / "predictions") == expected
+
+
+@pytest.mark.parametrize("backend", sorted(FAKES))
+def test_estimate_sends_nothing_needs_no_key_and_sees_the_cache(
+        backend: str, items_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    from stages.predict import estimate
+
+    cap = {"anthropic": {"max_tokens": 2000}, "gemini": {"max_output_tokens": 2000}}[backend]
+    with FAKES[backend](retry_after="0") as fake:
+        sec = section(backend, fake.base_url, tmp_path / "cache", **cap,
+                      price_per_mtok={"input": 3, "output": 15})
+        # A remote-looking URL with no key set: a real run would stop; the estimate sends
+        # nothing, so it needs none.
+        remote = {**sec, "base_url": "https://api.example.invalid"}
+        cold = estimate(predict_cfg(backend, remote), items_dir)
+        assert "0 already cached" in cold and "2000 tokens each" in cold
+        assert "estimated input cost" in cold and "output at most" in cold
+        assert fake.records == []
+        predict(predict_cfg(backend, sec), items_dir, tmp_path / "preds")
+        sent = len(fake.records)
+        warm = estimate(predict_cfg(backend, sec), items_dir)
+        assert len(fake.records) == sent
+    total = next(line for line in warm.splitlines() if line.strip().startswith("total:"))
+    assert ", 0 to send" in total, warm
