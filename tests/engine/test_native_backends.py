@@ -224,3 +224,59 @@ def test_wrong_key_stops_the_stage(provider: Provider, tmp_path: Path,
         run(provider, config(provider, tmp_path), [n_item("w", "Go.")] * 1)
     assert "authentication failed" in str(info.value) or "API key" in str(info.value)
     assert "sk-wrong-key" not in str(info.value)
+
+
+def test_retry_after_reaches_the_engines_backoff(provider: Provider, tmp_path: Path) -> None:
+    import asyncio
+
+    from stages.chat.errors import EngineError, classify
+
+    provider.fake.retry_after = "2"
+    predictor = create_predictor(provider.backend, config(provider, tmp_path))
+    transport = predictor.make_transport()
+
+    async def once() -> EngineError:
+        request = transport.request([{"role": "user", "content": "Go. [[fail:429:1]]"}])
+        try:
+            await transport._attempt(request)  # type: ignore[attr-defined]
+        except EngineError as exc:
+            return exc
+        finally:
+            await transport.aclose()
+        raise AssertionError("the 429 was not raised")
+
+    try:
+        exc = asyncio.run(once())
+    finally:
+        provider.fake.retry_after = "0"
+    decision = classify(exc)
+    assert decision.retry and decision.wait_s == pytest.approx(2.0, abs=0.01)
+
+
+def test_unreachable_endpoint_stops_at_the_probe(provider: Provider, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StageError) as info:
+        run(provider, config(provider, tmp_path, base_url=f"http://127.0.0.1:{port}"),
+            [n_item("u", "Go.")])
+    assert "connection refused" in str(info.value) and str(port) in str(info.value)
+
+
+def test_breaker_stops_a_run_whose_calls_all_fail(provider: Provider, tmp_path: Path) -> None:
+    items = [n_item(f"b{i}", f"Go {i}. [[fail:503:*]]") for i in range(8)]
+    with pytest.raises(StageError) as info:
+        run(provider, config(provider, tmp_path, max_retries=0, breaker_window=3,
+                             concurrency=1), items)
+    assert "breaker_window" in str(info.value)
+    assert len(provider.fake.records) < 8
+
+
+def test_a_spend_cap_429_is_not_retried_and_stops(provider: Provider, tmp_path: Path) -> None:
+    if provider.backend != "anthropic":
+        pytest.skip("Anthropic's error_code for a monthly spend cap")
+    with pytest.raises(StageError) as info:
+        run(provider, config(provider, tmp_path), [n_item("s", "Go. [[spend_limit]]")])
+    assert "spend limit" in str(info.value) and len(provider.fake.records) == 1
