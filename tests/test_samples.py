@@ -374,8 +374,8 @@ def test_dvc_repro_with_four_samples_matches_the_independent_computation(
     assert m[TRACK_N]["maj_at_k"] == round(want["maj"], 6)
     assert m[TRACK_P]["pass_at_k"] == round(want["pass_strict"], 6)
     # The headline first, then the k-sample keys, each interval flat beside its metric.
-    assert list(m[TRACK_N])[:8] == ["accuracy", "ci_low", "ci_high", "n", "correct", "missing",
-                                    "errors", "k"]
+    assert list(m[TRACK_N])[:8] == ["accuracy", "accuracy_ci_low", "accuracy_ci_high", "n",
+                                    "correct", "missing", "errors", "k"]
     for block, name in ((m[TRACK_N], "pass_at_k"), (m[TRACK_N], "maj_at_k"),
                         (m[TRACK_N]["mean_at_k"], "accuracy"), (m[TRACK_P], "pass_at_k"),
                         (m[TRACK_P]["mean_at_k"], "prefix_score")):

@@ -35,8 +35,9 @@ def pct(x: Any) -> str:
 
 
 def interval(block: Mapping[str, Any], track: str, key: str) -> str:
-    low, high = (("ci_low", "ci_high") if track == TRACK_N and key == "accuracy"
-                 else (f"{key}_ci_low", f"{key}_ci_high"))
+    low, high = f"{key}_ci_low", f"{key}_ci_high"
+    if track == TRACK_N and key == "accuracy" and low not in block:
+        low, high = "ci_low", "ci_high"  # a run from before the uniform interval names
     if block.get(low) is None or block.get(high) is None:
         return "(no interval)"
     return f"[{pct(block[low])}, {pct(block[high])}]"
