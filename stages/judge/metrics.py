@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stages.core import judge_record
 from stages.core.tracks import TRACK_P
 from stages.judge.parse import CORRECT, UNPARSABLE
 from stages.score.grading import leading_matches
@@ -83,8 +84,10 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
 
 
 def judge_block(report: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``RIMO-P.judge`` block of a judge.json, or None when the judge did not run."""
-    block = (report.get(TRACK_P) or {}).get("judge") if isinstance(report, Mapping) else None
+    """The ``RIMO-P.judge`` block of a judge.json (either layout: stages.core.judge_record), or
+    None when the judge did not run."""
+    report = judge_record.read(report)
+    block = (report.get(TRACK_P) or {}).get("judge")
     return block if isinstance(block, Mapping) and report.get("enabled") else None
 
 
