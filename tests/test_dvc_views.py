@@ -12,14 +12,18 @@ import json
 import os
 import pty
 import re
+import select
+import shlex
 import struct
 import subprocess
 import termios
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stages.commands.summary import EXP_SHOW_VIEW
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, env, make_repo, sh
@@ -27,9 +31,10 @@ from tests.pipeline_repo import BIN, env, make_repo, sh
 pytestmark = pytest.mark.slow
 
 WIDTH = 120
-# The README's recommended view (tests/test_dvc_views.py keeps the two in step).
-KEEP = r"Experiment|RIMO-N\.(accuracy|n)$|RIMO-P\.(prefix_score|strict|n)$"
-EXP_SHOW = ["dvc", "exp", "show", "--drop", ".*", "--keep", KEEP]
+# The view `rimo-eval summary` and the README recommend.
+EXP_SHOW = shlex.split(EXP_SHOW_VIEW)
+COLUMNS = (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score", "predict.backend",
+           "predict.openai.model")
 EXPS = {"exp-a": 20, "exp-b": 40}  # name: predict.limit
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -70,19 +75,71 @@ def in_terminal(repo: Path, args: list[str], columns: int = WIDTH) -> list[str]:
     return [line for line in text.split("\n") if line.strip()]
 
 
+def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
+               ) -> tuple[list[str], bool]:
+    """``args`` in a real ``rows`` x ``columns`` terminal as a user has it: stdin, stdout and
+    stderr on the pty, DVC's default pager (less) on. Returns the screen's lines (escapes
+    removed) and whether less had to be told to quit (it quits by itself when the output fits
+    one screen)."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    drop = ("DVC_PAGER", "PAGER", "LESS", "COLUMNS", "LINES")
+    proc = subprocess.Popen(args, cwd=repo, env={**{k: v for k, v in env().items()
+                                                    if k not in drop}, "TERM": "xterm"},
+                            stdin=follower, stdout=follower, stderr=follower,
+                            start_new_session=True)
+    os.close(follower)
+    chunks: list[bytes] = []
+    quit_sent, deadline = False, time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if select.select([leader], [], [], 1.0)[0]:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+        elif chunks and not quit_sent:  # the pager waits on a full screen: leave it
+            os.write(leader, b"q")
+            quit_sent = True
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    raw = b"".join(chunks).decode("utf-8", "replace")
+    # less marks a line it cut at the screen's edge with a reverse-video ">".
+    text = raw.replace("\x1b[7m>\x1b[27m", "\u2192")
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]", "", text).replace("\r", "")
+    assert "\x1b[?1h" in raw or quit_sent, "the pager did not run"
+    return [line for line in text.split("\n") if line.strip()], quit_sent
+
+
 def check_table(lines: list[str]) -> None:
     assert lines and all(len(line) <= WIDTH for line in lines), [len(x) for x in lines]
     header = next(line for line in lines if "Experiment" in line)
-    for column in (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score", f"{TRACK_P}.strict"):
+    for column in COLUMNS:
         assert column in header, header
     assert "…" not in "\n".join(lines)  # no column was collapsed away
+    assert "\u2192" not in "\n".join(lines)  # nor cut off by the pager
     for name in EXPS:
         assert any(f"[{name}]" in line for line in lines), name
 
 
-def test_readme_recommends_the_tested_view() -> None:
+def test_readme_and_summary_recommend_the_tested_view() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"dvc exp show --drop '.*' --keep '{KEEP}'" in readme
+    assert EXP_SHOW_VIEW in readme
+
+
+def test_exp_show_fits_120_by_40_with_the_pager_on(repo: Path) -> None:
+    lines, waited = with_pager(repo, EXP_SHOW)
+    check_table(lines)
+    assert not waited  # one screen: less showed it and quit, as for a user
+    # The same terminal, plain `dvc exp show`: the pager cuts the RIMO-P columns off, the
+    # problem the view above solves (so this test can tell the two apart).
+    plain, _ = with_pager(repo, ["dvc", "exp", "show"])
+    header = next(line for line in plain if "Experiment" in line)
+    assert header.endswith("\u2192") and f"{TRACK_P}.prefix_score" not in header
 
 
 def test_exp_show_fits_120_columns_in_a_terminal(repo: Path) -> None:
@@ -103,7 +160,7 @@ def test_exp_show_columns_lead_with_the_headline(repo: Path) -> None:
     # metrics.json leads; the only other metrics file is the opt-in judge's own.
     assert list(files) == ["reports/metrics.json", "reports/judge.json"]
     data = files["reports/metrics.json"]["data"]
-    assert list(data[TRACK_N])[:3] == ["accuracy", "ci_low", "ci_high"]
+    assert list(data[TRACK_N])[:3] == ["accuracy", "accuracy_ci_low", "accuracy_ci_high"]
     assert list(data[TRACK_P])[:3] == ["prefix_score", "strict", "sub_problem_accuracy"]
     assert "provenance" not in data and "by_domain" not in json.dumps(data)
 
@@ -145,7 +202,7 @@ def test_summary_is_short_and_names_run_backend_and_report(repo: Path) -> None:
     assert lines[2].startswith("backend: replay (fingerprint ")
     acc = next(line for line in lines if "RIMO-N accuracy" in line)
     assert f"{100 * n['accuracy']:.1f}%" in acc
-    assert f"95% [{100 * n['ci_low']:.1f}%, {100 * n['ci_high']:.1f}%]" in acc
+    assert f"95% [{100 * n['accuracy_ci_low']:.1f}%, {100 * n['accuracy_ci_high']:.1f}%]" in acc
     prefix = next(line for line in lines if "RIMO-P prefix score" in line)
     assert (f"95% [{100 * p['prefix_score_ci_low']:.1f}%, "
             f"{100 * p['prefix_score_ci_high']:.1f}%]") in prefix
@@ -163,4 +220,18 @@ def test_summary_is_short_and_names_run_backend_and_report(repo: Path) -> None:
 def test_summary_without_metrics_names_the_file(tmp_path: Path) -> None:
     proc = sh(tmp_path, str(BIN / "rimo-eval"), "summary", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "reports/metrics.json: not found (run `dvc repro`, or `dvc pull`" in proc.stderr
+    assert "reports/metrics.json: not found: run `dvc repro`, or if a failed" in proc.stderr
+
+
+def test_summary_after_a_failed_exp_run_points_at_checkout_and_apply(repo: Path) -> None:
+    """A failed `dvc exp run` removes the outputs of the stage that failed; with no remote the
+    way back is `dvc checkout` or `dvc exp apply`, not `dvc pull`. Follow the hint."""
+    failed = sh(repo, "dvc", "exp", "run", "score", "-S", "predict.replay.path=absent.jsonl",
+                check=False)
+    assert failed.returncode != 0
+    lines = summary_lines(repo)
+    hint = next(line for line in lines if "dvc checkout" in line)
+    assert "`dvc exp apply NAME`" in hint and "dvc pull" not in "\n".join(lines)
+    sh(repo, "dvc", "exp", "apply", "exp-b")
+    lines = summary_lines(repo)
+    assert lines[2].startswith("backend: replay (fingerprint ") and "40/335" in lines[0]
