@@ -20,7 +20,19 @@ $(STAMP): pyproject.toml
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Front-end packages pinned in package.json / package-lock.json (integrity hashes): npm ci.
+# The page of `dvc plots show/diff` inlines Vega from them (.dvc/config plots.html_template).
+NODE_STAMP := node_modules/.installed
+PLOTS_PAGE := .dvc/plots/page.html
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts
+	touch $(NODE_STAMP)
+
+$(PLOTS_PAGE): $(NODE_STAMP) $(STAMP) stages/commands/plots_page.py
+	$(PY) -m stages.commands.plots_page
+
+setup: $(STAMP) $(PLOTS_PAGE)
 
 # The report test opens the HTML in headless Chromium (Debian packages).
 browser:
@@ -34,11 +46,11 @@ browser:
 	fi
 
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
-repro: $(STAMP)
+repro: setup
 	dvc repro
 	rimo-eval summary
 
-test: $(STAMP) browser
+test: setup browser
 	ruff check .
 	pytest
 

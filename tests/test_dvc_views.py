@@ -8,6 +8,8 @@ columns, so rich lays the table out as it would for a user.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import io
 import json
 import os
 import pty
@@ -21,9 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
+from stages.commands.compare.revisions import RunFiles, resolve
 from stages.commands.summary import EXP_SHOW_VIEW
+from stages.core.artifacts import plot_path
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, env, make_repo, sh
@@ -36,18 +41,45 @@ EXP_SHOW = shlex.split(EXP_SHOW_VIEW)
 COLUMNS = (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score", "predict.backend",
            "predict.openai.model")
 EXPS = {"exp-a": 20, "exp-b": 40}  # name: predict.limit
+SKILL = {"exp-a": 4, "exp-b": 7}  # of 10: the share of items its replay gets right
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def write_replay(repo: Path, path: Path, skill: int) -> None:
+    """A replay that gets about skill/10 of the items right (seeded by the id), and a varying
+    prefix of each RIMO-P item's parts, so the charts have real heights to show."""
+    lines = []
+    for track in (TRACK_N, TRACK_P):
+        items = pd.read_parquet(repo / f"data/items/{track.lower().replace('-', '_')}.parquet")
+        for row in items.itertuples():
+            h = hashlib.sha256(row.problem_id.encode()).digest()
+            right = h[0] % 10 < skill
+            if track == TRACK_N:
+                pred: Any = row.answer if right else "-1"
+            else:
+                parts = list(row.sub_solutions)
+                keep = len(parts) if right else h[1] % len(parts)
+                pred = parts[:keep] + ["no"] * (len(parts) - keep)
+            lines.append(json.dumps({"track": track, "problem_id": row.problem_id,
+                                     "prediction": pred}))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     repo = make_repo(tmp_path_factory.mktemp("views") / "repo", mirror_dir,
-                     predict={"backend": "replay", "limit": None})
+                     predict={"backend": "replay", "limit": None,
+                              "replay": {"path": "runs/exp-a.jsonl"}})
+    sh(repo, "dvc", "repro", "validate")
+    for name, skill in SKILL.items():
+        write_replay(repo, repo / f"runs/{name}.jsonl", skill)
     sh(repo, "dvc", "repro", "score")
     sh(repo, "git", "add", "-A")
     sh(repo, "git", "commit", "-qm", "baseline")
     for name, limit in EXPS.items():
-        sh(repo, "dvc", "exp", "run", "-n", name, "score", "-S", f"predict.limit={limit}")
+        sh(repo, "dvc", "exp", "run", "-n", name, "score", "-S", f"predict.limit={limit}",
+           "-S", f"predict.replay.path=runs/{name}.jsonl")
     return repo
 
 
@@ -221,6 +253,94 @@ def test_summary_without_metrics_names_the_file(tmp_path: Path) -> None:
     proc = sh(tmp_path, str(BIN / "rimo-eval"), "summary", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "reports/metrics.json: not found: run `dvc repro`, or if a failed" in proc.stderr
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+# Hermetic: any name but localhost fails to resolve, so a CDN script could not load.
+BROWSER_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-extensions", "--window-size=1200,1500",
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
+# Per chart: its title, the x-axis labels, the legend entries and the marks vega drew.
+CHARTS = """
+return [...document.querySelectorAll('svg.marks')].map(svg => ({
+  title: [...svg.querySelectorAll('.role-title-text')].map(t => t.textContent),
+  labels: [...svg.querySelectorAll('.role-axis-label text')].map(t => t.textContent),
+  legend: [...svg.querySelectorAll('.role-legend-label text')].map(t => t.textContent),
+  bars: [...svg.querySelectorAll('g.layer_0_marks path')].map(
+    p => [p.getAttribute('aria-label'), p.getAttribute('d')]),
+  rules: svg.querySelectorAll('g.mark-rule.role-mark line').length,
+}));
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
+        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"needs {', '.join(missing)}: apt-get install chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in BROWSER_FLAGS:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    yield driver
+    driver.quit()
+
+
+def test_plots_diff_draws_every_experiment_with_intervals_offline(
+        repo: Path, browser: Any, tmp_path: Path) -> None:
+    """`dvc plots diff` through the project's page (Vega inlined from node_modules): in
+    Chromium with no network, both charts draw a bar and an error bar per experiment and
+    category, categories on x, every experiment in the legend."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    modules = REPO_ROOT / "node_modules"
+    assert (modules / "vega").is_dir(), "run `npm ci` (make setup) first"
+    sh(repo, str(BIN / "python"), "-m", "stages.commands.plots_page", "--node-modules",
+       str(modules))
+    out = tmp_path / "plots"
+    sh(repo, "dvc", "plots", "diff", "exp-a", "exp-b", "-o", str(out))
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "cdn.jsdelivr" not in page and "<script src" not in page
+    browser.get((out / "index.html").as_uri())
+    WebDriverWait(browser, 60).until(lambda d: len(d.execute_script(CHARTS)) == 2)
+    charts = browser.execute_script(CHARTS)
+    by_title = {" ".join(c["title"]): c for c in charts}
+    n = next(c for t, c in by_title.items() if t.startswith("RIMO-N accuracy by domain"))
+    p = next(c for t, c in by_title.items() if t.startswith("RIMO-P prefix score"))
+    for chart, (track, x, y) in ((n, (TRACK_N, "domain", "accuracy")),
+                                 (p, (TRACK_P, "number of parts", "prefix score"))):
+        want = {}  # (experiment, category) -> value, from each experiment's own plot file
+        for name in EXPS:
+            with RunFiles(repo, resolve(repo, name)) as files:
+                csv = pd.read_csv(io.BytesIO(files.read_bytes(plot_path(track))))
+            for row in csv.itertuples(index=False):
+                want[(name, str(row[0]))] = float(row[1])
+        drawn = {}
+        for label, path in chart["bars"]:
+            fields = dict(part.split(": ", 1) for part in label.split("; "))
+            height = float(re.search(r"v(-?[\d.]+)", path).group(1))  # pixels of 260
+            drawn[(fields["rev"], fields[x])] = (float(fields[y]), height / 260)
+        assert set(drawn) == set(want), (sorted(drawn), sorted(want))  # every bar, no other
+        for key, (value, height) in drawn.items():
+            assert value == pytest.approx(want[key], abs=1e-6), key
+            assert height == pytest.approx(value, abs=0.01), key  # drawn to its value
+        categories = {c for _, c in want}
+        assert categories <= set(chart["labels"]), chart["labels"]  # on the x axis, nominal
+        assert set(chart["legend"]) == set(EXPS), chart["legend"]
+        assert chart["rules"] == len(want), chart["rules"]  # an error bar per bar
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+    # To look at it: RIMO_EVAL_SCREENSHOT=/some/file.png pytest -k plots_diff
+    shot = Path(os.environ.get("RIMO_EVAL_SCREENSHOT") or tmp_path / "plots.png")
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
 def test_summary_after_a_failed_exp_run_points_at_checkout_and_apply(repo: Path) -> None:
