@@ -343,6 +343,36 @@ def test_plots_diff_draws_every_experiment_with_intervals_offline(
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
+def test_compare_two_experiments_shows_params_diff_flips_and_chart(
+        repo: Path, browser: Any, tmp_path: Path) -> None:
+    """`rimo-eval compare` on the two experiments: their params diff read at each experiment's
+    commit, flips with gold and both predictions (RIMO-P's from the cached predictions), capped,
+    and the HTML's chart drawn in Chromium."""
+    page = tmp_path / "compare.html"
+    md = sh(repo, str(BIN / "rimo-eval"), "compare", "exp-a", "exp-b", "--flips", "3",
+            "--html", str(page)).stdout
+    assert "| predict.limit | 20 | 40 |" in md
+    assert "| predict.replay.path | runs/exp-a.jsonl | runs/exp-b.jsonl |" in md
+    full = json.loads(sh(repo, str(BIN / "rimo-eval"), "compare", "exp-a", "exp-b",
+                         "--json").stdout)
+    for track in (TRACK_N, TRACK_P):
+        flips = full["tracks"][track]["flips"]
+        assert len(flips) > 3 and f"(first 3 of {len(flips)} by problem_id" in md
+        listed = [line for line in md.splitlines() if line.startswith(
+            tuple(f"| {f['problem_id']} |" for f in flips))]
+        assert len([x for x in listed if (" ✓" in x) == (track == TRACK_P)]) == 3
+    p_flip = full["tracks"][TRACK_P]["flips"][0]
+    assert p_flip["gold"] and p_flip["part"] >= 1 and "prediction_b" in p_flip
+    browser.get(page.as_uri())
+    size = browser.execute_script(
+        "const i = document.querySelector('figure img');"
+        "return i && i.complete ? [i.naturalWidth, i.naturalHeight] : null;")
+    assert size and size[0] > 300 and size[1] > 100, size
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('table')].map(t => t.rows.length)")
+    assert len(rows) >= 6  # sides, metrics, tests, counts, params, flips per track
+
+
 def test_summary_after_a_failed_exp_run_points_at_checkout_and_apply(repo: Path) -> None:
     """A failed `dvc exp run` removes the outputs of the stage that failed; with no remote the
     way back is `dvc checkout` or `dvc exp apply`, not `dvc pull`. Follow the hint."""
