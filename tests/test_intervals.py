@@ -29,7 +29,7 @@ def test_wilson_known_values_at_the_extremes_and_the_middle() -> None:
     assert wilson(0, 5, 0.95) == {"low": 0.0, "high": 0.434482}
     assert wilson(5, 5, 0.95) == {"low": 0.565518, "high": 1.0}
     assert wilson(1, 2, 0.95) == {"low": 0.094531, "high": 0.905469}
-    assert wilson(0, 0, 0.95) is None
+    assert wilson(0, 0, 0.95) == {"low": None, "high": None}  # no items, no interval
 
 
 @pytest.mark.parametrize("k,n", [(0, 5), (5, 5), (1, 2), (3, 10), (156, 335), (1, 456),

@@ -56,8 +56,8 @@ def intervals(ratios: Mapping[str, tuple[np.ndarray, np.ndarray]], boot: Mapping
 
 
 def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
-                   ) -> Interval | dict[str, None]:
-    return wilson(successes, n, float(boot["confidence"])) or {"low": None, "high": None}
+                   ) -> dict[str, float | None]:
+    return wilson(successes, n, float(boot["confidence"]))  # nulls when n is 0
 
 
 def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,19 +23,20 @@ Ratio = tuple[np.ndarray, np.ndarray]
 Interval = dict[str, float]
 
 
-def wilson(successes: int, n: int, confidence: float) -> Interval | None:
+def wilson(successes: int, n: int, confidence: float) -> dict[str, float | None]:
     """Wilson score interval of a binomial proportion, rounded like every metric (6 digits).
 
     Chosen over Clopper-Pearson because its coverage is close to the nominal level on average
     (Brown, Cai & DasGupta 2001), where Clopper-Pearson's guaranteed coverage makes it wider
-    than needed; both stay inside [0, 1] and are not degenerate at 0/n or n/n. None for n = 0.
+    than needed; both stay inside [0, 1] and are not degenerate at 0/n or n/n. No items (n = 0)
+    give no interval: nulls.
     """
     if n < 0 or not 0 <= successes <= n:
         raise ValueError(f"wilson: need 0 <= successes <= n, got {successes}/{n}")
     if not 0 < confidence < 1:
         raise ValueError(f"wilson: confidence must be in (0, 1), got {confidence}")
     if n == 0:
-        return None
+        return {"low": None, "high": None}
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     p, z2 = successes / n, z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
@@ -46,7 +47,7 @@ def wilson(successes: int, n: int, confidence: float) -> Interval | None:
     return {"low": round(low, 6), "high": round(high, 6)}
 
 
-def proportion(values: np.ndarray, confidence: float) -> Interval | None:
+def proportion(values: np.ndarray, confidence: float) -> dict[str, float | None] | None:
     """Wilson interval of per-item 0/1 outcomes; None when a value is not 0 or 1 (a mean over
     samples, say): such a metric is not a binomial proportion and keeps the bootstrap."""
     v = np.asarray(values, dtype=float)
