@@ -1,4 +1,5 @@
-"""``rimo-eval``: one subcommand per pipeline stage, each a thin shell over its module."""
+"""The ``rimo-eval`` command: the pipeline's stages (what dvc.yaml runs) and the tools that
+read a run's results, each a thin shell over its module."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gc
 import importlib
 import os
 import sys
+import textwrap
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,24 +37,82 @@ MODULES = {
     "audit": "stages.commands.audit.command",
     "compare": "stages.commands.compare.command",
     "summary": "stages.commands.summary",
+    "leaderboard": "stages.commands.leaderboard.command",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"compare", "summary"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
     "compare": "Compare two revisions, branches or DVC experiments: metrics, flips, paired tests",
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
+    "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
 }
 
 
+DESCRIPTION = """\
+rimo-eval: evaluate a model on the RIMO olympiad-math benchmark (RIMO-N and RIMO-P), with
+every number traceable to the pinned upstream data, the params and the code.
+
+The usual way in is DVC, which runs the pipeline's stages in order, only those whose inputs
+changed, and records each in dvc.lock:
+  dvc repro                                  the run params.yaml describes
+  dvc exp run -S predict.limit=null          an experiment: params changed on the command line"""
+EPILOG = """\
+Each stage reads its own section of params.yaml (--params FILE for another file, before or
+after the command); `rimo-eval COMMAND --help` says more about one command."""
+# The params each stage reads (dvc.yaml lists them as the stage's params).
+SECTIONS = {"fetch": "its fetch section", "validate": "its validate section",
+            "predict": "its predict section",
+            "score": "its score section, the fetch pin, predict.limit and predict.sample_seed",
+            "judge": "its judge section", "report": "its report section"}
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    def of(name: str) -> str:
+        try:
+            return installed(name)
+        except PackageNotFoundError:
+            return "unknown"
+    return f"rimo-eval {of('rimo-eval')} (dvc {of('dvc')}, Python {sys.version.split()[0]})"
+
+
+def stage_description(name: str) -> str:
+    how = (f"Reads params.yaml ({SECTIONS[name]}; another file with --params FILE). This runs "
+           f"the stage by hand; the normal way in is `dvc repro` (or `dvc exp run`), which "
+           f"runs it when its inputs changed, after the stages it depends on, and records it "
+           f"in dvc.lock.")
+    return f"{STAGES[name]}.\n\n{textwrap.fill(how, 79)}"
+
+
+def _listing(names: dict[str, str]) -> str:
+    width = max(len(name) for name in {**STAGES, **TOOLS})
+    return "\n".join(f"  {name:<{width}}  {text}" for name, text in names.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rimo-eval", description=__doc__)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="rimo-eval", formatter_class=raw,
+        description=(f"{DESCRIPTION}\n\npipeline stages (dvc.yaml runs them):\n"
+                     f"{_listing(STAGES)}\n\ntools (they read a run's results):\n"
+                     f"{_listing(TOOLS)}"),
+        epilog=EPILOG)
     parser.add_argument("--params", default="params.yaml",
                         help="params file (default: %(default)s)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    stage_parsers = {name: sub.add_parser(name, help=help_text, description=help_text)
-                     for name, help_text in STAGES.items()}
+    parser.add_argument("--version", action="version", version=version())
+    # --params after the command too; SUPPRESS keeps the top-level value when it is absent.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--params", default=argparse.SUPPRESS,
+                        help="params file (default: params.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands", help="one of the stages or tools above")
+    stage_parsers = {name: sub.add_parser(name, description=stage_description(name),
+                                          formatter_class=raw, parents=[common])
+                     for name in STAGES}
     stage_parsers["predict"].add_argument(
         "--estimate", action="store_true",
         help="print the requests, how many are cached and the prompt tokens; send nothing, "
@@ -60,9 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     stage_parsers["judge"].add_argument(
         "--calibrate", action="store_true",
         help="measure the judge on references and swapped solutions instead")
-    audit = sub.add_parser("audit", help=TOOLS["audit"], description=TOOLS["audit"])
+
+    def tool(name: str) -> argparse.ArgumentParser:
+        # Every command takes --params on either side of its name.
+        return sub.add_parser(name, description=TOOLS[name], parents=[common])
+
+    audit = tool("audit")
+    audit.add_argument("name", nargs="?", metavar="NAME", default="workspace",
+                       help="git revision, branch, DVC experiment name, or 'workspace' "
+                            "(default), as compare takes them")
     audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
-    compare = sub.add_parser("compare", help=TOOLS["compare"], description=TOOLS["compare"])
+    compare = tool("compare")
     for side in ("a", "b"):
         compare.add_argument(side, metavar=side.upper(),
                              help="git revision, branch, DVC experiment name, or 'workspace'")
@@ -75,14 +143,29 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")
     compare.add_argument("--confidence", type=float,
                          help="bootstrap interval level (default: score.bootstrap, or 0.95)")
-    sub.add_parser("summary", help=TOOLS["summary"], description=TOOLS["summary"])
+    board = tool("leaderboard")
+    board.add_argument("runs", nargs="*", metavar="RUN",
+                       help="DVC experiment name, git revision or branch, or 'workspace'")
+    board.add_argument("--all", action="store_true",
+                       help="the workspace and every DVC experiment of its baseline")
+    board.add_argument("--out", default="reports/leaderboard", help="folder (default: %(default)s)")
+    board.add_argument("--json", action="store_true", help="print the JSON, not the Markdown")
+    board.add_argument("--label", choices=("exp", "model"), default="exp",
+                       help="name rows by experiment (default) or by model")
+    board.add_argument("--sort", metavar="METRIC", help="metric to rank by (default "
+                       "RIMO-N.accuracy; RIMO-N.mean_at_k.accuracy at k > 1)")
+    for name, kind in (("--samples", int), ("--seed", int), ("--confidence", float)):
+        board.add_argument(name, type=kind, help="rank bootstrap (default: score.bootstrap)")
+    # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
+    for name in [n for n in TOOLS if n not in sub.choices]:
+        tool(name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        # compare and summary read the artifacts: a params file is optional for them.
+        # audit, compare and summary read the artifacts: a params file is optional for them.
         optional = args.command in PARAMS_OPTIONAL and not Path(args.params).exists()
         # Validated once, here: every stage receives the typed sections and the file's path.
         params = None if optional else load_params(args.params)

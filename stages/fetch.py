@@ -11,7 +11,6 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +20,24 @@ from stages.core.errors import DataError, IntegrityError, StageError
 from stages.core.hashing import sha256_bytes, sha256_file
 
 
-@dataclass(frozen=True)
-class FetchConfig:
-    repo: str
-    revision: str
-    folder: str
-    url_template: str
-    mirrors: tuple[Path, ...]
-    sha256: dict[str, str]
-    timeout_s: float
+def pinned(cfg: FetchParams) -> dict[str, str]:
+    """file -> expected sha256, lower-cased (params may spell a hash in upper case)."""
+    return {name: sha.lower() for name, sha in cfg.sha256.items()}
 
-    @classmethod
-    def from_params(cls, cfg: FetchParams | dict[str, Any]) -> FetchConfig:
-        p: FetchParams = coerce(FetchParams, cfg, "fetch")  # type: ignore[assignment]
-        return cls(repo=p.repo, revision=p.revision, folder=p.folder,
-                   url_template=p.url_template, mirrors=tuple(Path(m) for m in p.mirrors),
-                   sha256={k: v.lower() for k, v in p.sha256.items()},
-                   timeout_s=float(p.timeout_s))
 
-    def url(self, name: str) -> str:
-        return self.url_template.format(repo=self.repo, revision=self.revision,
-                                        folder=self.folder, file=name)
+def url(cfg: FetchParams, name: str) -> str:
+    return cfg.url_template.format(repo=cfg.repo, revision=cfg.revision, folder=cfg.folder,
+                                   file=name)
 
 
 def _log(msg: str) -> None:
     print(f"fetch: {msg}", file=sys.stderr)
 
 
-def check_mirror(cfg: FetchConfig, mirror: Path) -> list[str]:
+def check_mirror(cfg: FetchParams, mirror: Path) -> list[str]:
     """Problems that rule a mirror out (empty list: every file is there and matches)."""
     problems = []
-    for name, expected in cfg.sha256.items():
+    for name, expected in pinned(cfg).items():
         path = mirror / name
         if not path.is_file():
             problems.append(f"{path}: missing")
@@ -70,8 +56,8 @@ def download(url: str, timeout_s: float) -> bytes:
         raise DataError(f"{url}: download failed: {exc}") from exc
 
 
-def _stage_from_mirror(cfg: FetchConfig, mirror: Path, staging: Path) -> None:
-    for name, expected in cfg.sha256.items():
+def _stage_from_mirror(cfg: FetchParams, mirror: Path, staging: Path) -> None:
+    for name, expected in pinned(cfg).items():
         shutil.copyfile(mirror / name, staging / name)
         # Re-hash the copy: the mirror could change between the check and the copy.
         actual = sha256_file(staging / name)
@@ -80,14 +66,14 @@ def _stage_from_mirror(cfg: FetchConfig, mirror: Path, staging: Path) -> None:
                              f"expected {expected}, got {actual}")
 
 
-def _stage_from_network(cfg: FetchConfig, staging: Path) -> None:
-    for name, expected in cfg.sha256.items():
-        url = cfg.url(name)
-        _log(f"downloading {url}")
-        data = download(url, cfg.timeout_s)
+def _stage_from_network(cfg: FetchParams, staging: Path) -> None:
+    for name, expected in pinned(cfg).items():
+        address = url(cfg, name)
+        _log(f"downloading {address}")
+        data = download(address, float(cfg.timeout_s))
         actual = sha256_bytes(data)
         if actual != expected:
-            raise IntegrityError(f"{name}: sha256 mismatch for {url}: expected {expected}, "
+            raise IntegrityError(f"{name}: sha256 mismatch for {address}: expected {expected}, "
                              f"got {actual}")
         (staging / name).write_bytes(data)
 
@@ -115,8 +101,10 @@ def _publish(staging: Path, out_dir: Path) -> None:
         shutil.rmtree(backup, ignore_errors=True)
 
 
-def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
-    """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network')."""
+def fetch(params: FetchParams | dict[str, Any], out_dir: Path = RAW_DIR) -> str:
+    """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network').
+    ``params`` is the fetch section, typed or as a plain dict (validated here)."""
+    cfg: FetchParams = coerce(FetchParams, params, "fetch")  # type: ignore[assignment]
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _recover(out_dir)
@@ -125,7 +113,7 @@ def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
         staging = Path(tmp) / "raw"
         staging.mkdir()
         source = None
-        for mirror in cfg.mirrors:
+        for mirror in map(Path, cfg.mirrors):
             if not mirror.is_dir():
                 continue
             problems = check_mirror(cfg, mirror)
@@ -150,4 +138,4 @@ def fetch(cfg: FetchConfig, out_dir: Path = RAW_DIR) -> str:
 
 
 def run(params: Params, out_dir: Path = RAW_DIR) -> None:
-    fetch(FetchConfig.from_params(params.fetch), out_dir)
+    fetch(params.fetch, out_dir)

@@ -17,7 +17,7 @@ import yaml
 from stages.core.atomic import write_json
 from stages.core.hashing import canonical_json, fingerprint, sha256_file
 from stages.core.items import ITEM_SCHEMAS
-from stages.core.metrics_files import POINTER_KEY, pointer, split
+from stages.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.score.stage import SCORE_SCHEMAS
@@ -233,7 +233,7 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
     }
     paths.update(_judge_inputs(root, items_p, preds_p, scores_p))
     full = _metrics(sample)
-    provenance = full.pop("provenance")
+    provenance = {**full.pop("provenance"), SAMPLE_KEY: sample_spec_of(full)}
     view, breakdown = split(full)
     write_json(paths["breakdown_path"], breakdown)
     write_json(paths["provenance_path"], provenance)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from stages.core import numbers
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
     METRICS_PATH,
@@ -23,7 +24,7 @@ from stages.core.artifacts import (
     predictions_path,
 )
 from stages.core.errors import DataError
-from stages.core.metrics_files import read_object
+from stages.core.json_object import read_object
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 
 # The `dvc exp show` view to compare experiments: name, backend and model (params), the two
@@ -37,7 +38,7 @@ ROWS = ((TRACK_N, "accuracy", "accuracy"), (TRACK_P, "prefix_score", "prefix sco
 
 
 def pct(x: Any) -> str:
-    return "-" if not isinstance(x, int | float) or isinstance(x, bool) else f"{100 * x:.1f}%"
+    return numbers.pct(x, dash="-")
 
 
 def interval(block: Mapping[str, Any], track: str, key: str) -> str:
@@ -80,14 +81,17 @@ def restore_hint(root: Path, them: str = "them") -> str:
 def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
     """Backend and fingerprint from the predictions tables; the model name from the params."""
     seen: set[str] = set()
+    found = False
     for track in TRACKS:
         path = root / predictions_path(track)
         if path.is_file():
+            found = True
             frame = pd.read_parquet(path, columns=["backend", "fingerprint"])
             seen |= {f"{b} (fingerprint {str(f)[:12]})"
                      for b, f in zip(frame["backend"], frame["fingerprint"], strict=True)}
     if not seen:
-        return f"backend: unknown (no predictions tables)\n  {restore_hint(root)}"
+        return ("backend: none recorded (the predictions tables have no rows)" if found else
+                f"backend: unknown (no predictions tables)\n  {restore_hint(root)}")
     line = f"backend: {', '.join(sorted(seen))}"
     predict = (params or {}).get("predict") or {}
     backend = predict.get("backend")
@@ -115,7 +119,10 @@ def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> 
                         f"{restore_hint(root, 'it')}")
     metrics = read_object(path)
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
-    lines = [run_line(metrics.get("sample") or {}), backend_line(root, params)]
+    # predict.limit and sample_seed are in the provenance file (older runs: in metrics.json).
+    prov = root / PROVENANCE_PATH
+    spec = (read_object(prov).get("sample") or {}) if prov.is_file() else {}
+    lines = [run_line({**(metrics.get("sample") or {}), **spec}), backend_line(root, params)]
     for track, key, label in ROWS:
         block = n if track == TRACK_N else p
         lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "

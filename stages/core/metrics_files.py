@@ -14,18 +14,21 @@ reads it back into that block, so the report and compare keep one shape to read.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from stages.core.artifacts import BREAKDOWN_PATH, METRICS_PATH, PROVENANCE_PATH
-from stages.core.errors import DataError
+from stages.core.json_object import read_object
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 
 # metrics.json's pointer to the provenance file: [path, sha256].
 POINTER_KEY = "provenance"
+# How the sample was drawn (predict.limit, predict.sample_seed): provenance, not a metric. In
+# metrics.json a full run's null limit against a sample's number would crowd `dvc metrics diff`.
+SAMPLE_KEY = "sample"
+SAMPLE_SPEC = ("limit", "seed")
 # Per track: the headline keys in the order a user reads them; "ci" is where the headline
 # intervals go. Every other key of the block follows, in the block's own order.
 HEADLINE: dict[str, tuple[str, ...]] = {
@@ -94,9 +97,17 @@ def split(full: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     for key, value in full.items():
         if key in TRACKS:
             metrics[key], breakdown[key] = split_track(key, value)
+        elif key == SAMPLE_KEY and isinstance(value, Mapping):
+            metrics[key] = {k: v for k, v in value.items() if k not in SAMPLE_SPEC}
         elif key != POINTER_KEY:
             metrics[key] = value
     return metrics, breakdown
+
+
+def sample_spec_of(full: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of compute()'s ``sample`` block that goes to provenance.json, not metrics.json."""
+    sample = full.get(SAMPLE_KEY) or {}
+    return {k: sample.get(k) for k in SAMPLE_SPEC}
 
 
 def pointer(sha256: str, path: Path = PROVENANCE_PATH) -> list[str]:
@@ -142,18 +153,10 @@ def join(metrics: Mapping[str, Any], breakdown: Mapping[str, Any] | None = None,
             full[key] = value
     if provenance is not None:
         full["provenance"] = dict(provenance)
+        spec = provenance.get(SAMPLE_KEY)
+        if isinstance(spec, Mapping) and isinstance(full.get(SAMPLE_KEY), Mapping):
+            full[SAMPLE_KEY] = {**full[SAMPLE_KEY], **spec}
     return full
-
-
-def read_object(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{Path(path).as_posix()}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DataError(f"{Path(path).as_posix()}: expected a JSON object")
-    return data
 
 
 def read_all(metrics_path: str | os.PathLike[str] = METRICS_PATH,
@@ -166,5 +169,5 @@ def read_all(metrics_path: str | os.PathLike[str] = METRICS_PATH,
     return join(read_object(metrics_path), optional(breakdown_path), optional(provenance_path))
 
 
-__all__ = ["BREAKDOWN_KEYS", "HEADLINE", "POINTER_KEY", "join", "pointer", "read_all",
-           "read_object", "split", "split_track"]
+__all__ = ["BREAKDOWN_KEYS", "HEADLINE", "POINTER_KEY", "SAMPLE_KEY", "SAMPLE_SPEC", "join",
+           "pointer", "read_all", "read_object", "sample_spec_of", "split", "split_track"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from stages.core.numbers import pct
 from stages.core.tracks import TRACKS
 
 COST_COLUMNS = ["track", "items", "samples per item", "requests", "prompt tokens",
@@ -20,10 +21,6 @@ COST_COLUMNS = ["track", "items", "samples per item", "requests", "prompt tokens
 
 def _share(num: float, den: float) -> float | None:
     return num / den if den else None
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x:.1%}"
 
 
 def _per_item(x: float | None) -> str:
@@ -42,7 +39,7 @@ def _row(track: str, items: int, k: int, u: Mapping[str, Any]) -> dict[str, Any]
         # Per item, over its k samples: what one question costs in thinking.
         "reasoning tokens per item": _per_item(_share(u.get("reasoning_tokens", 0), items)),
         "truncated replies": int(u.get("truncated", 0)),
-        "share truncated": _pct(_share(u.get("truncated", 0), replies)),
+        "share truncated": pct(_share(u.get("truncated", 0), replies)),
         "context-length errors": int(u.get("context_errors", 0)),
         "cost (USD)": "not priced" if cost is None else f"{float(cost):.4f}",
     }
@@ -66,7 +63,7 @@ def cost_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     total["reasoning tokens per item"] = _per_item(_share(total["reasoning tokens"],
                                                           total["items"]))
     replies = sum(r["items"] * r["samples per item"] for r in rows)
-    total["share truncated"] = _pct(_share(total["truncated replies"], replies))
+    total["share truncated"] = pct(_share(total["truncated replies"], replies))
     costs = [float(r["cost (USD)"]) for r in rows if r["cost (USD)"] != "not priced"]
     total["cost (USD)"] = f"{sum(costs):.4f}" if costs else "not priced"
     return pd.DataFrame([*rows, total], columns=COST_COLUMNS)

@@ -8,13 +8,13 @@ executed notebook and its HTML exactly.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from stages.core.atomic import write_text
 from stages.core.errors import StageError
+from stages.core.git import head_commit
 
 CELL_TIMEOUT_S = 600  # a report cell takes seconds; a hang should fail the stage, not block it
 
@@ -26,17 +26,9 @@ _INJECTED_TAG = "injected-parameters"
 
 
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
-    """``git rev-parse HEAD``, or "unknown" outside a repository, before the first commit, or
-    without git: the report must still render from an exported tree."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD"], cwd=cwd,
-                             capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    sha = out.stdout.strip()
-    if out.returncode != 0 or len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
-        return "unknown"
-    return sha
+    """HEAD's sha, or "unknown" outside a repository, before the first commit, or without
+    git: the report must still render from an exported tree."""
+    return head_commit(cwd or ".") or "unknown"
 
 
 def _kernel_manager_class() -> type:

@@ -14,21 +14,15 @@ from typing import Any
 
 import pandas as pd
 
-from stages.core.errors import StageError
+from stages.core import dicts
 from stages.core.hashing import canonical_json, sha256_file
+from stages.core.json_object import read_object as read_json
 from stages.core.metrics_files import read_all
+from stages.core.numbers import absent, pct
 from stages.core.tracks import TRACK_N, TRACK_P
 
 MAX_TEXT = 2000  # characters of model text shown per failure; the full text is in the predictions
 MAX_PROBLEM = 400  # characters of problem text shown per failure
-
-
-def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    if not isinstance(data, dict):
-        raise StageError(f"{path}: expected a JSON object")
-    return data
 
 
 def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.PathLike[str],
@@ -37,18 +31,6 @@ def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.
     for path in (metrics_path, breakdown_path, provenance_path):
         read_json(path)  # each must be there and a JSON object, with this module's error
     return read_all(metrics_path, breakdown_path, provenance_path)
-
-
-def absent(value: Any) -> bool:
-    """None, or the NaN that pandas puts in a null cell of a Parquet column."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
-def pct(value: Any) -> str:
-    """A rate as a percentage with one decimal ("57.1%"); a dash when absent."""
-    if absent(value):
-        return "—"
-    return f"{float(value):.1%}"
 
 
 def _ci(ci: Mapping[str, Any] | None, key: str) -> str:
@@ -66,20 +48,11 @@ def truncate(text: str | None, limit: int = MAX_TEXT) -> str:
     return f"{text[:limit]}\n… ({len(text) - limit} more characters)"
 
 
-def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Nested dicts as (dotted key, JSON scalar) rows, sorted: readable and order-stable.
+def flatten(value: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Nested dicts as (dotted key, JSON scalar) rows, sorted: readable and order-stable."""
+    return [(key, v if isinstance(v, str) else canonical_json(v))
+            for key, v in dicts.flatten(value, sort=True, keep_empty=False).items()]
 
-    Local: there is no shared flattener in stages.core yet (audit keeps its own, typed one).
-    """
-    if isinstance(value, Mapping):
-        rows: list[tuple[str, str]] = []
-        for key in sorted(value, key=str):
-            rows += flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
-        return rows
-    return [(prefix, value if isinstance(value, str) else canonical_json(value))]
-
-
-# --- metrics -------------------------------------------------------------------------------------
 
 def headline_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     """One row per headline metric with its 95% interval and the item count behind it."""

@@ -16,6 +16,7 @@ import pandas as pd
 
 from stages.core.artifacts import PLOT_FILES
 from stages.core.items import DOMAINS
+from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.samples import extend_metrics, first_sample, with_sample
@@ -30,11 +31,6 @@ def bootstrap_params(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"samples": int(b.get("samples", DEFAULT_BOOTSTRAP["samples"])),
             "seed": int(b.get("seed", DEFAULT_BOOTSTRAP["seed"])),
             "confidence": float(b.get("confidence", DEFAULT_BOOTSTRAP["confidence"]))}
-
-
-def rounded(x: float | None) -> float | None:
-    # Six digits: stable across summation order, enough for a 1/335 step.
-    return None if x is None else round(float(x), 6)
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -114,7 +110,7 @@ def _parts_intervals(graded: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str,
 def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-P: strict is a proportion (Wilson); prefix score and sub-problem accuracy are means
     of per-item fractions (sub-problems of one item are not independent): bootstrap."""
-    graded = scores[scores["gradable"]]
+    graded = scores[scores["gradable"].astype(bool)]  # an empty column is object dtype
     ones = np.ones(len(graded))
     parts = graded["number_of_parts"].to_numpy(dtype=float)
     ci_parts = _parts_intervals(graded, boot)

@@ -16,12 +16,9 @@ import numpy as np
 import pandas as pd
 
 from stages.core.errors import ConfigError, StageError
+from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR
 from stages.core.tracks import TRACK_N, TRACK_P
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(float(x), 6)
 
 
 def with_sample(frame: pd.DataFrame) -> pd.DataFrame:
@@ -109,12 +106,12 @@ def metrics_n_samples(scores: pd.DataFrame, ci: Bootstrap, js: Sequence[int], k:
     pass_k = np.array([pass_at(k, int(c), k) for c in right])
     return {
         "k": k,
-        "mean_at_k": {"accuracy": _round(per_sample.mean()) if n else None,
-                      "std": _round(per_sample.std()) if n else None},
-        "pass_at_k": _round(pass_k.mean()) if n else None,
-        "pass_at": {str(j): _round(np.mean([pass_at(k, int(c), j) for c in right]))
+        "mean_at_k": {"accuracy": rounded(per_sample.mean()) if n else None,
+                      "std": rounded(per_sample.std()) if n else None},
+        "pass_at_k": rounded(pass_k.mean()) if n else None,
+        "pass_at": {str(j): rounded(np.mean([pass_at(k, int(c), j) for c in right]))
                     if n else None for j in js},
-        "maj_at_k": _round(maj.mean()) if n else None,
+        "maj_at_k": rounded(maj.mean()) if n else None,
         "ci": {"mean_at_k": {"accuracy": ci(correct.mean(axis=1), None)},
                "pass_at_k": ci(pass_k, None), "maj_at_k": ci(maj, None)},
     }
@@ -132,9 +129,9 @@ def metrics_p_samples(scores: pd.DataFrame, ci: Bootstrap, k: int) -> dict[str, 
     pass_k = (strict.sum(axis=1) > 0).astype(float)
 
     def mean(x: np.ndarray) -> float | None:
-        return _round(x.mean()) if n else None
+        return rounded(x.mean()) if n else None
 
-    sub = _round(matched.sum() / (parts.sum() * k)) if parts.sum() else None
+    sub = rounded(matched.sum() / (parts.sum() * k)) if parts.sum() else None
     return {
         "k": k,
         "mean_at_k": {"strict": mean(strict), "sub_problem_accuracy": sub,
@@ -225,6 +222,6 @@ def usage(preds: pd.DataFrame, per_mtok: dict[str, float] | None) -> dict[str, A
             total[key] += value
     if per_mtok is not None:
         # Reasoning tokens are billed inside completion_tokens, so they are not added again.
-        total["cost_usd"] = _round((total["prompt_tokens"] * per_mtok["input"]
+        total["cost_usd"] = rounded((total["prompt_tokens"] * per_mtok["input"]
                                     + total["completion_tokens"] * per_mtok["output"]) / 1e6)
     return total

@@ -21,7 +21,7 @@ from stages.core.config import Params
 from stages.core.errors import IntegrityError, StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import ITEMS_DIR, items_path, read_items_frame
-from stages.core.metrics_files import POINTER_KEY, pointer, split
+from stages.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
 from stages.core.predictions import (
     PREDICTIONS_DIR,
     STATUS_OK,
@@ -166,6 +166,8 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
         outputs=[scores_dir / SCORE_FILES[t] for t in TRACKS],
         predictions=preds, score_params={"bootstrap": boot},
         fetch_cfg=(params or {}).get("fetch"))
+    # How the sample was drawn is provenance; metrics.json keeps only what compares.
+    provenance[SAMPLE_KEY] = sample_spec_of(metrics)
     metrics_path = Path(metrics_path)
     breakdown_path = breakdown_path or metrics_path.parent / BREAKDOWN_PATH.name
     provenance_path = provenance_path or metrics_path.parent / PROVENANCE_PATH.name

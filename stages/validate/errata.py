@@ -11,7 +11,7 @@ import copy
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from jsonschema import Draft202012Validator
@@ -20,10 +20,7 @@ from stages.core.artifacts import UPSTREAM_FILES as SOURCES
 from stages.core.errors import ConfigError
 from stages.core.hashing import sha256_file
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.validate.rules import CSV_COLUMNS, Finding, item_issues, schema_errors
-
-if TYPE_CHECKING:  # the stage imports this module; the type is only named here
-    from stages.validate.stage import TrackCheck
+from stages.validate.rules import CSV_COLUMNS, Finding, TrackCheck, item_issues, schema_errors
 
 ACTIONS = ("set", "mark_ungradable")
 # Rules about one item, which an erratum may resolve; file-level ones (counts, parse errors)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -90,6 +91,18 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class TrackCheck:
+    """What the raw files of one track say: first row per id, findings, normalisations."""
+
+    track: str
+    records: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    schema_invalid: set[str] = field(default_factory=set)  # ids whose first row fails it
+    findings: list[Finding] = field(default_factory=list)
+    # field -> kind ('crlf' | 'whitespace') -> count of JSONL/CSV differences normalised away
+    normalised: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
 
 def show(value: Any) -> str:
@@ -209,10 +222,10 @@ def _parts(rec: dict[str, Any], n: int) -> list[Issue]:
         elif i <= n and is_empty(rec[sol]):
             issues.append(("sub_solution.nonempty", sol,
                            f"{prob} has no reference solution ({sol} is {show(rec[sol])})"))
-        for field in (prob, sol) if i > n else ():
-            if not is_empty(rec[field]):
-                issues.append(("parts.count", field,
-                               f"number_of_parts is {n} but {field} is present"))
+        for key in (prob, sol) if i > n else ():
+            if not is_empty(rec[key]):
+                issues.append(("parts.count", key,
+                               f"number_of_parts is {n} but {key} is present"))
     return issues
 
 

@@ -9,7 +9,7 @@ no timestamps, sorted keys, rows sorted by problem_id.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from stages.validate.rules import (
     RULES,
     WARNING_RULES,
     Finding,
+    TrackCheck,
     compare,
     control_chars,
     item_issues,
@@ -49,18 +50,6 @@ SOURCES = UPSTREAM_FILES
 __all__ = ["ValidationResult", "load_errata", "run", "validate"]  # load_errata: re-exported
 
 # --- checking one track ------------------------------------------------------------------------
-
-
-@dataclass
-class TrackCheck:
-    """What the raw files of one track say: first row per id, findings, normalisations."""
-
-    track: str
-    records: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
-    schema_invalid: set[str] = field(default_factory=set)  # ids whose first row fails it
-    findings: list[Finding] = field(default_factory=list)
-    # field -> kind ('crlf' | 'whitespace') -> count of JSONL/CSV differences normalised away
-    normalised: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
 
 def check_track(track: str, files: dict[str, RawFile]) -> TrackCheck:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,13 @@ from stages.commands.audit.recompute import (
     recompute_metrics,
 )
 from stages.commands.audit.render import AuditReport, Link
+from stages.commands.audit.revision import checked_out
+from stages.commands.compare.revisions import WORKSPACE, resolve
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
     LOCK_PATH,
     METRICS_PATH,
+    PARAMS_PATH,
     PROVENANCE_PATH,
     RAW_DIR,
     UPSTREAM_FILES,
@@ -56,8 +60,9 @@ from stages.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from stages.core.errors import DataError
+from stages.core.config import load_params
 from stages.core.hashing import sha256_file
+from stages.core.json_object import read_object
 from stages.core.metrics_files import POINTER_KEY, pointer, split
 from stages.core.missing import require_outputs
 from stages.core.provenance import predictions_identity
@@ -67,18 +72,9 @@ from stages.score.metrics import bootstrap_params
 
 
 def _read_json(root: Path, path: Path, required: bool = True) -> dict[str, Any] | None:
-    shown = path.as_posix()
-    if not (root / path).is_file():
-        if required:
-            raise DataError(f"{shown}: not found (run `dvc repro` first)")
+    if not required and not (root / path).is_file():
         return None
-    try:
-        data = json.loads((root / path).read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"{shown}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DataError(f"{shown}: not a JSON object")
-    return data
+    return read_object(root / path, path.as_posix(), "run `dvc repro` first")
 
 
 def _read_metrics(root: Path) -> dict[str, Any]:
@@ -229,12 +225,29 @@ def build_chains(root: Path, lock: Mapping[str, Any] | None, shown: Mapping[str,
     return chains
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any]) -> int:
-    # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
+def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> AuditReport:
+    """The workspace (``params``: the params file the CLI read), or a git revision or DVC
+    experiment resolved as compare resolves it, audited against its own params.yaml."""
     needed = [RAW_DIR, *(path(t) for path in (items_path, predictions_path, scores_path)
                          for t in TRACKS)]
-    require_outputs(Path("."), only=needed)
-    report = audit(Path("."), params)
+    revision = resolve(root, name)
+    if revision.rev is None:
+        # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
+        require_outputs(root, only=needed)
+        return audit(root, params)
+    with checked_out(root, revision, needed) as tree:
+        print(f"audit: {revision.kind} {revision.label} at {revision.rev[:12]}, checked out "
+              f"in a temporary worktree", file=sys.stderr)
+        return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
+
+
+def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+    name = getattr(args, "name", None) or WORKSPACE
+    if params is None and name == WORKSPACE:
+        # The CLI lets audit start without a params file (a revision has its own): the
+        # workspace does need one, with the usual error when it is not there.
+        params = load_params(args.params).as_dict()
+    report = audit_revision(Path("."), name, params)
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:
@@ -243,6 +256,6 @@ def main(args: argparse.Namespace, params: Mapping[str, Any]) -> int:
 
 
 __all__ = ["CHECKS", "AuditReport", "Check", "DvcHashes", "Ledger", "Link", "MetricResult",
-           "audit", "build_chains", "check_items", "check_lock", "check_metrics",
+           "audit", "audit_revision", "build_chains", "check_items", "check_lock", "check_metrics",
            "check_scores", "first_difference", "load_lock", "main", "recompute_metrics",
            "upstream_stages"]

@@ -46,9 +46,10 @@ class MetricResult:
     recomputes: bool
     tracks: tuple[str, ...]
     ok: bool = True
+    file: str = ""  # the file it is in: metrics.json, or breakdown.json for a breakdown value
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value,
+        return {"name": self.name, "file": self.file, "value": self.value,
                 "recomputed": None if self.recomputed is MISSING else self.recomputed,
                 "recomputes": self.recomputes, "tracks": list(self.tracks), "ok": self.ok}
 
@@ -69,7 +70,7 @@ def check_metrics(ledger: Ledger, metrics: Mapping[str, Any], fresh: Mapping[str
         src = " and ".join(sources[t] for t in tracks)
         ok = value is not MISSING and again is not MISSING and same_value(value, again)
         results.append(MetricResult(name, None if value is MISSING else value, again, ok,
-                                    tracks))
+                                    tracks, file=shown))
         if ok:
             continue
         if value is MISSING:

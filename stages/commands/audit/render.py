@@ -65,26 +65,37 @@ class AuditReport:
                            for k in ("git", "params_fingerprint", "packages")},
         }
 
+    def split_by_file(self) -> tuple[list[MetricResult], list[MetricResult]]:
+        """(the values of metrics.json, those of the other files: the breakdowns)."""
+        own = [m for m in self.metrics if m.file in ("", self.metrics_path)]
+        return own, [m for m in self.metrics if m not in own]
+
     def render(self) -> str:
         breaks = self.ledger.breaks
-        head = (f"audit: OK: {len(self.metrics)} metrics in {self.metrics_path} recompute and "
+        own, others = self.split_by_file()
+        files = sorted({m.file for m in others})
+        also = (f" and {len(others)} breakdown values in {', '.join(files)}" if others else "")
+        head = (f"audit: OK: {len(own)} metrics in {self.metrics_path}{also} recompute and "
                 f"every hash chain holds ({len(self.ledger.checks)} checks)" if self.ok else
                 f"audit: FAILED: {len(breaks)} break(s) in the chains of {self.metrics_path}")
         lines = [head, ""]
-        by_name = {m.name: m for m in self.metrics}
+        by_name = {m.name: m for m in own}
         for track in TRACKS:
             for key in HEADLINE[track]:
                 m = by_name.get(f"{track}.{key}")
                 if m is not None:
                     lines += self._render_chain(m)
-            rest = [m for m in self.metrics if m.tracks == (track,)
+            rest = [m for m in own if m.tracks == (track,)
                     and m.name.split(".", 1)[1] not in HEADLINE[track]]
+            parts = [m for m in others if m.tracks == (track,)]
             lines.append(f"{track}: {sum(m.recomputes for m in rest)}/{len(rest)} more "
-                         f"metrics recompute"
+                         f"metrics and {sum(m.recomputes for m in parts)}/{len(parts)} "
+                         f"breakdown values recompute"
                          + "".join(f"\n  BROKEN {m.name} = {m.value!r} (recomputes to "
-                                   f"{shown(m.recomputed)})" for m in rest if not m.recomputes))
+                                   f"{shown(m.recomputed)})" for m in rest + parts
+                                   if not m.recomputes))
             lines.append("")
-        shared = [m for m in self.metrics if m.tracks == TRACKS]
+        shared = [m for m in own if m.tracks == TRACKS]
         if shared:
             lines.append(f"{' + '.join(TRACKS)}: {sum(m.recomputes for m in shared)}/"
                          f"{len(shared)} sample counts recompute"

@@ -7,7 +7,6 @@ per-item scores), so nothing is checked out and the workspace is left alone.
 from __future__ import annotations
 
 import io
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,8 @@ from stages.core.artifacts import (
     scores_path,
 )
 from stages.core.errors import ConfigError, DataError
+from stages.core.git import git
+from stages.core.json_object import parse_object
 from stages.core.metrics_files import join
 from stages.core.tracks import TRACKS
 
@@ -62,6 +63,30 @@ def resolve(root: Path, name: str) -> Revision:
                           f"repository (see `git branch` and `dvc exp show`): {exc}") from exc
     except DvcException as exc:
         raise ConfigError(f"{name}: cannot resolve: {exc}") from exc
+
+
+def baseline_experiments(root: Path) -> list[Revision]:
+    """Every DVC experiment of the workspace's baseline (HEAD), by name: what ``--all`` means.
+    Asked through DVC's own API (``repo.experiments.ls``), which knows the exp refs."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    try:
+        with Repo(os.fspath(root)) as repo:
+            found = repo.experiments.ls(rev="HEAD")
+    except DvcException as exc:
+        raise ConfigError(f"cannot list the DVC experiments of HEAD: {exc}") from exc
+    exps = sorted((name, sha) for entries in found.values() for name, sha in entries if sha)
+    return [resolve(root, name) for name, _ in exps]
+
+
+def commit_date(root: Path, revision: Revision) -> str | None:
+    """The revision's commit date (ISO 8601, committer's), None for the workspace: a fact of
+    the commit, so a rebuilt leaderboard shows the same date."""
+    if revision.rev is None:
+        return None
+    out = git(root, "show", "-s", "--format=%cI", revision.rev)
+    return out.strip() or None if out else None
 
 
 @dataclass
@@ -119,13 +144,7 @@ class RunFiles:
         """A JSON object; None for an optional file the revision does not have."""
         if not required and not self.exists(path):
             return None  # e.g. a revision from before the breakdown and provenance files
-        try:
-            data = json.loads(self.read_bytes(path))
-        except ValueError as exc:
-            raise DataError(f"{path.as_posix()} at {self.where}: not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise DataError(f"{path.as_posix()} at {self.where}: expected a JSON object")
-        return data
+        return parse_object(self.read_bytes(path), f"{path.as_posix()} at {self.where}")
 
     def read_parquet(self, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read_bytes(path)), columns=columns)
@@ -142,4 +161,5 @@ def load_side(root: Path, revision: Revision) -> Side:
     return Side(revision, metrics, scores, judge)
 
 
-__all__ = ["WORKSPACE", "Revision", "RunFiles", "Side", "load_side", "resolve"]
+__all__ = ["WORKSPACE", "Revision", "RunFiles", "Side", "baseline_experiments", "commit_date",
+           "load_side", "resolve"]

@@ -289,8 +289,9 @@ def test_banner_follows_the_run_not_params_yaml(tmp_path: Path) -> None:
     # The rerun did read the edited params.yaml: its provenance table shows the new seed.
     seed_row = 'predict.sample_seed</td><td class="rimo-left" style="text-align: left">'
     assert f"{seed_row}9</td>" in after and f"{seed_row}0</td>" not in after
-    # The banner does follow metrics.json, which the score stage writes for each run.
-    metrics = json.loads(paths["metrics_path"].read_text(encoding="utf-8"))
+    # The banner does follow the run's files, which the score stage writes for each run.
+    metrics = T.read_metrics(paths["metrics_path"], paths["breakdown_path"],
+                             paths["provenance_path"])
     metrics["sample"]["limit"] = 3
     assert "predict.limit = 3," in H.sample_banner(metrics)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.config import load_params
+from stages.core.config import FetchParams, load_params
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
-from stages.fetch import FetchConfig, fetch
+from stages.fetch import fetch
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 from tests.http_files import serve_directory
 
@@ -22,12 +22,12 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def config(mirrors: list[Path], url_template: str | None = None) -> FetchConfig:
+def config(mirrors: list[Path], url_template: str | None = None) -> FetchParams:
     cfg = load_params(REPO_ROOT / "params.yaml").fetch.as_dict()
     cfg["mirrors"] = [str(m) for m in mirrors]
     cfg["url_template"] = url_template or f"http://127.0.0.1:{_closed_port()}/{{file}}"
     cfg["timeout_s"] = 5
-    return FetchConfig.from_params(cfg)
+    return FetchParams.model_validate(cfg)
 
 
 def test_pinned_hashes_match_the_mirror_sums(mirror_dir: Path) -> None:

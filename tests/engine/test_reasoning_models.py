@@ -14,7 +14,7 @@ from stages.core.items import Item
 from stages.predictors.base import Prediction
 from stages.predictors.openai_chat import OpenAIPredictor
 from tests.chat_server import ChatServer, echo_reply
-from tests.test_openai_backend import (  # noqa: F401 - api_key: the autouse fixture
+from tests.engine.test_openai_backend import (  # noqa: F401 - api_key: the autouse fixture
     api_key,
     gold_items,
     make_config,
@@ -194,7 +194,7 @@ def test_resume_after_sigkill_works_per_sample(server: ChatServer, tmp_path: Pat
     import json
     import subprocess
 
-    from tests.test_openai_backend import kill_when_stalled
+    from tests.engine.test_openai_backend import kill_when_stalled
 
     items = [*gold_items(6), *(p_item(f"p{i}", ["A", "B"]) for i in range(2))]
     k, total = 3, 3 * (6 + 2 * 2)

@@ -27,7 +27,7 @@ from stages.core.tables import COMPRESSION, table_from_rows
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.factories import small_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 

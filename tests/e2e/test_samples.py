@@ -30,8 +30,8 @@ from stages.score.stage import score
 from stages.score.statistics import wilson
 from stages.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
+from tests.e2e.test_pipeline import independent_gold, independent_metrics
 from tests.factories import small_benchmark
-from tests.test_pipeline import independent_gold, independent_metrics
 
 K = 4
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}

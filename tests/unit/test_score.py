@@ -9,7 +9,7 @@ import pytest
 
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
-from stages.core.metrics_files import join
+from stages.core.metrics_files import join, read_all
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
@@ -105,8 +105,9 @@ def test_sample_records_the_predict_limit_and_seed(scored: tuple[Path, dict]) ->
     m = score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
               root / "plots", params=params)
     assert (m["sample"]["limit"], m["sample"]["seed"]) == (3, 5)
-    on_disk = json.loads((root / "metrics.json").read_text(encoding="utf-8"))
-    assert on_disk["sample"] == m["sample"]
+    # On disk the spec is provenance (tests/test_score_leftovers.py); read_all joins it back.
+    joined = read_all(root / "metrics.json", root / "breakdown.json", root / "provenance.json")
+    assert joined["sample"] == m["sample"]
 
 
 def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(

@@ -70,7 +70,7 @@ def frames(root: Path, kind: str) -> dict[str, pd.DataFrame]:
 def test_provenance_block_names_inputs_pins_and_versions(small: Path) -> None:
     prov = json.loads((small / "reports/provenance.json").read_text())
     assert set(prov) == {"version", "inputs", "outputs", "predictions", "upstream", "params",
-                         "params_fingerprint", "git", "packages"}
+                         "params_fingerprint", "git", "packages", "sample"}
     for section, kind in (("inputs", "items"), ("inputs", "predictions"), ("outputs", "scores")):
         for t in TRACKS:
             path = small / f"data/{kind}" / SCORE_FILES[t]

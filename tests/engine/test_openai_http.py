@@ -22,7 +22,7 @@ from stages.predictors.openai_http import OpenAIHTTP, _env_proxy
 from stages.predictors.probe import connection_cause
 from tests.chat_server import ChatServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

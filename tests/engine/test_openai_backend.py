@@ -416,7 +416,7 @@ def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
     item = p_item("p", ["First {{solution}}.", "Second."])
     text = rimo_p_messages(item, 1, ["proof {{index}}"])[0]["content"]
     assert "First {{solution}}." in text and "proof {{index}}" in text
-    prompts = Path(__file__).resolve().parents[1] / "stages" / "prompts"
+    prompts = Path(__file__).resolve().parents[2] / "stages" / "prompts"
     # judge_*.txt belong to the judge stage, whose own fingerprint holds them (tests/test_judge.py)
     assert template_hashes() == {p.name: sha256_file(p) for p in sorted(prompts.glob("*.txt"))
                                  if not p.name.startswith("judge_")}

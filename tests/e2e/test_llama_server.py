@@ -22,8 +22,8 @@ import pytest
 
 from stages.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
 from stages.core.tracks import TRACK_N, TRACK_P
+from tests.engine.test_local_model import _need
 from tests.pipeline_repo import make_repo, sh
-from tests.test_local_model import _need
 
 # 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server]

@@ -21,10 +21,10 @@ import pandas as pd
 import pytest
 
 from stages.core.tracks import TRACK_N, TRACK_P
+from tests.e2e.test_compare import replay_rows, write_jsonl
+from tests.engine.test_secrets import key_forms
 from tests.pipeline_repo import env
 from tests.s3_server import S3Server
-from tests.test_compare import replay_rows, write_jsonl
-from tests.test_secrets import key_forms
 
 pytestmark = pytest.mark.slow
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from stages.core.errors import ConfigError, DataError, IntegrityError
-from stages.fetch import FetchConfig, fetch
+from stages.fetch import fetch
 from stages.predict import collect, predict
 from stages.predictors import Prediction, create_predictor
 from stages.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
-from tests.test_config import PARAMS
+from tests.unit.test_config import PARAMS
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
 
@@ -50,5 +50,5 @@ def test_a_pin_mismatch_is_an_integrity_error(tmp_path: Path, mirror_dir: Path) 
     (served / "RIMO-N.csv").write_bytes(b"tampered\n")
     cfg = {**PARAMS["fetch"], "mirrors": [], "url_template": served.as_uri() + "/{file}"}
     with pytest.raises(IntegrityError, match=r"RIMO-N\.csv: sha256 mismatch"):
-        fetch(FetchConfig.from_params(cfg), tmp_path / "raw")
+        fetch(cfg, tmp_path / "raw")
     assert not (tmp_path / "raw").exists()

@@ -20,7 +20,7 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from stages.validate.rules import ID_LETTER_DOMAIN
 from stages.validate.stage import ValidationResult, load_errata, run, validate
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ERRATA = REPO_ROOT / "data/errata.yaml"
 
 Record = dict[str, Any]

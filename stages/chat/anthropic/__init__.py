@@ -1,0 +1,1 @@
+"""``predict.backend: anthropic``: Claude through the official ``anthropic`` SDK (issue 22)."""

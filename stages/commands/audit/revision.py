@@ -1,0 +1,67 @@
+"""``rimo-eval audit NAME``: one run of a git revision or DVC experiment, laid out on disk.
+
+The audit checks files on disk the way ``dvc status`` does (DVC's own hashing of the repo at a
+root), so auditing another revision means a tree of that revision: a temporary, detached git
+worktree at its commit (its dvc.lock, params.yaml and git-tracked reports), whose DVC-tracked
+outputs ``dvc checkout`` copies from this repository's cache. The workspace is left alone; the
+worktree is removed afterwards. The code that audits is today's, as with compare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from stages.commands.compare.revisions import Revision
+from stages.core.errors import StageError
+from stages.core.git import git
+from stages.core.missing import require_outputs
+
+
+def _git(root: Path, *args: str) -> None:
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise StageError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
+
+
+@contextlib.contextmanager
+def checked_out(root: Path, revision: Revision,
+                outputs: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
+    """A temporary tree of ``revision`` with ``outputs`` (DVC-tracked paths) in place."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    assert revision.rev is not None, "the workspace is audited in place"
+    root = Path(root).resolve()
+    needed = list(outputs)
+    # Name what the local cache lacks, and the command that brings it, before any copying.
+    require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
+                    only=needed)
+    with Repo(os.fspath(root)) as repo:
+        cache_dir = repo.cache.local_cache_dir
+    with tempfile.TemporaryDirectory(prefix="rimo-audit-") as tmp:
+        tree = Path(tmp) / "tree"
+        _git(root, "worktree", "add", "--detach", "--quiet", os.fspath(tree), revision.rev)
+        try:
+            # The worktree's DVC reads this repository's cache (config.local is not in git).
+            (tree / ".dvc" / "config.local").write_text(f"[cache]\n    dir = {cache_dir}\n",
+                                                        encoding="utf-8")
+            try:
+                with Repo(os.fspath(tree)) as sub:
+                    sub.checkout(targets=[os.fspath(tree / p) for p in needed], force=True)
+            except DvcException as exc:
+                raise StageError(f"{revision.label} ({revision.rev[:12]}): cannot check its "
+                                 f"outputs out of the DVC cache: {exc}") from exc
+            yield tree
+        finally:
+            # Never raises: a failed removal must not hide the audit's own error.
+            git(root, "worktree", "remove", "--force", os.fspath(tree))
+            git(root, "worktree", "prune")
+
+
+__all__ = ["checked_out"]

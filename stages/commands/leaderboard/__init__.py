@@ -1,0 +1,1 @@
+"""``rimo-eval leaderboard``: many runs in one table, with rank ranges and paired tests."""

@@ -1,0 +1,72 @@
+"""``rimo-eval leaderboard [RUN ...] [--all]``: rank runs, write md, tex, HTML, JSON, figures.
+
+Runs are resolved and read as ``compare`` does (loading), refused unless comparable
+(comparable), ranked with paired statistics (statistics), and rendered (board, tables,
+figures). Every file is written atomically; ``--json`` also prints the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stages.commands.compare.command import bootstrap_settings
+from stages.commands.leaderboard.board import build
+from stages.commands.leaderboard.comparable import check
+from stages.commands.leaderboard.figures import figures
+from stages.commands.leaderboard.loading import load_runs
+from stages.commands.leaderboard.statistics import default_metric, find_metric
+from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
+from stages.core.atomic import dumps_json, write_bytes, write_text
+
+OUT_DIR = Path("reports/leaderboard")  # the default of --out (stages/cli.py)
+
+
+def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
+                sort: str | None = None, samples: int = 1000, seed: int = 0,
+                confidence: float = 0.95) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+    """(the JSON object, file name -> content) for the runs; writes nothing."""
+    runs = load_runs(root, names, every, label)
+    check(runs)
+    metric = find_metric(sort or default_metric(runs[0].k), runs[0].k)
+    board = build(runs, metric, {"samples": samples, "seed": seed, "confidence": confidence})
+    files: dict[str, str | bytes] = {
+        "leaderboard.json": dumps_json(board, sort_keys=False),
+        "leaderboard.md": render_markdown(board),
+        "leaderboard.tex": render_tex(board),
+    }
+    figs = figures(board, runs)
+    for name, by_format in figs.items():
+        for fmt, data in by_format.items():
+            files[f"{name}.{fmt}"] = data
+    files["leaderboard.html"] = render_html(board, figs)
+    return board, files
+
+
+def write(out: Path, files: Mapping[str, str | bytes]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (write_text if isinstance(content, str) else write_bytes)(out / name, content)
+
+
+def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+    """``params`` may be None: the runs carry their own metrics; score.bootstrap is used for
+    the rank bootstrap when a params file is there, as compare does."""
+    boot = bootstrap_settings(params, args)
+    board, files = leaderboard(Path("."), list(args.runs), args.all, args.label, args.sort,
+                               **boot)
+    out = Path(args.out)
+    write(out, files)
+    print(f"{len(board['runs'])} runs ranked by {board['ranked_by']}; wrote "
+          f"{len(files)} files to {out.as_posix()}/", file=sys.stderr)
+    if args.json:
+        print(files["leaderboard.json"], end="")
+    else:
+        print(files["leaderboard.md"], end="")
+    return 0
+
+
+__all__ = ["OUT_DIR", "leaderboard", "main", "write"]

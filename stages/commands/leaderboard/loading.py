@@ -1,0 +1,162 @@
+"""The runs of a leaderboard: resolved and read as ``compare`` does, one ``Run`` each.
+
+Each run's files are read through DVC at its revision (``RunFiles``), so experiments, branches
+and the workspace need no checkout. ``metrics`` is the run's metrics.json exactly as stored:
+every point value the leaderboard shows is taken from it, never recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from stages.commands.compare.revisions import (
+    WORKSPACE,
+    Revision,
+    RunFiles,
+    baseline_experiments,
+    commit_date,
+    resolve,
+)
+from stages.core.artifacts import (
+    BREAKDOWN_PATH,
+    JUDGE_METRICS_PATH,
+    METRICS_PATH,
+    PARAMS_PATH,
+    PROVENANCE_PATH,
+    scores_path,
+)
+from stages.core.errors import ConfigError, DataError
+from stages.core.missing import require_outputs
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.judge.metrics import judge_block
+from stages.score.samples import with_sample
+
+# Only what the statistics and figures read: the list-valued ``matched`` column stays on disk.
+SCORE_COLUMNS = {
+    TRACK_N: ["problem_id", "sample", "domain", "item_hash", "status", "gold", "prediction",
+              "correct"],
+    TRACK_P: ["problem_id", "sample", "item_hash", "number_of_parts", "gradable", "status",
+              "n_matched", "strict", "prefix_score"],
+}
+
+
+@dataclass
+class Run:
+    revision: Revision
+    metrics: dict[str, Any]  # reports/metrics.json, as stored
+    breakdown: dict[str, Any]
+    provenance: dict[str, Any]
+    scores: dict[str, pd.DataFrame]
+    params: dict[str, Any]  # params.yaml at the revision ({} when it has none)
+    judge: dict[str, Any] | None = None  # RIMO-P.judge block of judge.json, where it ran
+    date: str | None = None
+    label: str = field(default="")
+
+    @property
+    def backend(self) -> str:
+        names = {str((self.provenance.get("predictions") or {}).get(t, {}).get("backend"))
+                 for t in TRACKS}
+        names.discard("None")
+        if not names:
+            names = {str((self.params.get("predict") or {}).get("backend", "?"))}
+        return "+".join(sorted(names))
+
+    @property
+    def model(self) -> str:
+        """The model as a user would name it: the served model, the replay file, the GGUF."""
+        predict = self.params.get("predict") or {}
+        section = predict.get(self.backend) or {}
+        value = {"openai": section.get("model"), "replay": section.get("path"),
+                 "local": section.get("model_path") or "gemma-3-270m (packaged)",
+                 "constant": f"constant {section.get('answer')!r}"}.get(self.backend)
+        return str(value) if value else self.backend
+
+    @property
+    def k(self) -> int:
+        return max(int(self.metrics.get(t, {}).get("k", 1)) for t in TRACKS)
+
+    @property
+    def commit(self) -> str:
+        """The revision's own commit; for the workspace the commit it was run at."""
+        if self.revision.rev:
+            return self.revision.rev[:12]
+        git = self.provenance.get("git") or {}
+        sha = str(git.get("commit") or "-")[:12]
+        return f"{sha}+dirty" if git.get("dirty") else sha
+
+
+def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
+    """The RUN arguments, or with ``--all`` every experiment of the baseline and the
+    workspace; each revision once, in the order given."""
+    if every and names:
+        raise ConfigError("give RUN names or --all, not both")
+    if not every and not names:
+        raise ConfigError("name the runs to rank (experiments, revisions, "
+                          "'workspace') or pass --all")
+    found = [resolve(root, WORKSPACE), *baseline_experiments(root)] if every else [
+        resolve(root, n) for n in names]
+    seen: set[str] = set()
+    out = []
+    for r in found:
+        if r.label in seen:
+            raise ConfigError(f"{r.label} is named twice")
+        seen.add(r.label)
+        out.append(r)
+    if len(out) < 2:
+        raise ConfigError(f"{len(out)} run found; a leaderboard needs at least "
+                          f"two (run experiments with `dvc exp run`, see `dvc exp show`)")
+    return out
+
+
+def load_run(root: Path, revision: Revision) -> Run:
+    # Name every absent table and its `dvc pull` / `dvc exp pull` before reading any.
+    require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
+                    only=[scores_path(t) for t in TRACKS])
+    with RunFiles(root, revision) as files:
+        metrics = files.read_json(METRICS_PATH) or {}
+        breakdown = files.read_json(BREAKDOWN_PATH, False) or {}
+        provenance = files.read_json(PROVENANCE_PATH, False) or {}
+        scores = {t: with_sample(files.read_parquet(scores_path(t), SCORE_COLUMNS[t]))
+                  for t in TRACKS}
+        judge = files.read_json(JUDGE_METRICS_PATH, False) or {}
+        params: Any = {}
+        if files.exists(PARAMS_PATH):
+            try:
+                params = yaml.safe_load(files.read_bytes(PARAMS_PATH)) or {}
+            except yaml.YAMLError as exc:
+                raise DataError(f"params.yaml at {files.where}: not valid YAML: {exc}") from exc
+    for t in TRACKS:
+        if not isinstance(metrics.get(t), dict):
+            raise DataError(f"reports/metrics.json at {revision.label}: no {t} block")
+    return Run(revision, metrics, breakdown, provenance, scores,
+               params if isinstance(params, dict) else {}, judge_block(judge),
+               commit_date(root, revision))
+
+
+def assign_labels(runs: list[Run], how: str) -> None:
+    """``exp``: the name as given (experiment, branch, workspace); ``model``: the model, with
+    the run's name added where two runs share a model."""
+    if how not in ("exp", "model"):
+        raise ConfigError(f"--label must be exp or model, got {how!r}")
+    for run in runs:
+        run.label = run.revision.label if how == "exp" else run.model
+    if how == "model":
+        labels = [r.label for r in runs]
+        for run in runs:
+            if labels.count(run.label) > 1:
+                run.label = f"{run.label} ({run.revision.label})"
+
+
+def load_runs(root: Path, names: list[str], every: bool = False, label: str = "exp"
+              ) -> list[Run]:
+    runs = [load_run(root, r) for r in targets(root, names, every)]
+    assign_labels(runs, label)
+    return runs
+
+
+__all__ = ["SCORE_COLUMNS", "Run", "assign_labels", "load_run", "load_runs", "targets"]

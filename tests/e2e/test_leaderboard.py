@@ -1,0 +1,181 @@
+"""``rimo-eval leaderboard`` end to end: real replay experiments over the real 791 items.
+
+One temporary DVC repo (tests/leaderboard_runs.py) holds five comparable k = 1 runs, two k = 4
+runs and a 5-item sample, all made by ``dvc exp run``; every test reads it through the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.core.dicts import flatten
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from tests.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
+from tests.pipeline_repo import sh
+
+pytestmark = pytest.mark.slow
+FIVE = ["workspace", *[m for m in MODELS if m != "base"]]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    return build(tmp_path_factory.mktemp("leaderboard") / "repo", mirror_dir)
+
+
+def board(repo: Path, *args: str) -> dict[str, Any]:
+    return json.loads(sh(repo, "rimo-eval", "leaderboard", *args, "--json").stdout)
+
+
+def stored_metrics(repo: Path, name: str) -> dict[str, Any]:
+    """The run's metrics.json as git stores it (the workspace: the file itself)."""
+    if name == "workspace":
+        return json.loads((repo / "reports/metrics.json").read_text())
+    refs = sh(repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    (ref,) = [r for r in refs if r.endswith(f"/{name}")]
+    return json.loads(sh(repo, "git", "show", f"{ref}:reports/metrics.json").stdout)
+
+
+def expected_keys(stored: dict[str, Any]) -> dict[str, Any]:
+    """Every number of a metrics.json, dotted; RIMO-N's legacy ci_low / ci_high under the
+    contract's names."""
+    expected = {}
+    for track in TRACKS:
+        for key, value in flatten(stored[track]).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if track == TRACK_N:
+                    key = {"ci_low": "accuracy_ci_low", "ci_high": "accuracy_ci_high"}.get(
+                        key, key)
+                expected[f"{track}.{key}"] = value
+    return expected
+
+
+def test_every_point_value_is_the_runs_own_metrics_json(repo: Path, tmp_path: Path) -> None:
+    result = board(repo, *FIVE, "--out", str(tmp_path / "lb"))
+    rows = {r["label"]: r for r in result["runs"]}
+    assert sorted(rows) == sorted(FIVE)
+    for name in FIVE:
+        got = {k: v for k, v in rows[name].items() if k.startswith(TRACKS)}
+        assert got == expected_keys(stored_metrics(repo, name)), name
+        assert {"RIMO-N.accuracy_ci_low", "RIMO-P.prefix_score_ci_high",
+                "RIMO-P.strict_ci_low"} <= set(got)
+    # Ranked by RIMO-N accuracy, highest first; the ranks are those of the stored values.
+    acc = [r[f"{TRACK_N}.accuracy"] for r in result["runs"]]
+    assert acc == sorted(acc, reverse=True) and result["runs"][0]["label"] == "m-strong"
+    assert [r["rank"]["rank"] for r in result["runs"]] == [1, 2, 3, 4, 5]
+    for r in result["runs"]:
+        assert r["rank"]["low"] <= r["rank"]["rank"] <= r["rank"]["high"]
+    # m-mid (0.45) and m-mid2 (0.47) are close: their ranges overlap; m-strong is clear.
+    assert rows["m-strong"]["rank"] == {"metric": "RIMO-N.accuracy", "rank": 1, "low": 1,
+                                        "high": 1}
+    assert rows["m-mid"]["rank"]["low"] == 2 and rows["m-mid2"]["rank"]["high"] == 3
+    assert rows["m-strong"]["vs_leader"] is None
+    assert all(r["vs_leader"]["below_leader"] for r in result["runs"][1:])
+    assert all(r["k"] == 1 and r["backend"] == "replay" for r in result["runs"])
+    assert rows["m-mid"]["model"] == "runs/m-mid.jsonl"
+    # The Markdown and the tex show the same stored values, in percent.
+    md = (tmp_path / "lb/leaderboard.md").read_text()
+    tex = (tmp_path / "lb/leaderboard.tex").read_text()
+    for r in result["runs"]:
+        v, lo, hi = (r[f"{TRACK_P}.prefix_score{s}"] for s in ("", "_ci_low", "_ci_high"))
+        cell = f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+        assert cell in md and cell in tex
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    page = (tmp_path / "lb/leaderboard.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    assert "http://" not in page and "https://" not in page
+
+
+def test_same_runs_give_byte_identical_files(repo: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    sh(repo, "rimo-eval", "leaderboard", *FIVE, "--out", str(first))
+    sh(repo, "rimo-eval", "leaderboard", *reversed(FIVE), "--out", str(second))
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir())
+    assert {"forest_rimo_n.png", "forest_rimo_n.svg", "forest_rimo_p.svg", "solved_grid.png",
+            "domain_heatmap.svg", "leaderboard.html", "leaderboard.tex"} <= set(names)
+    assert "accuracy_cost.png" not in names  # replays have no cost
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    svg = (first / "forest_rimo_n.svg").read_text()
+    assert "<dc:date>" not in svg
+
+
+def compare_p(repo: Path, a: str, b: str, track: str) -> float:
+    out = json.loads(sh(repo, "rimo-eval", "compare", a, b, "--json").stdout)
+    return out["tracks"][track]["test"]["p_value"]
+
+
+def test_two_runs_give_compares_p_values(repo: Path, tmp_path: Path) -> None:
+    out = str(tmp_path / "lb")
+    # k = 1: exact McNemar on RIMO-N correct and on RIMO-P strict.
+    for metric, track in ((f"{TRACK_N}.accuracy", TRACK_N), (f"{TRACK_P}.strict", TRACK_P)):
+        result = board(repo, "m-mid", "m-mid2", "--sort", metric, "--out", out)
+        test = result["runs"][1]["vs_leader"]
+        assert test["test"] == "exact McNemar"
+        assert test["p_value"] == test["p_holm"] == compare_p(repo, "m-mid", "m-mid2", track)
+    # k = 4: the paired bootstrap on per-item means, the same draw as compare's.
+    for metric, track in ((f"{TRACK_N}.mean_at_k.accuracy", TRACK_N),
+                          (f"{TRACK_P}.mean_at_k.strict", TRACK_P)):
+        result = board(repo, K4, K4B, "--sort", metric, "--out", out)
+        test = result["runs"][1]["vs_leader"]
+        assert test["test"] == "paired bootstrap on the per-item mean over samples"
+        assert test["p_value"] == compare_p(repo, K4, K4B, track)
+    assert result["k"] == 4 and result["ranked_by"] == f"{TRACK_P}.mean_at_k.strict"
+    for r in result["runs"]:  # the k-sample keys are the runs' own too
+        got = {k: v for k, v in r.items() if k.startswith(TRACKS)}
+        assert got == expected_keys(stored_metrics(repo, r["label"])), r["label"]
+    row = result["runs"][0]
+    assert {f"{TRACK_N}.pass_at_k", f"{TRACK_N}.maj_at_k", f"{TRACK_N}.mean_at_k.accuracy_ci_low",
+            f"{TRACK_N}.pass_at.2"} <= set(row)
+    md = (tmp_path / "lb/leaderboard.md").read_text()
+    assert "mean@k" in md and "maj@k" in md and "pass@k" in md
+
+
+def refused(repo: Path, *runs: str) -> str:
+    proc = sh(repo, "rimo-eval", "leaderboard", *runs, "--out", "lb-refused", check=False)
+    assert proc.returncode == 1 and not (repo / "lb-refused").exists()
+    return proc.stderr
+
+
+def test_k1_against_k4_is_refused_with_the_reason(repo: Path) -> None:
+    err = refused(repo, "m-mid", K4)
+    assert ("m-mid and m-k4 are not comparable: different k (samples per item): m-mid has "
+            "k = 1, m-k4 k = 4") in err
+
+
+def test_a_sample_against_the_full_run_is_refused(repo: Path) -> None:
+    err = refused(repo, "workspace", SAMPLE)
+    assert "workspace and m-sample are not comparable: different items" in err
+    assert "workspace evaluates 335/456 RIMO-N/RIMO-P items (all items)" in err
+    assert "m-sample evaluates 5/5 RIMO-N/RIMO-P items (a sample)" in err
+
+
+def test_all_takes_the_workspace_and_every_experiment(repo: Path) -> None:
+    # Here they mix k and sample sizes, so --all is refused, naming the first mismatch.
+    err = refused(repo, "--all")
+    assert "not comparable" in err and "workspace and m-k4" in err
+    from stages.commands.compare.revisions import baseline_experiments
+
+    names = [r.label for r in baseline_experiments(repo)]
+    assert names == sorted([*FIVE[1:], K4, K4B, SAMPLE])
+
+
+def test_label_model_names_rows_by_model(repo: Path, tmp_path: Path) -> None:
+    result = board(repo, "m-weak", "m-strong", "--label", "model", "--out", str(tmp_path))
+    assert [r["label"] for r in result["runs"]] == ["runs/m-strong.jsonl", "runs/m-weak.jsonl"]
+
+
+def test_a_run_whose_scores_are_not_cached_names_dvc_exp_pull(repo: Path, tmp_path: Path
+                                                              ) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    sh(clone, "git", "fetch", "-q", "origin", "refs/exps/*:refs/exps/*")
+    proc = sh(clone, "rimo-eval", "leaderboard", "m-weak", "m-strong", check=False)
+    assert proc.returncode == 1
+    assert "missing from the local DVC cache: data/scores/rimo_n.parquet" in proc.stderr
+    assert "dvc exp pull" in proc.stderr

@@ -1,0 +1,305 @@
+"""What the loopback fakes of provider APIs share (``fake_anthropic``, ``fake_gemini``).
+
+A ``FakeProvider`` is a real HTTP server on 127.0.0.1 (stdlib ``http.server``, as
+``chat_server``), so the official SDKs are driven over the wire. Behaviour is chosen per
+request by ``[[directive:arg]]`` markers in the last user message (the syntax of
+``chat_server``), or server-wide by ``responder(record)``, which returns a ``Reply`` or
+``None`` (then the directives decide). Directives every fake knows (each fake adds its own):
+
+``[[fail:CODE:K]]``     the first K attempts of this exact request get HTTP CODE, in that API's
+                        error shape (K ``*``: all); 429 carries ``Retry-After: retry_after``
+``[[malformed:K]]``     the first K attempts: HTTP 200 with a body that is not JSON
+``[[drop:K]]``          the first K attempts: the connection is closed without a response
+``[[hang:K]]``          the first K attempts: no response until ``hang_s`` passes
+``[[echo_key]]``        HTTP 400 whose message quotes the API key the request carried
+``[[echo_key:reply]]``  HTTP 200 whose answer text holds that key (the redaction tests)
+
+Server-wide: ``latency_s`` before every reply; ``hang_after``: once that many requests were
+answered, later ones hang (to kill a client at a known point); ``api_key``: when set, a request
+carrying another key gets the API's authentication error. Every request is logged in
+``records`` (path, headers, JSON body, the key it carried, outcome); ``answered()`` counts the
+complete replies per distinct body, so a test can assert that nothing answered was re-sent.
+
+Standalone (benchmarks, a manual ``dvc exp run``): ``python -m tests.fake_anthropic`` or
+``python -m tests.fake_gemini`` (``--latency S``) prints the base URL and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.chat_server import _directives, _first_k, _Server
+
+try:  # ports below the ephemeral range (safe beside Jupyter kernels under xdist), once there
+    from tests.chat_server import bind_loopback  # type: ignore[attr-defined]
+except ImportError:  # a tests/chat_server.py without it: any free port
+    def bind_loopback(make: Callable[[tuple[str, int]], Any]) -> Any:
+        return make(("127.0.0.1", 0))
+
+__all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "first_k", "serve_main"]
+
+first_k = _first_k
+
+
+def body_fingerprint(body: Any) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Reply:
+    """One HTTP answer. ``body``: a JSON object, or raw bytes (a malformed reply)."""
+
+    status: int
+    body: dict[str, Any] | bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    outcome: str = "ok"  # ok | http-CODE | malformed | empty | blocked | ...
+    text: str | None = None  # the answer text, for the log
+
+    def data(self) -> bytes:
+        return self.body if isinstance(self.body, bytes) else json.dumps(self.body).encode()
+
+
+@dataclass
+class Record:
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    key: str
+    prompt: str
+    headers: dict[str, str]
+    api_key: str | None
+    started: float
+    attempt: int = 0
+    outcome: str = "pending"
+    reply: str | None = None
+    finished: float | None = None
+
+    @property
+    def directives(self) -> dict[str, str]:
+        return _directives(self.prompt)
+
+
+@dataclass
+class FakeProvider:
+    latency_s: float = 0.0
+    hang_s: float = 30.0
+    hang_after: int | None = None
+    retry_after: str = "1"
+    api_key: str | None = None
+    responder: Callable[[Record], Reply | None] | None = None
+    records: list[Record] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attempts: Counter[str] = Counter()
+        self._answered = 0
+        self._stop = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    # -- what each API defines -----------------------------------------------------------
+    def routes(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def prompt_of(self, body: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def api_key_of(self, headers: dict[str, str], query: dict[str, list[str]]) -> str | None:
+        raise NotImplementedError
+
+    def error(self, status: int, message: str, **extra: Any) -> Reply:
+        """That API's error body for ``status``."""
+        raise NotImplementedError
+
+    def auth_error(self, record: Record) -> Reply:
+        raise NotImplementedError
+
+    def answer(self, record: Record, text: str) -> Reply:
+        """A normal reply (with the API's own directives applied), ``text`` the answer."""
+        raise NotImplementedError
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, port: int = 0) -> FakeProvider:
+        handler = _make_handler(self)
+        self._httpd = (_Server(("127.0.0.1", port), handler) if port
+                       else bind_loopback(lambda addr: _Server(addr, handler)))
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    def __enter__(self) -> FakeProvider:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """Host and port only: each SDK adds its own path (``/v1/...``, ``/v1beta/...``)."""
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    # -- inspection ------------------------------------------------------------------------
+    def reset(self) -> None:
+        with self._lock:
+            self.records.clear()
+            self._attempts.clear()
+            self._answered = 0
+
+    def answered(self) -> Counter[str]:
+        """How many complete replies each distinct request (by body) received."""
+        with self._lock:
+            return Counter(r.key for r in self.records if r.outcome == "ok")
+
+    def ok_records(self) -> list[Record]:
+        with self._lock:
+            return sorted((r for r in self.records if r.outcome == "ok"),
+                          key=lambda r: r.started)
+
+    # -- behaviour -------------------------------------------------------------------------
+    def _begin(self, record: Record) -> bool:
+        with self._lock:
+            self.records.append(record)
+            self._attempts[record.key] += 1
+            record.attempt = self._attempts[record.key]
+            return self.hang_after is not None and self._answered >= self.hang_after
+
+    def _finish(self, record: Record, outcome: str, reply: str | None = None) -> None:
+        with self._lock:
+            record.outcome, record.reply, record.finished = outcome, reply, time.monotonic()
+            if outcome == "ok":
+                self._answered += 1
+
+    def arrivals(self, record: Record) -> int:
+        """How many requests with this exact body arrived so far (this one included)."""
+        return record.attempt
+
+    def respond(self, record: Record) -> Reply | None:
+        """The reply, or ``None`` for a dropped connection."""
+        d = record.directives
+        if self.api_key is not None and record.api_key != self.api_key:
+            return self.auth_error(record)
+        if record.api_key is None:
+            return self.auth_error(record)
+        if "drop" in d and first_k(d["drop"], record.attempt):
+            return None
+        if "fail" in d:
+            code, _, k = d["fail"].partition(":")
+            if first_k(k, record.attempt):
+                reply = self.error(int(code), f"injected {code}")
+                if int(code) == 429:
+                    reply.headers.setdefault("Retry-After", self.retry_after)
+                return reply
+        if "echo_key" in d and d["echo_key"] != "reply":
+            return self.error(400, f"rejected credentials: {record.api_key}")
+        if "malformed" in d and first_k(d["malformed"], record.attempt):
+            return Reply(200, b'{"id": "x", "content": [ {"ty', outcome="malformed")
+        scripted = self.responder(record) if self.responder else None
+        if scripted is not None:
+            return scripted
+        gold = d.get("gold")
+        text = (f"Working through it carefully, the answer is \\boxed{{{gold}}}."
+                if gold is not None else
+                f"Solution {hashlib.sha256(record.prompt.encode()).hexdigest()[:12]}.")
+        if d.get("echo_key") == "reply":
+            text = f"{text} (your key is {record.api_key})"
+        return self.answer(record, text)
+
+
+def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            url = urlsplit(self.path)
+            query = parse_qs(url.query)
+            prompt = server.prompt_of(body) if isinstance(body, dict) else ""
+            rec = Record(url.path, query, body, body_fingerprint(body), prompt, headers,
+                         server.api_key_of(headers, query), time.monotonic())
+            over = server._begin(rec)
+            if not server.routes(url.path) or not isinstance(body, dict):
+                self._reply(server.error(404 if isinstance(body, dict) else 400,
+                                         f"no route for POST {url.path}"))
+                server._finish(rec, "bad-request")
+                return
+            if server.latency_s:
+                time.sleep(server.latency_s)
+            d = rec.directives
+            if over or ("hang" in d and first_k(d["hang"], rec.attempt)):
+                with server._lock:
+                    rec.outcome = "hanging"
+                server._stop.wait(server.hang_s)
+                self._drop()
+                server._finish(rec, "hang")
+                return
+            reply = server.respond(rec)
+            if reply is None:
+                self._drop()
+                server._finish(rec, "drop")
+                return
+            try:
+                self._reply(reply)
+            except OSError:
+                server._finish(rec, "client-gone")
+                return
+            outcome = reply.outcome if reply.status == 200 else f"http-{reply.status}"
+            server._finish(rec, outcome, reply.text)
+
+        def _reply(self, reply: Reply) -> None:
+            data = reply.data()
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self._headers_buffer.append(b"\r\n")
+            self._headers_buffer.append(data)
+            self.flush_headers()
+
+        def _drop(self) -> None:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+    return Handler
+
+
+def serve_main(cls: type[FakeProvider], argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=f"serve a {cls.__name__} on 127.0.0.1")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args(argv)
+    server = cls(latency_s=args.latency).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+        sys.exit(0)
