@@ -16,6 +16,7 @@ problem text (they survive into every prompt built from it):
 ``[[reasoning:X]]``     the reasoning, holding ``\boxed{X}``, goes in ``reasoning_content``
                         (``reasoning_field`` names another field), counted as reasoning tokens
 ``[[truncate]]``        ``finish_reason: length`` and a reply with no box
+``[[cut]]``             ``finish_reason: length``, the reply otherwise as it would be
 ``[[context]]``         HTTP 400 "maximum context length", as OpenAI and vLLM send it
 ``[[by_seed:A,B,...]]`` the gold is the list entry at ``seed % len`` (samples that differ)
 
@@ -316,6 +317,8 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 finish = "length"
             if "truncate" in d:
                 reply, finish = "Let me start by considering the case n = 1, then", "length"
+            if "cut" in d:
+                finish = "length"
             if "reasoning" in d:
                 reasoning = f"Hmm, perhaps \\boxed{{{d['reasoning']}}}. No: recount."
             n = int(body.get("n") or 1)

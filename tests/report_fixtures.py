@@ -20,12 +20,15 @@ from stages.core.items import ITEM_SCHEMAS
 from stages.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
 from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.tracks import TRACK_N, TRACK_P
+from stages.score.diagnostics import FLAGS_N, flags_n
 from stages.score.stage import SCORE_SCHEMAS
 
 # The RIMO-N wrong answer whose text must come out escaped, never as markup.
 XSS_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)> **bold**"
 # A validation finding carrying markup-like upstream text, also to be escaped.
 FINDING_MESSAGE = "answer 'a<b>c' differs between CSV and JSONL"
+
+LENIENT_ID = "2023g5"  # the RIMO-N row that only lenient match accepts
 
 # The fixtures must track the score stage's real output schema, so take it from there.
 SCORES_SCHEMAS = SCORE_SCHEMAS
@@ -39,7 +42,12 @@ _N_ROWS: list[tuple[str, str, str, str, str | None, str | None, str | None]] = [
     ("2023g2", "geometry", "60", "ok", "60", "Angle is 60.", None),
     ("2023n1", "number theory", "4", "error", None, None, "HTTP 500 from model server"),
     ("2023n5", "number theory", "3", "ok", "3", "Hence 3.", None),
+    # Wrong by exact match, right by lenient match, and cut off: a row the diagnostics list.
+    (LENIENT_ID, "geometry", "120", "ok", "\\text{120}", "So \\boxed{\\text{120}} degrees, and",
+     None),
 ]
+# Finish reasons beyond the default "stop" (details carry one for every reply).
+_N_FINISH = {LENIENT_ID: "length"}
 # RIMO-P: (problem_id, domain, parts, gradable, matched, n_predicted)
 _P_ROWS: list[tuple[str, str | None, int, bool, list[bool], int]] = [
     ("2022a2", "algebra", 1, True, [True], 1),
@@ -87,24 +95,34 @@ def _r(x: float) -> float:
     return round(x, 6)  # score writes every rate rounded to 6 decimals
 
 
-def _metrics(sample: bool) -> dict[str, Any]:
+def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
     """As stages/score/metrics.compute returns it, with the provenance block: the joined shape
-    (stages/core/metrics_files.py), which the fixture splits into the score stage's files."""
+    (stages/core/metrics_files.py), which the fixture splits into the score stage's files.
+    ``flags``: the flag counts of the score rows."""
     n_eval, p_eval = len(_N_ROWS), len(_P_ROWS)
     return {
         TRACK_N: {
-            "accuracy": _r(4 / 7), "n": 7, "correct": 4, "missing": 1, "errors": 1,
-            "by_domain": {"algebra": 0.5, "combinatorics": 0.5, "geometry": 1.0,
+            "accuracy": 0.5, "n": 8, "correct": 4, "missing": 1, "errors": 1,
+            "by_domain": {"algebra": 0.5, "combinatorics": 0.5, "geometry": 0.5,
                           "number theory": 0.5},
-            "by_domain_n": {"algebra": 2, "combinatorics": 2, "geometry": 1, "number theory": 2},
-            "ci": {"accuracy": {"low": _r(2 / 7), "high": _r(6 / 7)}},
+            "by_domain_n": {"algebra": 2, "combinatorics": 2, "geometry": 2, "number theory": 2},
+            # Wilson intervals per domain, as the score stage records them in breakdown.json.
+            "by_domain_ci": {d: {"low": 0.094531, "high": 0.905469}
+                             for d in ("algebra", "combinatorics", "geometry", "number theory")},
+            "diagnostics": {**flags, "lenient_accuracy": _r(flags["lenient_match"] / 8)},
+            "ci": {"accuracy": {"low": 0.25, "high": 0.75},
+                   "diagnostics": {"lenient_accuracy": {"low": 0.375, "high": 0.875}}},
         },
         TRACK_P: {
             "n": 4, "strict": 0.25, "sub_problem_accuracy": 0.5, "prefix_score": _r(11 / 24),
             "sub_problems": 8, "missing": 0, "errors": 0, "ungradable": 1,
-            "by_parts": {
-                "1": {"n": 1, "strict": 1.0, "sub_problem_accuracy": 1.0, "prefix_score": 1.0},
-                "2": {"n": 2, "strict": 0.0, "sub_problem_accuracy": 0.5, "prefix_score": 0.25},
+            "by_parts": {  # with the per-group intervals the score stage writes beside them
+                "1": {"n": 1, "strict": 1.0, "sub_problem_accuracy": 1.0, "prefix_score": 1.0,
+                      "strict_ci_low": 0.206543, "strict_ci_high": 1.0,
+                      "prefix_score_ci_low": 1.0, "prefix_score_ci_high": 1.0},
+                "2": {"n": 2, "strict": 0.0, "sub_problem_accuracy": 0.5, "prefix_score": 0.25,
+                      "strict_ci_low": 0.0, "strict_ci_high": 0.657628,
+                      "prefix_score_ci_low": 0.0, "prefix_score_ci_high": 0.5},
                 "3": {"n": 1, "strict": 0.0, "sub_problem_accuracy": _r(1 / 3),
                       "prefix_score": _r(1 / 3)},
             },
@@ -178,15 +196,20 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
                         "domain": domain, "number_of_parts": 1, "gradable": True,
                         "ungradable_reason": None, "content_hash": h,
                         "solution": f"Solution of {pid}.", "answer": gold})
-        details = {"raw_text": raw, "latency_s": 1.5} if raw is not None else {}
+        details = ({"raw_text": raw, "latency_s": 1.5,
+                    "finish_reason": _N_FINISH.get(pid, "stop")} if raw is not None else {})
         preds_n.append({"track": TRACK_N, "problem_id": pid, "sample": 0, "item_hash": h,
                         "prediction": pred,
                         "status": status, "error": error, "details": canonical_json(details),
                         **common})
+        correct = status == "ok" and pred == gold
         scores_n.append({"track": TRACK_N, "problem_id": pid, "sample": 0, "domain": domain,
                          "item_hash": h,
                          "status": status, "gold": gold, "prediction": pred,
-                         "correct": status == "ok" and pred == gold})
+                         "correct": correct,
+                         # The score stage's own flags of these replies.
+                         **flags_n(status, details, pred if status == "ok" else None, gold,
+                                   correct)})
 
     items_p, preds_p, scores_p = [], [], []
     for pid, domain, parts, gradable, matched, n_pred in _P_ROWS:
@@ -199,8 +222,11 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
                         "ungradable_reason": reason, "content_hash": h,
                         "sub_problems": subs, "sub_solutions": [s or "" for s in sols]})
         answers = [f"My proof of part {i} of {pid}." for i in range(1, n_pred + 1)]
-        # One item without raw text: the report then shows the per-part answers.
-        details = {} if pid == NO_RAW_TEXT else {"raw_text": "\n\n".join(answers)}
+        # Per part, the reply as the engine records it; one item without any: the report
+        # then shows the per-part answers.
+        details = {} if pid == NO_RAW_TEXT else {
+            "parts": [{"raw_text": a, "text": a, "finish_reason": "stop"} for a in answers],
+            "finish_reason": "stop"}
         preds_p.append({"track": TRACK_P, "problem_id": pid, "sample": 0, "item_hash": h,
                         "prediction": answers, "status": "ok", "error": None,
                         "details": canonical_json(details), **common})
@@ -211,7 +237,7 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
             "status": "ok", "n_predicted": n_pred, "matched": matched,
             "n_matched": sum(matched), "prefix_len": prefix,
             "strict": gradable and all(matched) and len(matched) == parts,
-            "prefix_score": prefix / parts if gradable else 0.0,
+            "prefix_score": prefix / parts if gradable else 0.0, "truncated": False,
         })
 
     paths = {
@@ -232,7 +258,7 @@ def make_report_inputs(root: Path, *, sample: bool = True) -> dict[str, Path]:
         "params_path": root / "params.yaml",
     }
     paths.update(_judge_inputs(root, items_p, preds_p, scores_p))
-    full = _metrics(sample)
+    full = _metrics(sample, {f: sum(bool(r[f]) for r in scores_n) for f in FLAGS_N})
     provenance = {**full.pop("provenance"), SAMPLE_KEY: sample_spec_of(full)}
     view, breakdown = split(full)
     write_json(paths["breakdown_path"], breakdown)

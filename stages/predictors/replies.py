@@ -3,9 +3,10 @@ status, usage per request and summed over a RIMO-P sample's parts.
 
 Reasoning is the server's reasoning field (``reasoning_content`` / ``reasoning``) plus any
 leading think block of the content (``think_split``); only the rest is ever searched for an
-answer. A reply with no box is ``"truncated"`` when the server cut it off (``finish_reason:
-length``), else ``"none"``. Everything here is a pure function of the (cached) reply, so a
-re-run over a warm cache writes byte-identical details.
+answer. A reply whose last box is empty is ``"empty_box"``; one with no box is ``"truncated"``
+when the server cut it off (``finish_reason: length``), else ``"none"``. Everything here is a
+pure function of the (cached) reply, so a re-run over a warm cache writes byte-identical
+details.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ def read_reply(reply: ChatReply, key: str, think: dict[str, Any]) -> Answer:
     reasoning, text = split_reply(reply, think)
     finish = reply.finish_reasons[0]
     box = extract.extract_boxed(text)
-    extraction = ("boxed" if box is not None
-                  else "truncated" if finish == "length" else "none")
+    extraction = extract.extraction_kind(box, finish)
     details = {"request_sha256": key, "raw_text": content, "text": text,
                "reasoning": reasoning, "finish_reason": finish, "extraction": extraction,
                "usage": {k: int(reply.usage.get(k, 0)) for k in USAGE_KEYS},

@@ -16,8 +16,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from stages.core.numbers import absent
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report.tables import absent
 
 MAX_FINDINGS = 200  # rows of a findings table; the rest are counted, not listed
 # MathJax (loaded by nbconvert's template) must not interpret model text: it skips <pre> and
@@ -72,17 +72,24 @@ def _text(value: Any) -> str:
 
 def table(frame: pd.DataFrame, pre: Sequence[str] = (), *, title: str | None = None,
           caption: str | None = None, empty: str = "None.", limit: int | None = None,
-          source: str | os.PathLike[str] | None = None) -> Html:
+          source: str | os.PathLike[str] | None = None, links: Mapping[str, str] | None = None,
+          nowrap: Sequence[str] = ()) -> Html:
     """``frame`` as an HTML table: text columns left-aligned, numbers right-aligned, ``pre``
     columns (left-aligned) keeping their line breaks. With ``limit``, only the first rows are
-    listed and the rest are counted, pointing to ``source``."""
+    listed and the rest are counted, pointing to ``source``. ``links`` maps a column to the
+    column holding its link target (not shown itself; targets are built by the report, never
+    taken from model text); ``nowrap`` columns never break a line (long gold integers)."""
+    links = dict(links or {})
     shown = frame if limit is None else frame.head(max(limit, 0))
+    visible = [c for c in frame.columns if c not in links.values()]
     # Preformatted text (answers, model output) reads left to right even when it is a number.
-    aligns = {c: "left" if c in pre else align(frame[c]) for c in frame.columns}
-    columns = [{"name": str(c), "align": aligns[c]} for c in frame.columns]
-    rows = [[{"text": _text(v), "pre": c in pre, "align": aligns[c]}
-             for c, v in zip(frame.columns, row, strict=True)]
-            for row in shown.itertuples(index=False, name=None)]
+    aligns = {c: "left" if c in pre else align(frame[c]) for c in visible}
+    columns = [{"name": str(c), "align": aligns[c], "nowrap": c in nowrap} for c in visible]
+    rows = []
+    for row in shown.to_dict("records"):
+        rows.append([{"text": _text(row[c]), "pre": c in pre, "align": aligns[c],
+                      "nowrap": c in nowrap, "href": str(row[links[c]]) if c in links else ""}
+                     for c in visible])
     return _render("table.html.j2", title=title, caption=caption, empty=empty, rows=rows,
                    columns=columns, no_math=NO_MATH, more=len(frame) - len(shown),
                    source=os.fspath(source) if source is not None else "")
@@ -112,3 +119,14 @@ def sample_banner(metrics: Mapping[str, Any]) -> Html:
     parts = [f"{evaluated.get(t, '?')} of {total.get(t, '?')} {t}" for t in (TRACK_N, TRACK_P)]
     return _render("banner.html.j2", parts=parts, limit=sample.get("limit"),
                    seed=sample.get("seed"))
+
+
+def run_header(rows: Sequence[tuple[str, str]], view_href: str) -> Html:
+    """The box at the top naming the run (stages.report.selection.run_rows) and linking to the
+    browser of every item."""
+    return _render("run_header.html.j2", rows=list(rows), view_href=view_href)
+
+
+def link(text: str, href: str) -> Html:
+    """One escaped link (the report's own targets only)."""
+    return _render("link.html.j2", text=text, href=href)

@@ -19,7 +19,7 @@ from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
 from stages.core.config import Params, ReportParams, coerce
 from stages.core.errors import ConfigError
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report import charts, cost, html, judge, tables
+from stages.report import charts, cost, html, judge, selection, tables
 from stages.report.runner import git_commit, render_report
 
 __all__ = ["INPUTS", "NOTEBOOK", "NOTEBOOK_MODULES", "OUT_HTML", "OUT_IPYNB", "default_parameters",
@@ -46,15 +46,16 @@ PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
 # The helpers the notebook imports (tests/test_report.py checks the list). Imported here as well,
 # so a broken helper fails before a kernel starts, and the import graph that
 # tests/test_dependencies.py walks from this module reaches the code the report really runs.
-NOTEBOOK_MODULES = (charts, cost, html, judge, tables)
+NOTEBOOK_MODULES = (charts, cost, html, judge, selection, tables)
 
 
 def default_parameters(worst_failures: int, commit: str,
-                       params_path: str | os.PathLike[str] = A.PARAMS_PATH) -> dict[str, Any]:
+                       params_path: str | os.PathLike[str] = A.PARAMS_PATH,
+                       experiment: str = "") -> dict[str, Any]:
     params: dict[str, Any] = {name: path.as_posix() for name, (path, _stage) in INPUTS.items()}
     # The notebook reads the params file the CLI was given (--params), not always params.yaml.
     params.update(git_commit=commit, worst_failures=worst_failures,
-                  params_path=Path(params_path).as_posix())
+                  params_path=Path(params_path).as_posix(), experiment=experiment)
     return params
 
 
@@ -67,6 +68,8 @@ def run(params: Params | Mapping[str, Any]) -> None:
             raise ConfigError("params.yaml: report: missing key (the section 'report')")
         cfg, path = coerce(ReportParams, params["report"], "report"), A.PARAMS_PATH
     render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML,
-                  default_parameters(cfg.worst_failures, git_commit(), path),
+                  # DVC names the experiment it runs in DVC_EXP_NAME (dvc.org/doc/user-guide/env).
+                  default_parameters(cfg.worst_failures, git_commit(), path,
+                                     os.environ.get("DVC_EXP_NAME", "")),
                   producers=PRODUCERS)
     print(f"report: wrote {OUT_IPYNB} and {OUT_HTML}", file=sys.stderr)

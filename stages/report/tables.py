@@ -7,7 +7,6 @@ it is tested.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,11 +17,8 @@ from stages.core import dicts
 from stages.core.hashing import canonical_json, sha256_file
 from stages.core.json_object import read_object as read_json
 from stages.core.metrics_files import read_all
-from stages.core.numbers import absent, pct
+from stages.core.numbers import pct
 from stages.core.tracks import TRACK_N, TRACK_P
-
-MAX_TEXT = 2000  # characters of model text shown per failure; the full text is in the predictions
-MAX_PROBLEM = 400  # characters of problem text shown per failure
 
 
 def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.PathLike[str],
@@ -38,14 +34,6 @@ def _ci(ci: Mapping[str, Any] | None, key: str) -> str:
     if bounds.get("low") is None or bounds.get("high") is None:
         return "—"
     return f"[{pct(bounds['low'])}, {pct(bounds['high'])}]"
-
-
-def truncate(text: str | None, limit: int = MAX_TEXT) -> str:
-    if not text:
-        return ""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… ({len(text) - limit} more characters)"
 
 
 def flatten(value: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -137,79 +125,6 @@ def validation_tables(validation: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         "findings": _records(validation.get("findings"), finding_cols, erratum="covered_by"),
         "warnings": _records(validation.get("warnings"), finding_cols[:-1]),
     }
-
-
-# --- worst failures ------------------------------------------------------------------------------
-
-def _details(raw: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def model_text(pred: Mapping[str, Any]) -> str:
-    """What the model actually said: raw text from details, else the error, else the answer."""
-    raw = _details(pred.get("details")).get("raw_text")
-    if isinstance(raw, str) and raw:
-        return raw
-    error = pred.get("error")
-    if not absent(error) and error:
-        return f"[{pred.get('status')}] {error}"
-    value = pred.get("prediction")
-    if absent(value):
-        return ""
-    if isinstance(value, str):
-        return value
-    # RIMO-P: a list (a numpy array once read back from Parquet) of per-part answers.
-    return "\n\n".join(f"--- part {i} ---\n{v}" for i, v in enumerate(value, 1))
-
-
-def _by_id(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    return {str(r["problem_id"]): r for r in frame.to_dict("records")}
-
-
-_STATUS_ORDER = {"ok": 0, "error": 1, "missing": 2}  # real wrong answers before non-answers
-
-
-def worst_failures_n(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.DataFrame,
-                     limit: int) -> pd.DataFrame:
-    """Up to ``limit`` wrong RIMO-N items: wrong answers first, then errors, then missing."""
-    preds, problems = _by_id(predictions), _by_id(items)
-    wrong = [r for r in scores.to_dict("records") if not bool(r["correct"])]
-    wrong.sort(key=lambda r: (_STATUS_ORDER.get(r["status"], 3), str(r["problem_id"])))
-    rows = []
-    for r in wrong[:max(limit, 0)]:
-        pid = str(r["problem_id"])
-        rows.append({
-            "problem_id": pid, "domain": r.get("domain"), "status": r["status"],
-            "problem": truncate(problems.get(pid, {}).get("problem"), MAX_PROBLEM),
-            "gold": r.get("gold"), "prediction": r.get("prediction"),
-            "model text": truncate(model_text(preds.get(pid, {}))),
-        })
-    return pd.DataFrame(rows, columns=["problem_id", "domain", "status", "problem", "gold",
-                                       "prediction", "model text"])
-
-
-def worst_failures_p(scores: pd.DataFrame, predictions: pd.DataFrame, limit: int) -> pd.DataFrame:
-    """Up to ``limit`` gradable RIMO-P items that are not fully right, lowest prefix score first."""
-    preds = _by_id(predictions)
-    bad = [r for r in scores.to_dict("records") if bool(r["gradable"]) and not bool(r["strict"])]
-    bad.sort(key=lambda r: (float(r["prefix_score"]), int(r["n_matched"]), str(r["problem_id"])))
-    rows = []
-    for r in bad[:max(limit, 0)]:
-        pid = str(r["problem_id"])
-        flags = r.get("matched")  # a numpy array once read back from Parquet
-        matched = "".join("✓" if m else "✗" for m in (() if flags is None else flags))
-        rows.append({
-            "problem_id": pid, "domain": r.get("domain"), "parts": int(r["number_of_parts"]),
-            "status": r["status"], "matched": matched or "—",
-            "prefix score": float(r["prefix_score"]),
-            "model text": truncate(model_text(preds.get(pid, {}))),
-        })
-    return pd.DataFrame(rows, columns=["problem_id", "domain", "parts", "status", "matched",
-                                       "prefix score", "model text"])
 
 
 # --- provenance ----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.diagnostics import diagnostics_n, has_flags, lenient_ratio
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap, proportion, wilson
 
@@ -168,6 +169,13 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
     if preds is not None:
         extend_metrics(metrics, scores, dict(preds), single_interval(boot),
                        dict((params or {}).get("score") or {}), dict(params or {}))
+    if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
+        first = first_sample(scores[TRACK_N])
+        metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)
+        # lenient_accuracy is a proportion of items (per-item 0/1): Wilson, as accuracy.
+        lenient = lenient_ratio(first)[0]
+        metrics[TRACK_N]["ci"]["diagnostics"] = {
+            "lenient_accuracy": wilson_or_null(int(lenient.sum()), len(lenient), boot)}
     evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,

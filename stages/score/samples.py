@@ -190,7 +190,9 @@ def sample_usage(details: dict[str, Any], status: str) -> dict[str, int]:
     if not isinstance(requests, int) or isinstance(requests, bool):
         requests = sum(_int(p.get("requests")) for p in parts)
     pieces = [details, *parts]
-    truncated = any(p.get("extraction") == "truncated" for p in pieces)
+    # Cut off by the length limit, whatever was extracted (older details: extraction only).
+    truncated = any(p.get("finish_reason") == "length" or p.get("extraction") == "truncated"
+                    for p in pieces)
     context = status == STATUS_ERROR and any(p.get("error_kind") == "context_length"
                                              for p in pieces)
     return {"requests": requests, **tokens, "truncated": int(truncated),

@@ -33,6 +33,7 @@ from stages.core.predictions import (
 from stages.core.provenance import build_provenance
 from stages.core.tables import write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.score.diagnostics import FLAGS_N, FLAGS_P, flags_n, parse_details, truncated
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
 from stages.score.samples import with_sample
@@ -43,6 +44,8 @@ SCORE_SCHEMAS = {
         ("domain", pa.string()),
         ("item_hash", pa.string()), ("status", pa.string()), ("gold", pa.string()),
         ("prediction", pa.string()), ("correct", pa.bool_()),
+        # Diagnostics (stages.score.diagnostics), never the metric.
+        *((flag, pa.bool_()) for flag in FLAGS_N),
     ]),
     TRACK_P: pa.schema([
         ("track", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
@@ -52,6 +55,7 @@ SCORE_SCHEMAS = {
         ("n_predicted", pa.int64()), ("matched", pa.list_(pa.bool_())),
         ("n_matched", pa.int64()), ("prefix_len", pa.int64()), ("strict", pa.bool_()),
         ("prefix_score", pa.float64()),
+        *((flag, pa.bool_()) for flag in FLAGS_P),
     ]),
 }
 
@@ -105,10 +109,13 @@ def score_n(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     for r in df.to_dict("records"):
         raw = r["prediction"]
         pred = raw if r["status"] == STATUS_OK and isinstance(raw, str) else None
+        correct = grade_n(pred, r["answer"])
         rows.append({"track": TRACK_N, "problem_id": r["problem_id"],
                      "sample": int(r["sample"]), "domain": r["domain"],
                      "item_hash": r["item_hash"], "status": r["status"], "gold": r["answer"],
-                     "prediction": pred, "correct": grade_n(pred, r["answer"])})
+                     "prediction": pred, "correct": correct,
+                     **flags_n(r["status"], parse_details(r["details"]), pred, r["answer"],
+                               correct)})
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_N].names)
 
 
@@ -133,6 +140,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
             "n_predicted": len(pred), "matched": matched, "n_matched": sum(matched),
             "prefix_len": prefix, "strict": gradable and grade_p_strict(pred, gold),
             "prefix_score": prefix / parts if gradable else 0.0,
+            "truncated": truncated(parse_details(r["details"])),
         })
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_P].names)
 
@@ -186,3 +194,8 @@ def run(params: Params) -> None:
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     print(f"score: RIMO-N accuracy {n['accuracy']} over {n['n']}; RIMO-P strict {p['strict']}, "
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")
+    diag = n.get("diagnostics") or {}
+    if diag:
+        flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f))
+        print(f"score: diagnostics (not the metric): RIMO-N lenient accuracy "
+              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}")

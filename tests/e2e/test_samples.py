@@ -220,19 +220,21 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
     old = _old_code_metrics(tmp_path, replay, real_items)
     if old is not None:
         # Every key the old code wrote keeps its value but the intervals of proportions, now
-        # Wilson's (issue 19; tests/test_intervals.py); usage and the breakdown's intervals are
-        # the new keys. The bootstrap intervals (prefix score, sub-problem accuracy) are equal.
-        def points(block: dict[str, Any]) -> dict[str, Any]:
-            out = {k: v for k, v in block.items() if k not in ("usage", "ci", "by_domain_ci")}
+        # Wilson's (issue 19; tests/unit/test_intervals.py); usage, RIMO-N's diagnostics and the
+        # breakdown's intervals are the new keys. The bootstrap intervals (prefix score,
+        # sub-problem accuracy) are equal.
+        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci"}, TRACK_P: {"usage"}}
+
+        def points(track: str, block: dict[str, Any]) -> dict[str, Any]:
+            out = {k: v for k, v in block.items() if k not in added[track] | {"ci"}}
             if "by_parts" in out:
                 out["by_parts"] = {k: {m: x for m, x in v.items() if "_ci_" not in m}
                                    for k, v in out["by_parts"].items()}
             return out
 
         for track in (TRACK_N, TRACK_P):
-            assert points(m[track]) == points(old[track])
-            added = {TRACK_N: {"usage", "by_domain_ci"}, TRACK_P: {"usage"}}[track]
-            assert set(m[track]) - set(old[track]) == added
+            assert points(track, m[track]) == points(track, old[track])
+            assert set(m[track]) - set(old[track]) == added[track]
         for key in ("prefix_score", "sub_problem_accuracy"):
             assert m[TRACK_P]["ci"][key] == old[TRACK_P]["ci"][key]
         assert m[TRACK_N]["ci"]["accuracy"] == wilson(

@@ -64,9 +64,10 @@ def test_real_model_generates_text(model_dir: Path, tmp_path: Path,
         assert isinstance(pred.prediction, str)  # "" when the reply holds no \boxed{}
         details = pred.details
         assert details["raw_text"].strip(), "the model returned no text"
-        boxed = extract_boxed(details["text"]) is not None
-        assert details["extraction"] == ("boxed" if boxed else "truncated"
-                                         if details["finish_reason"] == "length" else "none")
+        box = extract_boxed(details["text"])
+        assert details["extraction"] == ("boxed" if box else "empty_box" if box == ""
+                                         else "truncated" if details["finish_reason"] == "length"
+                                         else "none")
         assert details["finish_reason"] in ("stop", "length")
         assert 0 < details["usage"]["completion_tokens"] <= 32
         assert details["usage"]["prompt_tokens"] > 10

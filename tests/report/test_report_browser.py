@@ -47,7 +47,10 @@ PAYLOAD_P = ('</pre></td></tr></table><script>alert("p")</script>'
              '<iframe src="javascript:alert(4)"></iframe><svg onload="alert(5)"></svg>'
              '<b onmouseover="alert(6)">hover</b> [link](javascript:alert(7)) '
              "$\\href{javascript:alert(8)}{x}$ *emphasis* <!-- comment -->")
-FAILING_P = "2022c5"  # prefix score 0: listed under the worst RIMO-P failures
+FAILING_P = "2022c5"  # prefix score 0: listed first among the RIMO-P parts side by side
+# Problem text is untrusted too: this goes into the failing item's sub-problem and reference.
+PAYLOAD_ITEM = ('<img src=x onerror="alert(9)"><a href="javascript:alert(10)">ref</a>'
+                "<style>body{display:none}</style>{{7*7}}")
 
 # Runs before any script of every page and frame: records dialogs instead of opening them.
 SPY = """
@@ -67,25 +70,34 @@ for (const el of document.querySelectorAll("strong,em"))
   if (/bold|emphasis/.test(el.textContent)) hits.push(el.outerHTML);
 return hits;
 """
-CHART_COLOURS = {  # stages/report.py: domain_chart and parts_chart bar colours
-    0: [(0x48, 0x78, 0xA8)],
-    1: [(0x48, 0x78, 0xA8), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
+CHART_COLOURS = {  # stages/report/charts.py: headline, domain and parts chart bar colours
+    0: [(0x48, 0x78, 0xA8), (0x9B, 0x9B, 0x9B), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
+    1: [(0x48, 0x78, 0xA8)],
+    2: [(0x48, 0x78, 0xA8), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
 }
+ERROR_BAR_RGB = (0x22, 0x22, 0x22)  # charts.ERROR_BAR's colour
 
 
-def _inject_payload(predictions_p: Path) -> None:
+def _inject_payload(predictions_p: Path, items_p: Path) -> None:
     table = pq.read_table(predictions_p)
     rows = table.to_pylist()
     (row,) = [r for r in rows if r["problem_id"] == FAILING_P]
-    row["details"] = json.dumps({"raw_text": PAYLOAD_P}, sort_keys=True)
+    # As the engine records a RIMO-P reply: per part (the report shows it part by part).
+    row["details"] = json.dumps({"parts": [{"raw_text": PAYLOAD_P, "text": PAYLOAD_P}]},
+                                sort_keys=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), predictions_p)
+    table = pq.read_table(items_p)
+    rows = table.to_pylist()
+    (row,) = [r for r in rows if r["problem_id"] == FAILING_P]
+    row["sub_problems"][0] = row["sub_solutions"][0] = PAYLOAD_ITEM
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), items_p)
 
 
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("browser_report")
     paths = make_report_inputs(root)
-    _inject_payload(paths["predictions_p_path"])
+    _inject_payload(paths["predictions_p_path"], paths["items_p_path"])
     (root / "notebooks").mkdir()
     shutil.copyfile(REPO_ROOT / R.NOTEBOOK, root / R.NOTEBOOK)
     with contextlib.chdir(root):
@@ -150,7 +162,10 @@ def colour_count(pixels: np.ndarray, rgb: tuple[int, int, int], tol: int = 6) ->
 def test_payload_survives_the_parquet_round_trip(report_html: Path) -> None:
     preds = pq.read_table(report_html.parents[1] / "data/predictions/rimo_p.parquet").to_pylist()
     (row,) = [r for r in preds if r["problem_id"] == FAILING_P]
-    assert json.loads(row["details"])["raw_text"] == PAYLOAD_P
+    assert json.loads(row["details"])["parts"][0]["raw_text"] == PAYLOAD_P
+    items = pq.read_table(report_html.parents[1] / "data/items/rimo_p.parquet").to_pylist()
+    (item,) = [r for r in items if r["problem_id"] == FAILING_P]
+    assert item["sub_solutions"][0] == item["sub_problems"][0] == PAYLOAD_ITEM
 
 
 def test_control_page_trips_every_check(driver: Any, tmp_path: Path) -> None:
@@ -177,9 +192,11 @@ def test_report_in_chromium_escapes_model_text_and_renders_charts(
     assert driver.execute_script(INJECTED) == []
     text = driver.execute_script("return document.body.innerText")
     assert XSS_TEXT in text and PAYLOAD_P in text  # shown verbatim, as text
+    assert text.count(PAYLOAD_ITEM) == 2  # the sub-problem and the reference, as text
+    assert driver.execute_script("return getComputedStyle(document.body).display") != "none"
 
     charts = driver.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png']")
-    assert len(charts) == 2
+    assert len(charts) == 3
     for index, chart in enumerate(charts):
         size = driver.execute_script(
             "const i = arguments[0]; return [i.complete, i.naturalWidth, i.naturalHeight,"
@@ -189,6 +206,7 @@ def test_report_in_chromium_escapes_model_text_and_renders_charts(
         pixels = decode_png(chart.screenshot_as_png)
         for rgb in CHART_COLOURS[index]:
             assert colour_count(pixels, rgb) > 200, (index, rgb)  # bars drawn, not an icon
+        assert colour_count(pixels, ERROR_BAR_RGB, tol=20) > 40, index  # the error bars
 
     height = min(int(driver.execute_script("return document.body.scrollHeight")), 12000)
     driver.set_window_size(1280, height)
@@ -229,13 +247,42 @@ return out;
 def test_text_columns_are_left_aligned_in_chromium(driver: Any, report_html: Path) -> None:
     load(driver, report_html)
     tables = driver.execute_script(ALIGNMENTS)
-    fail_n = next(t for t in tables if "problem" in t and "model text" in t)
-    fail_p = next(t for t in tables if "prefix score" in t)
+    fail_n = next(t for t in tables if "flags" in t and "model text" in t)
+    fail_p = next(t for t in tables if "reference sub-solution" in t)
     for table, columns in ((fail_n, ["problem_id", "problem", "prediction", "model text"]),
-                           (fail_p, ["problem_id", "matched", "model text"])):
+                           (fail_p, ["problem_id", "sub-problem", "reference sub-solution",
+                                     "model's text"])):
         for column in columns:
             assert set(table[column]) == {"left"}, (column, table[column])
-    assert set(fail_p["prefix score"]) == {"right"} and set(fail_p["parts"]) == {"right"}
+    assert set(fail_n["gold"]) == {"right"}
+    parts = next(t for t in tables if "Prefix score" in t)
+    assert set(parts["Prefix score"]) == {"right"} and set(parts["Parts"]) == {"right"}
     # Control: the page's own CSS right-aligns a cell that does not set its alignment, so the
     # checks above see the report's doing, not a browser default.
     assert all(t["(bare cell)"] == ["right"] for t in tables), tables
+
+
+LINKS = """
+return [...document.querySelectorAll("a[href]")].map(a => [a.getAttribute("href"), a.href]);
+"""
+NOWRAP = """
+return [...document.querySelectorAll("td.rimo-nowrap")].map(td => [td.textContent,
+  getComputedStyle(td).whiteSpace, td.getBoundingClientRect().height]);
+"""
+
+
+def test_links_lead_into_the_browser_and_gold_does_not_wrap(driver: Any,
+                                                            report_html: Path) -> None:
+    """Every link is the report's own: an anchor on the page or the view site beside it (none
+    comes from model text), and a long gold integer stays on one line."""
+    load(driver, report_html)
+    site = (report_html.parent / "view" / "index.html").as_uri()
+    links = driver.execute_script(LINKS)
+    own = [resolved for raw, resolved in links if not raw.startswith("#")]
+    assert own and all(r.split("#")[0] == site for r in own), own
+    assert f"{site}#item=RIMO-P:{FAILING_P}" in own
+    assert any(r.startswith(f"{site}#item=RIMO-N:") for r in own)
+    cells = driver.execute_script(NOWRAP)
+    assert cells and all(style == "nowrap" for _text, style, _h in cells), cells
+    # One line high: no taller than the gold header cell's line in the same table.
+    assert max(h for _t, _s, h in cells) < 60, cells

@@ -118,7 +118,7 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
     on_disk = json.loads((root / "metrics.json").read_text(encoding="utf-8"))
     assert list(on_disk) == [TRACK_N, TRACK_P, "sample", "provenance"]
     assert list(on_disk[TRACK_N]) == ["accuracy", "accuracy_ci_low", "accuracy_ci_high", "n",
-                                      "correct", "missing", "errors", "usage"]
+                                      "correct", "missing", "errors", "usage", "diagnostics"]
     assert list(on_disk[TRACK_P]) == [
         "prefix_score", "strict", "sub_problem_accuracy",
         "prefix_score_ci_low", "prefix_score_ci_high", "strict_ci_low", "strict_ci_high",
@@ -129,7 +129,8 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
     assert [n["accuracy_ci_low"], n["accuracy_ci_high"]] == [
         m[TRACK_N]["ci"]["accuracy"][k] for k in ("low", "high")]
     assert p["strict_ci_high"] == m[TRACK_P]["ci"]["strict"]["high"]
-    # Nothing nested but the sample block and usage: every column of `dvc exp show` is a number.
+    # Nothing nested but the sample block, usage and diagnostics: every column of `dvc exp
+    # show` is a number.
     breakdown = json.loads((root / "breakdown.json").read_text(encoding="utf-8"))
     assert breakdown[TRACK_N] == {"by_domain": {"algebra": 0.5, "combinatorics": 0.5},
                                   "by_domain_n": {"algebra": 2, "combinatorics": 2},
