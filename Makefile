@@ -8,6 +8,10 @@ export DVC_NO_ANALYTICS := 1
 
 .PHONY: setup browser repro test lint clean
 
+# KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
+# package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
+NPM_STAMP := node_modules/.package-lock.json
+
 # llama.cpp is built for AVX2 rather than for the build machine (GGML_NATIVE): on a CPU with
 # AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
 # segfaults in the first decode (ggml-org/llama.cpp#20824). No wheel cache, so a natively
@@ -20,19 +24,17 @@ $(STAMP): pyproject.toml
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
 	touch $(STAMP)
 
-# Front-end packages pinned in package.json / package-lock.json (integrity hashes): npm ci.
-# The page of `dvc plots show/diff` inlines Vega from them (.dvc/config plots.html_template).
-NODE_STAMP := node_modules/.installed
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+
+# The page of `dvc plots show/diff` inlines Vega from node_modules (.dvc/config
+# plots.html_template), so DVC's charts render offline.
 PLOTS_PAGE := .dvc/plots/page.html
 
-$(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --ignore-scripts
-	touch $(NODE_STAMP)
-
-$(PLOTS_PAGE): $(NODE_STAMP) $(STAMP) stages/commands/plots_page.py
+$(PLOTS_PAGE): $(NPM_STAMP) $(STAMP) stages/commands/plots_page.py
 	$(PY) -m stages.commands.plots_page
 
-setup: $(STAMP) $(PLOTS_PAGE)
+setup: $(STAMP) $(NPM_STAMP) $(PLOTS_PAGE)
 
 # The report test opens the HTML in headless Chromium (Debian packages).
 browser:
@@ -46,8 +48,11 @@ browser:
 	fi
 
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
+# The transcript browser (reports/view/, which the report links into) is built from the run
+# dvc repro leaves; it is a tool, not a stage, so it is not cached in dvc.lock.
 repro: setup
 	dvc repro
+	rimo-eval view
 	rimo-eval summary
 
 test: setup browser
@@ -58,4 +63,4 @@ lint: $(STAMP)
 	ruff check .
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) node_modules

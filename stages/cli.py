@@ -4,13 +4,9 @@ read a run's results, each a thin shell over its module."""
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import importlib
-import os
 import sys
 import textwrap
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -38,15 +34,17 @@ MODULES = {
     "compare": "stages.commands.compare.command",
     "summary": "stages.commands.summary",
     "leaderboard": "stages.commands.leaderboard.command",
+    "view": "stages.commands.view.command",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
     "compare": "Compare two revisions, branches or DVC experiments: metrics, flips, paired tests",
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
+    "view": "Browse every answer of one or more runs: a static site with rendered math",
 }
 
 
@@ -156,6 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "RIMO-N.accuracy; RIMO-N.mean_at_k.accuracy at k > 1)")
     for name, kind in (("--samples", int), ("--seed", int), ("--confidence", float)):
         board.add_argument(name, type=kind, help="rank bootstrap (default: score.bootstrap)")
+    view = tool("view")
+    view.add_argument("runs", nargs="*", metavar="RUN",
+                      help="git revision, branch, DVC experiment name, or 'workspace' "
+                           "(default: the workspace)")
+    view.add_argument("--out", type=Path, default=Path("reports/view"),
+                      help="folder of the static site (default: %(default)s)")
+    view.add_argument("--serve", action="store_true",
+                      help="then serve the folder on 127.0.0.1 and print the URL")
+    view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
     # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
     for name in [n for n in TOOLS if n not in sub.choices]:
         tool(name)
@@ -173,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
         if getattr(args, "estimate", False):
-            print(module.estimate(params.predict.as_dict()))
+            print(module.estimate(params.predict))
             return 0
         # ``judge --calibrate``: the judge stage's other entry point.
         (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)
@@ -188,24 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``rimo-eval`` command: ``main``, then an exit without the interpreter's teardown.
-
-    Freeing every module and object at exit took a tenth of a second after a predict run, as
-    long as writing both predictions tables. The exit handlers still run and the streams are
-    flushed; with a non-daemon thread still at work the exit is the normal one, which waits.
-    """
-    # Fewer, later collections (as mypy does): a stage allocates hundreds of thousands of
-    # objects that live until it ends, and the default threshold (700) traversed them over
-    # and over, 0.15 s of a fast predict run in pauses of up to 60 ms.
-    gc.set_threshold(100_000, 20, 20)
-    status = main()
-    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    if any(not t.daemon for t in others):
-        sys.exit(status)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(status)
+    """The ``rimo-eval`` command."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

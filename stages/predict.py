@@ -26,14 +26,16 @@ from stages.core.predictions import (
     STATUS_MISSING,
     STATUSES,
     build_table,
+    lone_surrogate,
     predictions_path,
     run_id,
     write_table,
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predictors import Prediction, Predictor, create_predictor
-from stages.predictors.chat_engine import ChatPredictor
+from stages.predictors import Prediction, Predictor
+from stages.predictors.chat_predictor import ChatPredictor
 from stages.predictors.error_budget import check_error_budget
+from stages.predictors.registry import build_predictor
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
@@ -68,20 +70,10 @@ def _check_prediction(pred: Prediction, item: Item) -> None:
         raise DataError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
 
 
-def _encodable(value: str | list[str] | None) -> bool:
-    texts = [value] if isinstance(value, str) else value or []
-    try:
-        for text in texts:
-            text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _unicode_safe(pred: Prediction) -> Prediction:
     """A model reply with a lone surrogate cannot be stored; record it as that item's error
     rather than failing the whole run after every request was made."""
-    if _encodable(pred.prediction):
+    if lone_surrogate(pred.prediction) is None:
         return pred
     return Prediction(pred.track, pred.problem_id, None, status=STATUS_ERROR,
                       error="prediction is not valid Unicode (lone surrogate)",
@@ -123,9 +115,7 @@ def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path
            ) -> tuple[str, Predictor, dict[str, list[Item]], dict[str, list[Item]]]:
     params = _params(cfg)
     backend = params.backend
-    # A backend receives its own section as a dict of the keys the file set.
-    predictor: Predictor = create_predictor(backend, params.backend_config())
-    predictor.samples = params.samples
+    predictor = build_predictor(params)
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
     predictor.known_keys = frozenset(it.key for its in all_items.values() for it in its)
     sample = {t: select_sample(its, params.limit, params.sample_seed)
@@ -147,7 +137,8 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
         return f"{head}\n  backend {backend} calls no model: 0 requests"
     requested = [it for track in TRACKS for it in sample[track]]
     est = chat_estimate(predictor, requested)
-    return f"{head}\n{render(est, predictor.settings.get('price_per_mtok'))}"
+    price = getattr(predictor.params, "price_per_mtok", None)
+    return f"{head}\n{render(est, None if price is None else price.as_dict())}"
 
 
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,

@@ -67,13 +67,18 @@ def _umask() -> int:
     return mask
 
 
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file or a folder by path (a folder's fsync makes the names in it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError):  # some filesystems cannot fsync a folder
+        fsync_path(path)
 
 
 def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:

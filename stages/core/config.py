@@ -14,11 +14,13 @@ number is allowed) so that a backend's fingerprint does not change with validati
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -36,6 +38,19 @@ from stages.core.errors import ConfigError
 DEFAULT_PARAMS = PARAMS_PATH
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
 BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay")
+# The predict params that change the predictions, listed by key as the predict stage's (and the
+# report's) params in dvc.yaml. The rest are operational (concurrency, timeouts, retries,
+# cache_dir, breaker, allow_errors): changing one reruns nothing. tests/e2e/test_params_by_key.py
+# holds dvc.yaml to this list.
+PREDICT_OUTPUT_KEYS = (
+    "predict.backend", "predict.limit", "predict.sample_seed", "predict.samples",
+    "predict.constant", "predict.replay.path",
+    *(f"predict.openai.{k}" for k in (
+        "base_url", "model", "temperature", "top_p", "max_tokens", "max_completion_tokens",
+        "reasoning_effort", "seed", "think_split", "extra_body", "system_prompt")),
+    *(f"predict.local.{k}" for k in (
+        "model_path", "n_ctx", "max_tokens", "temperature", "seed", "system_prompt")),
+)
 
 # YAML writes 60 and 60.0 alike for a number; keep what was written (no int -> float coercion).
 Number = int | float
@@ -90,50 +105,83 @@ class PricePerMtok(Section):
     output: Annotated[Number, Field(ge=0)]
 
 
-class ChatParams(Section):
-    """An OpenAI-compatible chat endpoint and how to call it (predict.openai, judge)."""
+DEFAULT_RESPONSE_CACHE = ".rimo_cache/responses"
 
-    base_url: str | None = None
-    model: str | None = None
-    # Every sampling parameter may be null: not sent.
-    temperature: Number | None = None
+
+def _http_url(url: str | None) -> str | None:
+    """An http(s) URL without credentials or a query: credentials come from the environment
+    (in params they would be hashed, cached and written into the predictions)."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL")
+    if parts.username or parts.password or parts.query:
+        raise ValueError("must not carry credentials or a query string; put the key in the "
+                         "variable named by api_key_env")
+    return url
+
+
+class ChatParams(Section):
+    """An OpenAI-compatible chat endpoint and how to call it (predict.openai, judge). The
+    defaults are the engine's: a key left out means this value."""
+
+    base_url: str | None = "http://127.0.0.1:8000/v1"  # null: https://api.openai.com/v1
+    model: str | None = None  # required by whoever sends (predict.openai, an enabled judge)
+    # Every sampling parameter may be null: not sent (the server's default).
+    temperature: Number | None = 0.0
     top_p: Number | None = None
     max_tokens: PosInt | None = None
-    seed: int | None = None
-    extra_body: dict[str, Any] | None = None
+    max_completion_tokens: PosInt | None = None  # OpenAI reasoning models, not max_tokens
+    reasoning_effort: str | None = None  # low | medium | high, where the model takes it
+    seed: NonNegInt | None = None  # sample j is sent seed + j
+    # A leading <think>...</think> in the reply is reasoning, never the answer (null: off).
+    think_split: ThinkSplit | None = ThinkSplit()
+    extra_body: dict[str, Any] | None = {}
     system_prompt: str | None = None
-    timeout_s: PosNumber = 1800  # per request: a reasoning model may think for many minutes
+    timeout_s: PosNumber = 1800.0  # per request: a reasoning model may think for many minutes
     max_retries: NonNegInt = 6
     backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
     backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
     concurrency: PosInt = 16
-    api_key_env: str | None = None
-    cache_dir: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"  # the variable's NAME, never the key
+    cache_dir: str | None = DEFAULT_RESPONSE_CACHE  # null: no response cache
     # Stop after this many transport failures in a row (0: never); warn when no request has
     # finished for this many seconds (null: never).
     breaker_window: NonNegInt = 20
-    stall_warning_s: PosNumber | None = 120
+    stall_warning_s: PosNumber | None = 120.0
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return _http_url(value)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _json_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"is not JSON: {exc}") from None
+        return value
 
 
 class OpenAIParams(ChatParams):
     # Removed in favour of predict.samples: kept here so the backend can say so by name.
     n: PosInt | None = None
-    max_completion_tokens: PosInt | None = None
-    reasoning_effort: str | None = None
-    think_split: ThinkSplit | None = ThinkSplit()
-    price_per_mtok: PricePerMtok | None = None
+    price_per_mtok: PricePerMtok | None = None  # {input, output} USD per million tokens
 
 
 class LocalParams(Section):
-    model_path: str | None = None
-    model_cache_dir: str | None = None
+    model_path: str | None = None  # null: the packaged Gemma 3 270M
+    model_cache_dir: Annotated[str, Field(min_length=1)] = ".rimo_cache/models"
     n_ctx: PosInt = 8192
-    n_threads: PosInt | None = None
+    n_threads: PosInt | None = None  # null: half the cores
     max_tokens: PosInt = 512
     temperature: Annotated[Number, Field(ge=0)] = 0.0
     seed: NonNegInt = 0
     system_prompt: str | None = None
-    cache_dir: str | None = None
+    cache_dir: str | None = DEFAULT_RESPONSE_CACHE
 
 
 BACKEND_MODELS: dict[str, type[Section]] = {
@@ -184,14 +232,14 @@ class PredictParams(Section):
                     raise ValueError(f"@{key}: a backend section must be a mapping")
         return self
 
-    def backend_config(self, name: str | None = None) -> dict[str, Any] | None:
-        """The section of backend ``name`` (default: the selected one) as a dict, or None."""
+    def backend_config(self, name: str | None = None) -> Section | dict[str, Any] | None:
+        """The section of backend ``name`` (default: the selected one): typed for a built-in
+        backend, a dict for a plugin's (the plugin checks it), None when absent."""
         name = name or self.backend
-        value = getattr(self, name, None) if name in BACKEND_MODELS else (
-            (self.model_extra or {}).get(name))
-        if value is None:
-            return None
-        return value.as_dict() if isinstance(value, Section) else dict(value)
+        if name in BACKEND_MODELS:
+            return getattr(self, name, None)
+        value = (self.model_extra or {}).get(name)
+        return None if value is None else dict(value)
 
 
 class BootstrapParams(Section):
@@ -210,9 +258,13 @@ class JudgeCalibrationParams(Section):
     limit: PosInt | None = None  # null: every gradable item
 
 
+JUDGE_SYSTEM_PROMPT = "You are an expert mathematician and a strict judge of proofs."
+
+
 class JudgeParams(ChatParams):
     """The opt-in RIMO-P judge: a chat endpoint (the shared keys) plus its own switches."""
 
+    system_prompt: str | None = JUDGE_SYSTEM_PROMPT
     enabled: bool = False
     calibration: JudgeCalibrationParams = JudgeCalibrationParams()
 

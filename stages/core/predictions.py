@@ -69,6 +69,17 @@ PREDICTION_SCHEMAS = {
 }
 
 
+def lone_surrogate(value: str | list[str] | None) -> tuple[str, int] | None:
+    """The first unpaired UTF-16 surrogate of a prediction (a string or a list of them) and its
+    index, which no UTF-8 file can hold; None when every text encodes."""
+    for text in [value] if isinstance(value, str) else value or []:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return text[exc.start], exc.start
+    return None
+
+
 def run_id(fp: str, sample: dict[str, Sequence[Item]], samples: int = 1) -> str:
     """One predict run: the backend fingerprint, k and every requested item of both tracks.
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from stages.core.artifacts import JUDGE_CALIBRATION_PATH
 from stages.core.atomic import write_json
+from stages.core.config import Params
 from stages.core.errors import ConfigError, DataError
 from stages.core.hashing import sha256_bytes
 from stages.core.items import ITEMS_DIR, Item, load_items
@@ -70,12 +71,11 @@ def _rate(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
             "missing": sum(v["verdict"] == MISSING for v in verdicts)}
 
 
-def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def calibrate(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
               out_path: Path = JUDGE_CALIBRATION_PATH) -> dict[str, Any]:
-    cfg = chat.settings(params.get("judge"))
-    chat.backend(cfg)  # configuration errors first (calibration runs even if not enabled)
-    # Types checked by chat.settings (core.config.JudgeParams).
-    seed, limit = cfg["calibration"]["seed"], cfg["calibration"]["limit"]
+    cfg = params.judge if isinstance(params, Params) else chat.settings(params.get("judge"))
+    chat.check(cfg)  # configuration errors first (calibration runs even if not enabled)
+    seed, limit = cfg.calibration.seed, cfg.calibration.limit
     chosen = select(load_items(TRACK_P, items_dir), limit, seed)
     if not chosen:
         raise DataError(f"{items_dir}: no gradable RIMO-P items to calibrate on")
@@ -90,7 +90,7 @@ def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     refs, swapped = _rate(verdicts[:n_ref]), _rate(verdicts[n_ref:])
     result = {
         "calibrated": True,
-        "model": cfg["model"], "fingerprint": judge_fingerprint(cfg),
+        "model": cfg.model, "fingerprint": judge_fingerprint(cfg),
         "seed": seed, "limit": limit, "items": len(chosen),
         "true_positive_rate": refs["rate"], "false_positive_rate": swapped["rate"],
         "references": refs,
@@ -102,7 +102,7 @@ def calibrate(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     return result
 
 
-def run(params: Mapping[str, Any]) -> None:
+def run(params: Params | Mapping[str, Any]) -> None:
     r = calibrate(params)
     print(f"judge --calibrate: true-positive rate {r['true_positive_rate']} on "
           f"{r['references']['parts']} reference parts, false-positive rate "

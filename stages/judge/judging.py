@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stages import __version__
+from stages.core.config import JudgeParams
 from stages.core.hashing import fingerprint
 from stages.judge import chat, parse
 from stages.judge.metrics import ERROR, MISSING
@@ -25,23 +26,23 @@ class Job:
     candidate: str | None  # None or blank: missing, never sent
 
 
-def identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def identity(cfg: JudgeParams) -> dict[str, Any]:
     """Everything that decides a verdict; its sha256 is the judge fingerprint. No secrets."""
     return {"protocol": PROTOCOL, "judge": chat.endpoint_identity(cfg),
             "template_sha256": template_sha256(), "parser": parse.VERSION,
             "official_solution_separator": PART_SEPARATOR, "version": __version__}
 
 
-def judge_fingerprint(cfg: Mapping[str, Any]) -> str:
+def judge_fingerprint(cfg: JudgeParams) -> str:
     return fingerprint(identity(cfg))
 
 
-def judge_jobs(cfg: Mapping[str, Any], jobs: Sequence[Job], label: str = "judge"
+def judge_jobs(cfg: JudgeParams, jobs: Sequence[Job], label: str = "judge"
                ) -> list[dict[str, Any]]:
     """One record per job, in order: verdict, reason, how it parsed, raw text, request hash."""
     sent = [j for j in jobs if j.candidate and j.candidate.strip()]
     conversations = [judge_messages(j.problem, j.sub_solutions, j.index, j.candidate or "",
-                                    cfg["system_prompt"]) for j in sent]
+                                    cfg.system_prompt) for j in sent]
     answers = iter(chat.ask_all(cfg, conversations, label) if sent else [])
     out = []
     for job in jobs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stages.core.hashing import sha256_bytes
-from stages.predictors.prompting import Message, load_template, render, to_messages
+from stages.core.templates import Message, load_template, render, to_messages
 
 TEMPLATE = "judge_rimo_p.txt"
 # Parts of the official solution are joined with a blank line, in order (see the README:

@@ -13,7 +13,6 @@ sub-problem accuracy. ``rimo-eval judge --calibrate`` is in ``calibrate``.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 from stages.core import judge_record
 from stages.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, scores_path
 from stages.core.atomic import write_json, write_with
-from stages.core.config import Params
+from stages.core.config import JudgeParams, Params
 from stages.core.errors import DataError
 from stages.core.items import ITEMS_DIR, Item, load_items
 from stages.core.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
@@ -54,31 +53,11 @@ def _absent(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def _samples(row: Mapping[str, Any]) -> list[tuple[int, list[str]]]:
-    """(sample, candidate parts) of one predictions row; a failed item has no parts.
-
-    A ``sample`` column (one row per sample) is read as it is; without one, sample 0 is the
-    prediction and samples 1.. come from the engine's ``details.parts[i].samples``.
-    """
+def _samples(row: Mapping[str, Any]) -> tuple[int, list[str]]:
+    """(sample, candidate parts) of one predictions row (one row per sample); a failed item
+    has no parts."""
     ok = row["status"] == STATUS_OK and not _absent(row["prediction"])
-    parts = [str(p).strip() for p in row["prediction"]] if ok else []
-    if "sample" in row:
-        return [(int(row["sample"]), parts)]
-    out = [(0, parts)]
-    if not ok:
-        return out
-    try:
-        details = json.loads(row["details"]) if isinstance(row["details"], str) else {}
-    except ValueError:
-        details = {}
-    recorded = details.get("parts") if isinstance(details, dict) else None
-    if isinstance(recorded, list) and recorded and all(
-            isinstance(p, dict) and isinstance(p.get("samples"), list) for p in recorded):
-        k = min(len(p["samples"]) for p in recorded)
-        for j in range(1, k):
-            out.append((j, [str(p["samples"][j].get("raw_text") or "").strip()
-                            for p in recorded]))
-    return out
+    return int(row.get("sample", 0)), [str(p).strip() for p in row["prediction"]] if ok else []
 
 
 def _exact(scores: pd.DataFrame) -> dict[tuple[str, int], list[bool]]:
@@ -99,7 +78,7 @@ def _check_same_items(items: dict[str, Item], frame: pd.DataFrame, path: Path) -
                         f"(rerun predict and score before judge)")
 
 
-def build_rows(cfg: Mapping[str, Any], items_dir: Path, preds_dir: Path, scores_dir: Path
+def build_rows(cfg: JudgeParams, items_dir: Path, preds_dir: Path, scores_dir: Path
                ) -> tuple[list[dict[str, Any]], int]:
     """The judge table's rows (sorted) and the number of ungradable items left out."""
     items = {it.problem_id: it for it in load_items(TRACK_P, items_dir)}
@@ -119,17 +98,17 @@ def build_rows(cfg: Mapping[str, Any], items_dir: Path, preds_dir: Path, scores_
         if not item.gradable:
             ungradable += 1
             continue
-        for sample, parts in _samples(row):
-            flags = exact.get((item.problem_id, sample))
-            for index in range(item.number_of_parts):
-                candidate = parts[index] if index < len(parts) else None
-                jobs.append(Job(item.problem, item.sub_solutions, index, candidate))
-                rows.append({"problem_id": item.problem_id, "sample": sample,
-                             "part": index + 1, "number_of_parts": item.number_of_parts,
-                             "item_hash": item.content_hash, "candidate": candidate,
-                             "exact_match": flags[index] if flags and index < len(flags)
-                             else None,
-                             "fingerprint": fp, "predictions_fingerprint": row["fingerprint"]})
+        sample, parts = _samples(row)
+        flags = exact.get((item.problem_id, sample))
+        for index in range(item.number_of_parts):
+            candidate = parts[index] if index < len(parts) else None
+            jobs.append(Job(item.problem, item.sub_solutions, index, candidate))
+            rows.append({"problem_id": item.problem_id, "sample": sample,
+                         "part": index + 1, "number_of_parts": item.number_of_parts,
+                         "item_hash": item.content_hash, "candidate": candidate,
+                         "exact_match": flags[index] if flags and index < len(flags)
+                         else None,
+                         "fingerprint": fp, "predictions_fingerprint": row["fingerprint"]})
     for row, verdict in zip(rows, judge_jobs(cfg, jobs), strict=True):
         row.update(verdict)
     return rows, ungradable
@@ -140,20 +119,23 @@ def write_table(rows: list[dict[str, Any]], path: Path) -> None:
     write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
-def judge(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
           preds_dir: Path = PREDICTIONS_DIR, scores_dir: Path = SCORES_DIR,
           table_path: Path = JUDGE_TABLE, metrics_path: Path = JUDGE_METRICS_PATH
           ) -> dict[str, Any]:
-    cfg = chat.settings(params.get("judge"))
-    if not cfg["enabled"]:
+    # The typed sections from the CLI, or a plain mapping (tests) validated here.
+    typed = isinstance(params, Params)
+    cfg = params.judge if typed else chat.settings(params.get("judge"))
+    if not cfg.enabled:
         write_table([], table_path)
         write_json(metrics_path, judge_record.to_file(DISABLED))
         return DISABLED
-    chat.backend(cfg)  # configuration errors before any file is read
+    chat.check(cfg)  # configuration errors before any file is read
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
     frame = pd.DataFrame(rows, columns=JUDGE_SCHEMA.names)
-    block = {**judge_metrics(frame, bootstrap_params(params.get("score"))),
-             "ungradable": ungradable, "model": cfg["model"], "fingerprint": judge_fingerprint(cfg)}
+    boot = bootstrap_params(params.score if typed else params.get("score"))
+    block = {**judge_metrics(frame, boot),
+             "ungradable": ungradable, "model": cfg.model, "fingerprint": judge_fingerprint(cfg)}
     report = {"enabled": True, TRACK_P: {"judge": block},
               "note": "LLM-judge measurement (upstream's protocol); not the benchmark's primary "
                       "metric, which is exact match in reports/metrics.json"}
@@ -163,8 +145,7 @@ def judge(params: Mapping[str, Any], items_dir: Path = ITEMS_DIR,
 
 
 def run(params: Params) -> None:
-    # A dict view of the validated params: judge() is also called directly, with dicts.
-    report = judge(params.as_dict())
+    report = judge(params)
     if not report["enabled"]:
         print("judge: disabled (judge.enabled: false); wrote the empty record", file=sys.stderr)
         return
@@ -177,4 +158,4 @@ def run(params: Params) -> None:
 def calibrate(params: Params) -> None:
     from stages.judge.calibrate import run as run_calibration
 
-    run_calibration(params.as_dict())
+    run_calibration(params)

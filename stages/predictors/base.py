@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from stages.core.config import Section
 from stages.core.items import Item
 
 # Re-exported: backends build these.
@@ -31,8 +32,10 @@ class Predictor(ABC):
     # k = predict.samples, set by the stage: yield samples 0..k-1 per item (Prediction.sample).
     samples: int = 1
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.config: dict[str, Any] = dict(config or {})
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+        # The keys the file set, as plain data (a built-in backend gets its typed section).
+        self.config: dict[str, Any] = (config.as_dict() if isinstance(config, Section)
+                                       else dict(config or {}))
 
     def identity(self) -> dict[str, Any]:
         """Everything that determines the outputs; hashed into the fingerprint. No secrets here."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
-from stages.core.errors import StageError
+from stages.core.config import ConstantParams, Section, coerce
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N
 from stages.predictors.base import Prediction, Predictor
@@ -13,13 +14,10 @@ from stages.predictors.base import Prediction, Predictor
 class ConstantPredictor(Predictor):
     name = "constant"
 
-    def __init__(self, config: dict | None = None) -> None:
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        answer = self.config.get("answer", "0")
-        solution = self.config.get("solution", "")
-        if not isinstance(answer, str) or not isinstance(solution, str):
-            raise StageError("params.yaml: predict.constant.answer and .solution must be strings")
-        self.answer, self.solution = answer, solution
+        params = coerce(ConstantParams, config, "predict.constant")
+        self.answer, self.solution = params.answer, params.solution  # type: ignore[attr-defined]
 
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
         for item in items:

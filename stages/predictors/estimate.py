@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stages.chat.cache import ResponseCache
+from stages.chat.reasoning import split_reply
+from stages.chat.session import lookup
+from stages.chat.transport import ChatReply, ChatTransport
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACKS
-from stages.predictors.cache import ResponseCache, request_key
-from stages.predictors.chat_engine import ChatPredictor
+from stages.predictors.chat_predictor import ChatPredictor
 from stages.predictors.prompting import rimo_n_messages, rimo_p_messages
-from stages.predictors.replies import split_reply
-from stages.predictors.transport import ChatReply, ChatTransport, cache_payload
 
 CHARS_PER_TOKEN = 4
 TOKENIZER = "characters / 4 (no tokenizer loaded)"
@@ -60,12 +61,12 @@ def prompt_tokens(messages: list[dict[str, str]]) -> int:
 
 
 def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
-    s = predictor.settings
-    budget = s.get("max_completion_tokens") or s.get("max_tokens")
+    params = predictor.params
+    budget = getattr(params, "max_completion_tokens", None) or params.max_tokens
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
-    cache = ResponseCache(s["cache_dir"])
-    system = s["system_prompt"]
+    cache = ResponseCache(params.cache_dir)
+    system = params.system_prompt
     filler = "x" * (CHARS_PER_TOKEN * (budget or 0))  # an unknown earlier reply, at full budget
     for item in items:
         track = est.tracks[item.track]
@@ -91,14 +92,7 @@ def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
 
 def _count(track: TrackEstimate, transport: ChatTransport, cache: ResponseCache,
            messages: list[dict[str, str]], sample: int) -> ChatReply | None:
-    payload = cache_payload(transport, transport.request(messages, sample), sample)
-    entry = cache.get(request_key(payload), payload)
-    try:
-        reply = ChatReply.from_json(entry) if entry is not None else None
-    except (KeyError, TypeError, ValueError):
-        reply = None
-    if reply is not None and not reply.texts:
-        reply = None
+    reply = lookup(cache, transport, messages, sample)[3]
     _add(track, messages, cached=reply is not None)
     return reply
 

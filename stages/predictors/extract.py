@@ -30,24 +30,3 @@ def extract_boxed(text: str | None) -> str | None:
     """The stripped content of the last top-level balanced ``\\boxed{...}``, or ``None``."""
     found = (boxes(text) or [None])[-1]
     return None if found is None else found.strip()
-
-
-def split_think(text: str, open_tag: str, close_tag: str) -> tuple[str | None, str]:
-    """``(reasoning, answer)`` of a reply that starts with a ``<think>…</think>`` block.
-
-    As the upstream Qwen3 script does, everything up to the *last* close tag is reasoning (chat
-    templates that pre-fill the open tag leave only the close tag in the reply). A reply that
-    opens a block and never closes it (cut off while thinking) is all reasoning: its answer is
-    empty, so a guessed ``\\boxed{}`` inside the thoughts is never taken. Otherwise the reply is
-    all answer, reasoning ``None``.
-    """
-    head = text.lstrip()
-    cut = text.rfind(close_tag)
-    if cut >= 0 and (head.startswith(open_tag) or open_tag not in text[:cut]):
-        thoughts = text[:cut].lstrip()
-        if thoughts.startswith(open_tag):
-            thoughts = thoughts[len(open_tag):]
-        return thoughts.strip(), text[cut + len(close_tag):].strip()
-    if head.startswith(open_tag):
-        return head[len(open_tag):].strip(), ""
-    return None, text

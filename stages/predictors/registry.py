@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from typing import Any
 
-from stages.core.config import PREDICTOR_GROUP
+from stages.core.config import PREDICTOR_GROUP, PredictParams
 from stages.core.errors import ConfigError
 from stages.predictors.base import Predictor
 
@@ -46,3 +46,11 @@ def predictor_class(name: str) -> type[Predictor]:
 
 def create_predictor(name: str, config: dict[str, Any] | None = None) -> Predictor:
     return predictor_class(name)(config)
+
+
+def build_predictor(params: PredictParams, backend: str | None = None) -> Predictor:
+    """The backend ``predict`` configures (default: the selected one), with its ``samples``:
+    what the predict stage runs and what ``audit`` recomputes the fingerprint of."""
+    predictor = create_predictor(backend or params.backend, params.backend_config(backend))
+    predictor.samples = params.samples
+    return predictor

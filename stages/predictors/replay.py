@@ -19,6 +19,7 @@ from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import Item
 from stages.core.jsonl import iter_lines, parse_line
+from stages.core.predictions import lone_surrogate
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors.base import STATUS_MISSING, Prediction, Predictor
 
@@ -51,12 +52,10 @@ def _check_value(track: str, value: Any, where: str) -> str | list[str]:
 
 def _check_text(value: str | list[str], where: str) -> None:
     """A JSON escape like \\ud800 without its pair gives a string no UTF-8 file can hold."""
-    for text in [value] if isinstance(value, str) else value:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise StageError(f"{where}: rule replay.encoding: unpaired UTF-16 surrogate "
-                             f"{text[exc.start]!r} at character {exc.start}") from exc
+    bad = lone_surrogate(value)
+    if bad is not None:
+        raise StageError(f"{where}: rule replay.encoding: unpaired UTF-16 surrogate "
+                         f"{bad[0]!r} at character {bad[1]}")
 
 
 def _decode(path: Path) -> str:

@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from stages.chat.reasoning import split_reply
+from stages.chat.transport import ChatReply
+from stages.core.config import ThinkSplit
 from stages.predictors import extract
-from stages.predictors.transport import ChatReply
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 
@@ -28,7 +30,7 @@ class Answer:
     text: str
 
 
-def read_reply(reply: ChatReply, key: str, think: dict[str, Any]) -> Answer:
+def read_reply(reply: ChatReply, key: str, think: ThinkSplit | None) -> Answer:
     """The details of one request (``key``: its cache key) and the text to extract from."""
     content = reply.texts[0]
     reasoning, text = split_reply(reply, think)
@@ -42,16 +44,6 @@ def read_reply(reply: ChatReply, key: str, think: dict[str, Any]) -> Answer:
     # Latency is kept with the reply in the cache entry named by request_sha256, not here:
     # wall-clock time would make the predictions differ byte-wise between identical runs.
     return Answer(details, text)
-
-
-def split_reply(reply: ChatReply, think: dict[str, Any]) -> tuple[str | None, str]:
-    """``(reasoning, answer text)`` of a reply's first choice: the server's reasoning field and
-    any leading think block are reasoning; only the rest is ever read for an answer."""
-    content = reply.texts[0]
-    server_reasoning = reply.reasoning[0] if reply.reasoning else None
-    thoughts, text = (extract.split_think(content, think["open"], think["close"])
-                      if think["enabled"] else (None, content))
-    return "\n\n".join(r for r in (server_reasoning, thoughts) if r) or None, text
 
 
 def sum_parts(parts: list[dict[str, Any]], requests: int) -> dict[str, Any]:

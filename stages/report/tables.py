@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from stages.core import dicts
+from stages.core.config import PREDICT_OUTPUT_KEYS
 from stages.core.hashing import canonical_json, sha256_file
 from stages.core.json_object import read_object as read_json
 from stages.core.metrics_files import read_all
@@ -134,6 +135,10 @@ def _distinct(frame: pd.DataFrame, column: str) -> str:
     return ", ".join(values) if values else "—"
 
 
+def _is_output_key(path: str) -> bool:
+    return any(path == k or path.startswith(f"{k}.") for k in PREDICT_OUTPUT_KEYS)
+
+
 def provenance_rows(params: Mapping[str, Any], files: Mapping[str, str | os.PathLike[str]],
                     predictions: Mapping[str, pd.DataFrame], git_commit: str,
                     validation: Mapping[str, Any] | None = None,
@@ -167,8 +172,10 @@ def provenance_rows(params: Mapping[str, Any], files: Mapping[str, str | os.Path
         rows += [(f"predictions {track}", "backend", _distinct(frame, "backend")),
                  (f"predictions {track}", "fingerprint", _distinct(frame, "fingerprint")),
                  (f"predictions {track}", "backend_params", _distinct(frame, "backend_params"))]
-    for name in ("predict", "score"):
-        rows += [("params", f"{name}.{k}", v) for k, v in flatten(params.get(name) or {})]
+    # The predict keys that change outputs (the ones dvc.yaml declares), every score key.
+    rows += [("params", f"predict.{k}", v) for k, v in flatten(params.get("predict") or {})
+             if _is_output_key(f"predict.{k}")]
+    rows += [("params", f"score.{k}", v) for k, v in flatten(params.get("score") or {})]
     rows.append(("code", "git commit", git_commit))
     # The score stage's own record: what it ran with (versions decide float results).
     recorded = (metrics or {}).get("provenance")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from stages.core.artifacts import PLOT_FILES
+from stages.core.config import BootstrapParams, ScoreParams, coerce
 from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
@@ -23,15 +24,13 @@ from stages.score.diagnostics import diagnostics_n, has_flags, lenient_ratio
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap, proportion, wilson
 
-DEFAULT_BOOTSTRAP = {"samples": 1000, "seed": 0, "confidence": 0.95}
 
-
-def bootstrap_params(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``score.bootstrap`` with its defaults, typed: what the intervals are computed with."""
-    b = (cfg or {}).get("bootstrap") or {}
-    return {"samples": int(b.get("samples", DEFAULT_BOOTSTRAP["samples"])),
-            "seed": int(b.get("seed", DEFAULT_BOOTSTRAP["seed"])),
-            "confidence": float(b.get("confidence", DEFAULT_BOOTSTRAP["confidence"]))}
+def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
+    """``score.bootstrap`` with its defaults (``core.config.BootstrapParams``, the one place
+    they live), as plain data: what the intervals are computed with."""
+    boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
+        BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
+    return boot.model_dump()
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -209,5 +208,5 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-__all__ = ["DEFAULT_BOOTSTRAP", "bootstrap_params", "compute", "intervals", "metrics_n",
+__all__ = ["bootstrap_params", "compute", "intervals", "metrics_n",
            "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]

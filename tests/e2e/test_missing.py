@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from stages.chat.cache import ResponseCache
 from stages.core.errors import StageError
 from stages.core.missing import missing_outputs, require_outputs
 from stages.core.shared import DVC_ROOT_ENV, project_root, shared_path
-from stages.predictors.cache import ResponseCache
 from tests.pipeline_repo import sh
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from stages.predictors.cache import FORMAT
+from stages.chat.cache import FORMAT
 from tests.chat_server import ChatServer
 from tests.pipeline_repo import env, make_repo
 

@@ -308,17 +308,18 @@ def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
                                                           tmp_path: Path) -> None:
     from stages.core.hashing import sha256_file
     from stages.judge import judging
+    from stages.judge.chat import settings
     from stages.predictors.prompting import template_hashes
 
     path = Path(judging.__file__).parents[1] / "prompts/judge_rimo_p.txt"
     cfg = judge_cfg(server, tmp_path)
-    assert judging.identity(cfg)["template_sha256"] == sha256_file(path)
+    assert judging.identity(settings(cfg))["template_sha256"] == sha256_file(path)
     assert "judge_rimo_p.txt" not in template_hashes()  # predictions' fingerprint unchanged
     # Operational knobs do not change the fingerprint; what decides a verdict does.
-    fp = judging.judge_fingerprint(cfg)
-    assert judging.judge_fingerprint({**cfg, "concurrency": 1, "cache_dir": "x"}) == fp
-    assert judging.judge_fingerprint({**cfg, "model": "other"}) != fp
-    assert SECRET not in json.dumps(judging.identity(cfg))
+    fp = judging.judge_fingerprint(settings(cfg))
+    assert judging.judge_fingerprint(settings({**cfg, "concurrency": 1, "cache_dir": "x"})) == fp
+    assert judging.judge_fingerprint(settings({**cfg, "model": "other"})) != fp
+    assert SECRET not in json.dumps(judging.identity(settings(cfg)))
 
 
 def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) -> None:
@@ -369,7 +370,8 @@ def test_calibration_settings_are_checked() -> None:
     from stages.core.errors import ConfigError
     from stages.judge.chat import settings
 
-    assert settings({"calibration": {"limit": 5}})["calibration"] == {"seed": 0, "limit": 5}
+    assert settings({"calibration": {"limit": 5}}).calibration.as_dict() == {"limit": 5}
+    assert settings({"calibration": {"limit": 5}}).calibration.seed == 0
     # The typed config (core.config.JudgeParams) names the key path.
     with pytest.raises(ConfigError, match=r"judge\.calibration\.limt: unknown key"):
         settings({"calibration": {"limt": 5}})

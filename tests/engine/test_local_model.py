@@ -13,17 +13,13 @@ from types import ModuleType
 
 import pytest
 
+from stages.chat.llama.transport import LlamaTransport, gemma_prompt, locate_model
 from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.extract import extract_boxed
-from stages.predictors.local_model import (
-    LlamaTransport,
-    LocalModelPredictor,
-    gemma_prompt,
-    locate_model,
-)
+from stages.predictors.local_model import LocalModelPredictor
 
 
 def _need(module: str) -> ModuleType:
@@ -114,7 +110,7 @@ def test_bad_model_path_is_a_stage_error(tmp_path: Path) -> None:
 
 
 def test_bad_config_is_rejected() -> None:
-    with pytest.raises(StageError, match="unknown keys"):
+    with pytest.raises(StageError, match=r"predict\.local\.max_token: unknown key"):
         LocalModelPredictor({"max_token": 5})
     with pytest.raises(StageError, match="max_tokens"):
         LocalModelPredictor({"max_tokens": "many"})

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
+from stages.chat.cache import ResponseCache
+from stages.chat.redact import Redactor
 from stages.core.errors import StageError
 from stages.core.hashing import fingerprint
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.base import Prediction
-from stages.predictors.cache import ResponseCache
 from stages.predictors.openai_chat import OpenAIPredictor
-from stages.predictors.redact import Redactor
 from tests.chat_server import ChatServer, echo_reply
 
 KEY_ENV = "RIMO_TEST_API_KEY"
@@ -388,7 +388,7 @@ def test_missing_key_for_local_server_uses_a_dummy(server: ChatServer, tmp_path:
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ({"temprature": 0.1}, "unknown keys"),
+    ({"temprature": 0.1}, r"predict\.openai\.temprature: unknown key"),
     ({"model": None}, "model"),
     ({"base_url": "http://user:pw@127.0.0.1:1/v1"}, "credentials"),
     ({"base_url": "ftp://x"}, "http"),

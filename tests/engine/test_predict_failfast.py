@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from stages.chat.progress import Progress
 from stages.core.errors import ConfigError, StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N
 from stages.predict import predict
 from stages.predictors.openai_chat import OpenAIPredictor
-from stages.predictors.progress import Progress
 from tests.chat_server import BlackHole, ChatServer
 from tests.factories import n_item as n_row
 from tests.factories import write_items

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.predictors import cache as cache_module
-from stages.predictors.cache import STALE_AFTER_S, ResponseCache, request_key
+from stages.chat import cache as cache_module
+from stages.chat.cache import STALE_AFTER_S, ResponseCache, request_key
 from tests.conftest import REPO_ROOT
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
@@ -23,7 +23,7 @@ KEY = request_key(REQUEST)
 # A writer that stops for good just before its rename, as a kill -9 would find it.
 _WRITER = textwrap.dedent("""
     import os, sys, time
-    from stages.predictors.cache import ResponseCache
+    from stages.chat.cache import ResponseCache
     os.replace = lambda *a: (print("ready", flush=True), time.sleep(600))
     ResponseCache(sys.argv[1]).put(sys.argv[2], {"model": "m"}, {"text": "4"})
 """)
@@ -83,18 +83,17 @@ def test_sync_is_one_syncfs_where_there_is_one_else_an_fsync_each(
             cache.put(k, {"q": k}, {"texts": [k]})
 
     if sys.platform.startswith("linux"):
-        assert cache_module._libc() is not None  # the real call, on this machine
+        assert cache_module._SYNCFS is not None  # the real call, on this machine
         put_all()
         cache.sync()
         assert cache.take_unsynced() == []
     synced: list[str] = []
 
-    class Libc:
-        def syncfs(self, fd: int) -> int:
-            synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc") else "?")
-            return 0
+    def fake_syncfs(fd: int) -> int:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc") else "?")
+        return 0
 
-    monkeypatch.setattr(cache_module, "_libc", lambda: Libc())
+    monkeypatch.setattr(cache_module, "_SYNCFS", fake_syncfs)
     put_all()
     cache.sync()
     assert len(synced) == 1 and synced[0] in (str(root), "?")
@@ -102,8 +101,8 @@ def test_sync_is_one_syncfs_where_there_is_one_else_an_fsync_each(
     assert len(synced) == 1
 
     fsynced: list[Path] = []
-    monkeypatch.setattr(cache_module, "_libc", lambda: None)
-    monkeypatch.setattr(cache_module, "_fsync", fsynced.append)
+    monkeypatch.setattr(cache_module, "_SYNCFS", None)
+    monkeypatch.setattr(cache_module, "fsync_path", fsynced.append)
     put_all()
     cache.sync()
     entries = {cache.path(k) for k in keys}

@@ -36,7 +36,7 @@ def test_the_project_params_load_into_typed_sections() -> None:
     assert params.validate_.errata == PARAMS["validate"]["errata"]
     # The dict view is the file as written: backends fingerprint it, so it must not drift.
     assert params.as_dict() == PARAMS
-    assert params.predict.backend_config("openai") == PARAMS["predict"]["openai"]
+    assert params.predict.backend_config("openai").as_dict() == PARAMS["predict"]["openai"]
     assert params.predict.backend_config("oracle") is None  # no section: the backend's defaults
 
 

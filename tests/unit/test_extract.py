@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.predictors.extract import extract_boxed, split_think
+from stages.chat.reasoning import split_think
+from stages.predictors.extract import extract_boxed
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from stages.commands.audit.ledger import MISSING, Ledger, ids
 from stages.core.artifacts import RAW_DIR
+from stages.core.config import PredictParams, coerce
 from stages.core.errors import StageError
 from stages.core.hashing import fingerprint, sha256_file
 from stages.core.provenance import predictions_identity
@@ -65,11 +66,13 @@ def check_items(ledger: Ledger, path: Path, shown: str) -> pd.DataFrame | None:
 def expected_fingerprint(root: Path, backend: str, predict_cfg: Mapping[str, Any]) -> str:
     """What ``backend``, configured by params ``predict`` now, fingerprints to: the predict
     stage's own identity (params, templates, replay file hashes, model hash...). Paths in the
-    params are relative to the repo, so it is computed there."""
-    from stages.predictors.registry import create_predictor
+    params are relative to the repo, so it is computed there. The predictor is built as the
+    stage builds it, ``predict.samples`` included (k > 1 is part of the identity)."""
+    from stages.predictors.registry import build_predictor
 
+    params = coerce(PredictParams, predict_cfg, "predict")
     with contextlib.chdir(root):
-        return fingerprint(create_predictor(backend, predict_cfg.get(backend)).identity())
+        return fingerprint(build_predictor(params, backend).identity())  # type: ignore[arg-type]
 
 
 def check_fingerprint(ledger: Ledger, root: Path, preds: pd.DataFrame, shown: str,

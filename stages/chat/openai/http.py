@@ -1,21 +1,14 @@
-"""The HTTP calls of the ``openai`` backend: aiohttp directly, with the official client's errors.
+"""The HTTP calls of the openai transport: aiohttp directly, raising the engine's own errors.
 
-At 64 connections the official ``AsyncOpenAI`` stack (request options, httpx2 request and
-response objects over its aiohttp transport) cost about five times the CPU of aiohttp itself
-per request (``benchmarks/README.md``), on a machine where that CPU is the ceiling. So the
-requests go straight through one ``aiohttp.ClientSession``, set up the way the client's
-``DefaultAioHttpClient`` sets it up (the proxy the environment names, the client's TLS context),
-and every failure is turned into the exception the official client raises for it:
-
-* an HTTP status >= 400 becomes the client's own ``APIStatusError`` subclass, built by the
-  client from an ``httpx2.Response`` holding the status, headers and body (so the message,
-  ``.body``, ``.code``, ``.param`` and the ``Retry-After`` header are exactly the client's);
-* a timeout becomes ``openai.APITimeoutError`` and any other transport failure
-  ``openai.APIConnectionError``, each raised from the aiohttp error so that the cause
-  (``ConnectionRefusedError``, a DNS or TLS failure) stays in the chain for ``probe``.
-
-``openai`` and ``httpx2`` are imported only when a request fails: a clean run never loads
-them, which is also a good part of the process's start-up.
+At 64 connections the official ``AsyncOpenAI`` stack cost about five times the CPU of aiohttp
+itself per request (``benchmarks/README.md``), on a machine where that CPU is the ceiling. So
+the requests go straight through one ``aiohttp.ClientSession``, set up the way the official
+client sets it up (the proxy the environment names, the TLS context of its CA bundle), and
+every failure becomes one of ``stages.chat.errors``: ``HTTPStatusError`` for a status >= 400
+(the server's message, code, param and ``Retry-After``), ``RequestTimeout``, and
+``ConnectionFailed`` raised from the aiohttp error so that the cause (``ConnectionRefusedError``,
+a DNS or TLS failure) stays in the chain for ``probe``. Nothing is imported on a failure: a
+failed request costs no more than a good one.
 """
 
 from __future__ import annotations
@@ -23,14 +16,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
 from stages import __version__
-
-if TYPE_CHECKING:
-    import openai
+from stages.chat.errors import ConnectionFailed, HTTPStatusError, MalformedResponse, RequestTimeout
 
 # The official client sends these from the environment to whatever base_url it is given.
 _ENV_HEADERS = {"OPENAI_ORG_ID": "OpenAI-Organization", "OPENAI_PROJECT_ID": "OpenAI-Project"}
@@ -42,7 +33,6 @@ class OpenAIHTTP:
     def __init__(self, base_url: str, api_key: str, timeout_s: float, connect_s: float,
                  connections: int) -> None:
         self.base_url = base_url
-        self._key = api_key
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s,
                                               sock_read=timeout_s)
         self._connections = connections
@@ -53,7 +43,6 @@ class OpenAIHTTP:
                             if os.environ.get(v)}}
         self._session: aiohttp.ClientSession | None = None
         self._proxy: tuple[Any, Any] = (None, None)
-        self._errors: openai.AsyncOpenAI | None = None  # builds status errors, sends nothing
 
     def _open(self) -> aiohttp.ClientSession:
         """The session, made on first use (inside the running loop)."""
@@ -71,12 +60,16 @@ class OpenAIHTTP:
     async def post_json(self, path: str, body: dict[str, Any]) -> tuple[Any, float]:
         """The decoded JSON reply to ``POST base_url+path`` and its latency in seconds.
 
-        Raises the official client's exceptions (see the module docstring), or
-        ``json.JSONDecodeError``/``UnicodeDecodeError`` for a 2xx body that is not JSON."""
+        Raises the engine's errors (see the module docstring); ``MalformedResponse`` for a 2xx
+        body that is not JSON."""
         data = json.dumps(body).encode("utf-8")
         started = time.perf_counter()
         raw = await self._request("POST", path, data, self._timeout)
-        return json.loads(raw), time.perf_counter() - started
+        try:
+            decoded = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise MalformedResponse(f"the body is not JSON ({exc})") from None
+        return decoded, time.perf_counter() - started
 
     async def get(self, path: str, timeout_s: float) -> None:
         """``GET base_url+path``; raises as ``post_json`` does (the reply is not read)."""
@@ -85,45 +78,26 @@ class OpenAIHTTP:
 
     async def _request(self, method: str, path: str, data: bytes | None,
                        timeout: aiohttp.ClientTimeout) -> bytes:
-        """The body of a 2xx reply; any other status or failure as the official client's."""
+        """The body of a 2xx reply; any other status or failure as the engine's errors."""
         url = self.base_url + path
         try:
             session = self._open()
             async with session.request(method, url, data=data, headers=self._headers,
                                        timeout=timeout, allow_redirects=False,
                                        proxy=self._proxy[0], proxy_auth=self._proxy[1]) as resp:
-                status, headers, raw = resp.status, list(resp.raw_headers), await resp.read()
+                status, raw = resp.status, await resp.read()
+                headers = {k.lower(): v for k, v in resp.headers.items()}
         except TimeoutError as exc:  # aiohttp's connect and read timeouts are TimeoutErrors
-            import openai
-
-            raise openai.APITimeoutError(request=_request_of(method, url)) from exc
+            raise RequestTimeout(f"{method} {url} timed out") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            import openai
-
-            raise openai.APIConnectionError(request=_request_of(method, url)) from exc
+            raise ConnectionFailed(f"{method} {url} failed: connection error") from exc
         if status >= 400:
-            raise self._status_error(method, url, status, headers, raw)
+            raise HTTPStatusError(status, raw, headers)
         return raw
-
-    def _status_error(self, method: str, url: str, status: int,
-                      headers: list[tuple[bytes, bytes]], raw: bytes) -> openai.APIStatusError:
-        import httpx2
-        import openai
-
-        if self._errors is None:
-            self._errors = openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url,
-                                              max_retries=0)
-        response = httpx2.Response(status, headers=headers, content=raw,
-                                   request=_request_of(method, url))
-        # The client's own mapping (status -> exception class, "Error code: N - message",
-        # .body/.code/.param), which its request methods apply to every failed response.
-        return self._errors._make_status_error_from_response(response)
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
-        if self._errors is not None:
-            await self._errors.close()
 
 
 def _env_proxy(base_url: str) -> tuple[Any, Any]:
@@ -137,9 +111,3 @@ def _env_proxy(base_url: str) -> tuple[Any, Any]:
         return get_env_proxy_for_url(URL(base_url))
     except LookupError:
         return None, None
-
-
-def _request_of(method: str, url: str) -> Any:
-    import httpx2
-
-    return httpx2.Request(method, url)

@@ -15,9 +15,10 @@ DEFAULT_WINDOW = 20
 
 
 class CircuitBreaker:
-    def __init__(self, window: int | None, label: str) -> None:
+    def __init__(self, window: int | None, label: str, key: str) -> None:
         self.window = window if window else 0  # 0 / None: never trips
         self.label = label
+        self.key = key  # the params key that sets the window, named in the error
         self.failures = 0  # consecutive transport-level failures
         self.tripped: str | None = None
 
@@ -32,7 +33,7 @@ class CircuitBreaker:
         if self.window and self.failures >= self.window and self.tripped is None:
             self.tripped = (f"{self.label}: the last {self.failures} requests all failed at the "
                             f"transport level; stopping instead of failing every item "
-                            f"(predict.openai.breaker_window = {self.window}). Last error: "
+                            f"({self.key} = {self.window}). Last error: "
                             f"{message}. Replies received so far stay cached: fix the server "
                             f"and re-run to resume.")
         if self.tripped is not None:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from urllib.parse import urlsplit
 
+from stages.chat.errors import ConnectionFailed, RequestTimeout
 from stages.core.errors import StageError
 
 PROBE_TIMEOUT_S = 10.0
@@ -50,8 +51,7 @@ def root_cause(exc: BaseException) -> str:
 
 
 async def probe_endpoint(call: Callable[[], Awaitable[object]], base_url: str, wait_s: float,
-                         is_connection_error: Callable[[BaseException], bool],
-                         is_timeout: Callable[[BaseException], bool]) -> None:
+                         section: str) -> None:
     """Run ``call`` (e.g. ``GET {base_url}/models`` through the transport's own client).
 
     Raises ``StageError`` only for a refused connection, a DNS failure or a TLS failure.
@@ -59,9 +59,9 @@ async def probe_endpoint(call: Callable[[], Awaitable[object]], base_url: str, w
     try:
         await call()
     except Exception as exc:  # any answer other than the three causes is fine
-        cause = connection_cause(exc, base_url) if is_connection_error(exc) else None
+        cause = connection_cause(exc, base_url) if isinstance(exc, ConnectionFailed) else None
         if cause is not None:
             raise StageError(cause) from None
-        if is_timeout(exc):
-            print(f"predict: WARNING: {base_url} did not answer GET /models within "
+        if isinstance(exc, RequestTimeout):
+            print(f"{section}: WARNING: {base_url} did not answer GET /models within "
                   f"{wait_s:g}s; starting anyway", file=sys.stderr)

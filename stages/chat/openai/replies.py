@@ -8,12 +8,10 @@ item). Pure functions of the body or the exception; the transport is ``openai_ch
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from stages.predictors.transport import ChatReply, int_usage
-
-if TYPE_CHECKING:
-    import openai
+from stages.chat.errors import HTTPStatusError, MalformedResponse
+from stages.chat.transport import ChatReply, int_usage
 
 # Sampling parameters sent only when not null (the server's default otherwise).
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "max_completion_tokens",
@@ -25,36 +23,33 @@ _BAD_PARAM = re.compile(r"unsupported (parameter|value)|unrecognized request arg
                         r"|not supported with this model|does not support", re.IGNORECASE)
 
 
-class MalformedResponse(Exception):
-    """HTTP 200 with a body that is not a usable chat completion (retried)."""
+def context_length_error(exc: HTTPStatusError) -> bool:
+    return exc.status in (400, 413, 422) and (
+        exc.code == "context_length_exceeded" or bool(_CONTEXT.search(exc.message)))
 
 
-def context_length_error(exc: openai.APIStatusError) -> bool:
-    return exc.status_code in (400, 413, 422) and (
-        getattr(exc, "code", None) == "context_length_exceeded" or bool(_CONTEXT.search(str(exc))))
-
-
-def rejected_parameter(exc: openai.APIStatusError, request: dict[str, Any]) -> str | None:
+def rejected_parameter(exc: HTTPStatusError, request: dict[str, Any]) -> str | None:
     """The request parameter a 400/422 rejects, or ``None`` when it names none we sent."""
-    if exc.status_code not in (400, 422) or context_length_error(exc):
+    if exc.status not in (400, 422) or context_length_error(exc):
         return None
     sent = {k for k in request if k not in ("messages", "model", "extra_body")}
     sent |= set(request.get("extra_body") or {})
-    param = getattr(exc, "param", None)
-    if isinstance(param, str) and param in sent:
+    param = exc.param
+    if param is not None and param in sent:
         return param
-    message = str(exc)
+    message = exc.message
     if not _BAD_PARAM.search(message):
         return None
     named = [k for k in sorted(sent, key=len, reverse=True)
              if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", message)]
-    return named[0] if named else (param if isinstance(param, str) else "(unnamed)")
+    return named[0] if named else (param or "(unnamed)")
 
 
-def params_key(param: str, request: dict[str, Any]) -> str:
+def params_key(param: str, request: dict[str, Any], section: str) -> str:
+    """The key under ``section`` (``predict.openai``, ``judge``) that sets ``param``."""
     if param in (request.get("extra_body") or {}):
-        return f"predict.openai.extra_body.{param}"
-    return f"predict.openai.{param}" if param in SAMPLING_KEYS else "predict.openai.extra_body"
+        return f"{section}.extra_body.{param}"
+    return f"{section}.{param}" if param in SAMPLING_KEYS else f"{section}.extra_body"
 
 
 def parse_completion(data: Any, latency_s: float) -> ChatReply:

@@ -10,8 +10,10 @@ re-fetched and rewritten. Failed requests are never cached.
 
 Durability against a power cut is batched: ``put`` does not fsync (once per request it was
 most of the engine's system time at 64 connections); ``sync`` makes everything written since
-the last call durable (one ``syncfs`` on Linux, else an fsync per file and folder), and the
-engine calls it in a worker thread every ``SYNC_EVERY_S`` and once more before a run ends. A
+the last call durable (one ``syncfs`` of the cache's filesystem on Linux, else an fsync per
+file and folder), and the engine calls it in a worker thread every ``SYNC_EVERY_S`` and once
+more before a run ends. ``syncfs`` is kept because it pays: 1579 replies at c = 64 took
+4.2 s with an fsync each and 2.5 s with it (``benchmarks/engine_tuning.py``). A
 process kill loses nothing that ``put`` returned from (the entry is in the page cache); a power
 cut loses at most the entries of the last interval, and a torn one reads as a miss, so the
 worst case is a request sent again, never a wrong answer. The temporary file of a writer
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import json
 import os
 import sys
@@ -33,14 +34,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stages.core.atomic import fsync_path
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.shared import shared_path
 
-DEFAULT_CACHE_DIR = Path(".rimo_cache/responses")
 FORMAT = 1
 # A temporary file this old is stale even if its writer's pid is alive (the pid may be reused).
 STALE_AFTER_S = 600.0
 SYNC_EVERY_S = 1.0  # a power cut loses at most this much of a run's replies
+# syncfs(2), where the C library has it (Linux); None elsewhere: an fsync per file instead.
+_SYNCFS = (getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+           if sys.platform.startswith("linux") else None)
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -108,19 +112,25 @@ class ResponseCache:
 
     def sync(self, paths: list[Path] | None = None) -> None:
         """Make ``paths`` (default: everything written since the last ``take_unsynced``) and
-        their folders durable, so that a power cut cannot take them back: one ``syncfs`` of
-        the cache's filesystem where there is one, else an fsync per file and folder."""
+        their folders durable, so that a power cut cannot take them back."""
         paths = self.take_unsynced() if paths is None else paths
         if not paths or self.root is None:
             return
-        if _syncfs(self.root):
+        if _SYNCFS is not None:  # one journal commit for the whole batch
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                if _SYNCFS(fd) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"syncfs: {os.strerror(err)}", str(self.root))
+            finally:
+                os.close(fd)
             return
         for path in paths:
             with contextlib.suppress(FileNotFoundError):  # replaced by another writer
-                _fsync(path)
+                fsync_path(path)
         # A shard folder made since the last sync is an entry of the root.
         for folder in {p.parent for p in paths} | {self.root}:
-            _fsync(folder)
+            fsync_path(folder)
 
     def _read(self, key: str) -> dict[str, Any] | None:
         if self.root is None:
@@ -130,42 +140,6 @@ class ResponseCache:
         except (OSError, UnicodeDecodeError, ValueError):
             return None  # absent, unreadable or torn: a miss, rewritten after the request
         return entry if isinstance(entry, dict) else None
-
-
-def _syncfs(root: Path) -> bool:
-    """One ``syncfs(2)`` of the cache's filesystem, where it exists (Linux): the files and
-    folders of a batch become durable in one journal commit, where an fsync per file paid one
-    each (a tenth of a second at the end of a 64-connection run). False: not available."""
-    libc = _libc()
-    if libc is None:
-        return False
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        if libc.syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"syncfs: {os.strerror(err)}", str(root))
-    finally:
-        os.close(fd)
-    return True
-
-
-@functools.cache
-def _libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc if hasattr(libc, "syncfs") else None
-    except OSError:
-        return None
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,115 @@
+"""What each start-up/teardown tuning of ``rimo-eval predict`` buys (issue 17 §5), side by side.
+
+The workload is RIMO itself (791 items, 1579 requests, RIMO-P parts chained) against the
+loopback fake server (its own process) at ``--latency`` (default 0: the tunings' best case) and
+c = 64, on a cold response cache each time. Every row is one ``predict`` process; the variants
+run interleaved, ``--repeats`` times each, and the table gives the median wall time and its
+difference from the plain process:
+
+* ``plain``: ``sys.exit(main())``, the default collector, an fsync per new cache entry;
+* ``+gc``: ``gc.set_threshold(100_000, 20, 20)`` first;
+* ``+os._exit``: the exit handlers by hand, then ``os._exit`` (no interpreter teardown);
+* ``+syncfs``: the cache's batched sync as one ``syncfs(2)`` (ctypes) instead of an fsync
+  per entry;
+* ``all three``: what ``cli.entry`` and ``cache.py`` did before they were removed.
+
+    .venv/bin/python benchmarks/engine_tuning.py [--repeats 3] [--latency 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from predict_throughput import loopback_server, prepare_items  # noqa: E402
+from timed import run_timed  # noqa: E402
+
+GC = "import gc; gc.set_threshold(100_000, 20, 20)\n"
+SYNCFS = '''
+import ctypes, os
+from stages.chat.cache import ResponseCache
+_libc = ctypes.CDLL(None, use_errno=True)
+def _sync(self, paths=None):
+    paths = self.take_unsynced() if paths is None else paths
+    if paths and self.root is not None:
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            _libc.syncfs(fd)
+        finally:
+            os.close(fd)
+ResponseCache.sync = _sync
+'''
+PLAIN_EXIT = "import sys\nfrom stages.cli import main\nsys.exit(main())\n"
+FAST_EXIT = '''import atexit, os, sys
+from stages.cli import main
+status = main()
+atexit._run_exitfuncs()
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(status)
+'''
+VARIANTS = {
+    "plain": PLAIN_EXIT,
+    "+gc": GC + PLAIN_EXIT,
+    "+os._exit": FAST_EXIT,
+    "+syncfs": SYNCFS + PLAIN_EXIT,
+    "all three": GC + SYNCFS + FAST_EXIT,
+}
+
+
+def run_once(work: Path, base_url: str, code: str, concurrency: int, n: int) -> float:
+    cache = work / f"cache-{n}"
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["predict"] = {"backend": "openai", "limit": None, "allow_errors": 0.0,
+                         "openai": {"base_url": base_url, "model": "bench", "api_key_env": None,
+                                    "cache_dir": str(cache), "concurrency": concurrency,
+                                    "timeout_s": 60.0}}
+    (work / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    done = run_timed([sys.executable, "-c", code, "predict"], work, env, stderr_only=True)
+    if done.returncode != 0:
+        raise SystemExit(f"predict failed ({done.returncode}):\n{done.output[-3000:]}")
+    return done.wall_s
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    args = parser.parse_args(argv)
+    if "plain" not in args.variants:
+        args.variants.insert(0, "plain")
+    walls: dict[str, list[float]] = {v: [] for v in args.variants}
+    with tempfile.TemporaryDirectory() as tmp, loopback_server(args.latency) as base_url:
+        work = Path(tmp)
+        prepare_items(work)
+        n = 0
+        for _ in range(args.repeats):
+            for name in args.variants:  # interleaved: load drifts hit all alike
+                n += 1
+                walls[name].append(run_once(work, base_url, VARIANTS[name], args.concurrency,
+                                            n))
+    print(f"predict, 1579 requests, c = {args.concurrency}, latency {args.latency} s, "
+          f"{args.repeats} runs each, load average {os.getloadavg()[0]:.2f}, "
+          f"{os.cpu_count()} CPUs")
+    base = statistics.median(walls["plain"])
+    print(f"{'variant':<10} {'median s':>9} {'vs plain':>9}  runs")
+    for name, got in walls.items():
+        med = statistics.median(got)
+        print(f"{name:<10} {med:9.3f} {med - base:+9.3f}  "
+              + " ".join(f"{w:.2f}" for w in got))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""``rimo-eval view``: a static, offline transcript browser over one or more runs."""

@@ -1,0 +1,61 @@
+"""``rimo-eval view [RUN ...] [--out DIR] [--serve [--port P]]``: the transcript browser.
+
+RUNs are resolved as ``rimo-eval compare`` resolves them (workspace, git revision or branch,
+DVC experiment) and read through DVC at their revision; the site is static (see site.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stages.commands.compare.revisions import WORKSPACE, resolve
+from stages.commands.view.load import load_run
+from stages.commands.view.model import build
+from stages.commands.view.site import write_site
+from stages.core.errors import ConfigError
+
+DEFAULT_OUT = Path("reports/view")  # the default of --out (stages/cli.py)
+
+
+def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
+    names = names or [WORKSPACE]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"view: a run is named twice in {names}")
+    runs = [load_run(root, resolve(root, name)) for name in names]
+    index, payloads, words = build(runs)
+    return write_site(out, index, payloads, words)
+
+
+def serve(folder: Path, port: int) -> None:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise ConfigError(f"view --serve: cannot listen on 127.0.0.1:{port} ({exc.strerror}): "
+                          f"pick another --port, or 0 for any free one") from exc
+    with server:
+        print(f"view: serving http://127.0.0.1:{server.server_address[1]}/index.html "
+              f"(Ctrl-C stops)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
+
+
+def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+    counts = view(Path("."), list(args.runs), args.out)
+    entry = (args.out / "index.html").resolve()
+    print(f"view: wrote {counts['items']} items ({counts['files']} files, "
+          f"{counts['bytes'] / 1e6:.1f} MB) to {args.out}; open {entry.as_uri()}",
+          file=sys.stderr)
+    if args.serve:
+        serve(args.out, args.port)
+    return 0
+
+
+__all__ = ["DEFAULT_OUT", "main", "serve", "view"]

@@ -1,0 +1,93 @@
+"""Writing the static site: the page, its assets, KaTeX, and the data as script files.
+
+The data are ``<script src>`` files, not JSON, because Chromium blocks fetch()/XHR of
+``file://`` pages: ``data/index.js`` (the grid, headers and flips, loaded at once),
+``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens) and
+``data/search/NNN.js`` (each item's distinct words, loaded at the first search). JSON is
+written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
+a byte-identical site. The folder is built beside DIR and swapped in whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from stages.core.errors import ConfigError
+
+ASSETS = ("index.html", "app.js", "app.css")
+SEARCH_CHUNK = 64
+# KaTeX comes from npm (package.json / package-lock.json, `make setup` runs `npm ci`).
+KATEX_FILES = ("katex.min.js", "katex.min.css")
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def katex_dir() -> Path:
+    env = os.environ.get("RIMO_EVAL_KATEX_DIR")
+    found = Path(env) if env else PROJECT_ROOT / "node_modules/katex/dist"
+    if not all((found / f).is_file() for f in KATEX_FILES):
+        raise ConfigError(f"KaTeX not found in {found}: run `make setup` (it runs `npm ci` "
+                          f"from package-lock.json), or set RIMO_EVAL_KATEX_DIR to a katex/dist "
+                          f"folder")
+    return found
+
+
+def script(call: str, *args: Any) -> bytes:
+    body = ",".join(json.dumps(a, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+                    for a in args)
+    return f"RIMO.{call}({body});\n".encode("ascii")
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def write_site(out: Path, index: dict[str, Any], payloads: list[dict[str, Any]],
+               words: list[str]) -> dict[str, int]:
+    """Write the site to ``out`` (replaced whole); return counts of what was written."""
+    katex = katex_dir()
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        for name in ASSETS:
+            _write(tmp / name, resources.files("stages.commands.view").joinpath(
+                "assets", name).read_bytes())
+        for name in KATEX_FILES:
+            _write(tmp / "katex" / name, (katex / name).read_bytes())
+        for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
+            _write(tmp / "katex/fonts" / font.name, font.read_bytes())
+        chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
+        _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,
+                                                       "search_chunk": SEARCH_CHUNK}))
+        for n, payload in enumerate(payloads):
+            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
+        for c in range(chunks):
+            _write(tmp / f"data/search/{c:03d}.js",
+                   script("search", c, words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK]))
+        for path in tmp.rglob("*"):  # readable by a static host, whatever mkdtemp chose
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        tmp.chmod(0o755)
+        old = out.with_name(f".{out.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+        if old.exists():
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return {"items": len(payloads), "files": sum(1 for p in out.rglob("*") if p.is_file()),
+            "bytes": size}
+
+
+__all__ = ["katex_dir", "script", "write_site"]

@@ -1,0 +1,77 @@
+"""dvc.yaml lists predict's params by key (issue 17 §7): an operational knob such as
+``predict.openai.concurrency`` reruns nothing, while every key that changes the predictions is
+declared by predict and report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.core.config import PREDICT_OUTPUT_KEYS
+from tests.conftest import REPO_ROOT
+from tests.e2e.test_params_declared import covered, declared, dvc_stages
+from tests.pipeline_repo import make_repo, sh
+
+OPERATIONAL = ("predict.allow_errors", "predict.openai.concurrency", "predict.openai.timeout_s",
+               "predict.openai.max_retries", "predict.openai.cache_dir",
+               "predict.openai.breaker_window", "predict.openai.stall_warning_s",
+               "predict.local.n_threads", "predict.local.cache_dir")
+
+
+def _leaf(params: dict, path: str) -> object:
+    value: object = params
+    for part in path.split("."):
+        assert isinstance(value, dict) and part in value, f"{path} is not in params.yaml"
+        value = value[part]
+    return value
+
+
+def test_predict_and_report_declare_exactly_the_output_keys() -> None:
+    stages = dvc_stages()
+    assert declared(stages["predict"]) == list(PREDICT_OUTPUT_KEYS)
+    report = [k for k in declared(stages["report"]) if k.startswith("predict")]
+    assert report == [*PREDICT_OUTPUT_KEYS, "predict.openai.price_per_mtok"]
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
+    for key in PREDICT_OUTPUT_KEYS:  # DVC refuses a declared key the file lacks
+        _leaf(params, key)
+    for key in OPERATIONAL:
+        _leaf(params, key)
+        assert not any(covered(key, declared(s)) for s in stages.values()), key
+
+
+@pytest.mark.slow
+def test_dvc_status_stays_clean_after_changing_an_operational_knob(
+        tmp_path: Path, mirror_dir: Path) -> None:
+    root = make_repo(tmp_path / "project", mirror_dir,
+                     predict={"backend": "constant", "limit": 2})
+    sh(root, "dvc", "repro", "-q")
+    assert "up to date" in sh(root, "dvc", "status").stdout
+    params_file = root / "params.yaml"
+    params = yaml.safe_load(params_file.read_text(encoding="utf-8"))
+    params["predict"]["openai"]["concurrency"] = 64
+    params["predict"]["openai"]["timeout_s"] = 30
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    assert "up to date" in sh(root, "dvc", "status").stdout
+    # A key that changes the predictions still reruns predict and report.
+    params["predict"]["openai"]["temperature"] = 0.5
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    status = sh(root, "dvc", "status").stdout
+    assert "predict:" in status and "report:" in status and "predict.openai.temperature" in status
+
+
+@pytest.mark.parametrize("backend", ["openai", "local"])
+def test_the_declared_keys_are_the_fingerprinted_ones(backend: str) -> None:
+    """What dvc.yaml reruns predict for is what the predictions' fingerprint holds (model
+    files aside: local's model_path is declared, its sha256 is fingerprinted)."""
+    from stages.predictors.chat_predictor import OPERATIONAL_KEYS
+    from stages.predictors.local_model import LocalModelPredictor
+    from stages.predictors.openai_chat import OpenAIPredictor
+
+    cls = OpenAIPredictor if backend == "openai" else LocalModelPredictor
+    fingerprinted = {f"predict.{backend}.{k}" for k in cls.params_model.model_fields
+                     if k not in OPERATIONAL_KEYS and k != "n"}
+    declared_keys = {k for k in PREDICT_OUTPUT_KEYS if k.startswith(f"predict.{backend}.")}
+    extra = {"predict.local.model_path"} if backend == "local" else set()
+    assert declared_keys == fingerprinted | extra

@@ -1,0 +1,433 @@
+"""``rimo-eval view`` in real headless Chromium: the site the CLI built from two real runs.
+
+Grid, filters, search, URL state, side by side, flips, math rendered (counted as .katex
+elements), and the hostile corpus (tests/view_runs.py) inert: no dialog, ``window.__pwned``
+never set, no element with an event-handler attribute, no link, frame, object, form, style
+element or foreign SVG, no navigation, and (served over loopback) no resource but the site's
+own files. A control page with the payloads left raw proves the checks can fail.
+
+Needs /usr/bin/chromium and /usr/bin/chromedriver; RIMO_EVAL_NO_BROWSER=1 skips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from stages.commands.view.model import build
+from stages.commands.view.site import write_site
+from stages.core.tracks import TRACK_N, TRACK_P
+from tests.factories import n_item, p_item, write_items
+from tests.pipeline_repo import env, make_repo, sh
+from tests.view_runs import HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, build_runs, small_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--disable-default-apps", "--disable-extensions", "--window-size=1400,1000",
+         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
+SPY = """
+window.__rimo_dialogs = [];
+for (const name of ["alert", "confirm", "prompt", "print", "open"]) {
+  window[name] = function (m) { window.__rimo_dialogs.push(name + ":" + m); };
+}
+"""
+# Everything a payload could have left behind in the DOM. KaTeX draws some glyphs (roots,
+# arrows) as SVG of its own: an SVG outside .katex is foreign.
+INJECTED = """
+const hits = [], show = el => el.outerHTML.slice(0, 80);
+for (const el of document.querySelectorAll("*"))
+  for (const a of el.attributes) if (/^on/i.test(a.name)) hits.push("handler " + show(el));
+const foreign = "iframe,object,embed,video,audio,img,form,base,meta[http-equiv=refresh],"
+  + "link:not([href$='.css']),body style";
+for (const el of document.querySelectorAll(foreign)) hits.push("element " + show(el));
+for (const el of document.querySelectorAll("a")) hits.push("link " + show(el));
+for (const el of document.querySelectorAll("svg"))
+  if (!el.closest(".katex")) hits.push("svg " + show(el));
+for (const el of document.querySelectorAll("#main [style]"))
+  if (!el.closest(".katex") && !el.matches(".strip,.bar")) hits.push("style " + show(el));
+const own = /(katex\\.min|app|data\\/(index|items\\/\\d+|search\\/\\d+))\\.js$/;
+for (const s of document.scripts)
+  if (!own.test(s.src)) hits.push("script " + (s.src || s.textContent.slice(0, 60)));
+if (getComputedStyle(document.body).display === "none") hits.push("body hidden by a payload's CSS");
+return hits;
+"""
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
+        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"the browser test needs {', '.join(missing)}: apt-get install chromium "
+                    "chromium-driver (or set RIMO_EVAL_NO_BROWSER=1 to skip it)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    options.unhandled_prompt_behavior = "ignore"
+    with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
+        for flag in [*FLAGS, f"--user-data-dir={profile}"]:
+            options.add_argument(flag)
+        browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+        try:
+            browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": SPY})
+            yield browser
+        finally:
+            browser.quit()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str, Any]:
+    info = build_runs(tmp_path_factory.mktemp("view_browser"), mirror_dir)
+    sh(info["repo"], "rimo-eval", "view", "run-a", "run-b", "--out", "reports/view")
+    info["site"] = info["repo"] / "reports/view"
+    return info
+
+
+def wait(driver: Any, script: str, timeout: float = 20) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(lambda d: d.execute_script(script))
+
+
+def open_site(driver: Any, site: Path | str, fragment: str = "") -> None:
+    url = site if isinstance(site, str) else (site / "index.html").as_uri()
+    driver.get("about:blank")
+    driver.get(url + (f"#{fragment}" if fragment else ""))
+    wait(driver, "return document.documentElement.dataset.ready === '1'")
+
+
+def open_item(driver: Any, site: Path | str, key: str, extra: str = "") -> None:
+    open_site(driver, site, f"item={key}{extra}")
+    wait(driver, f"const i = document.getElementById('item'); return i && i.dataset.key === "
+                 f"{json.dumps(key)}")
+
+
+def shown_keys(driver: Any) -> list[str]:
+    wait(driver, "return !!document.getElementById('grid')")
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#grid tr.row')].map(r => r.dataset.key)")
+
+
+def assert_inert(driver: Any) -> None:
+    assert driver.execute_script("return window.__rimo_dialogs") == []
+    assert driver.execute_script("return window.__pwned") is None
+    assert driver.execute_script(INJECTED) == []
+
+
+def test_control_page_trips_every_check(driver: Any, tmp_path: Path) -> None:
+    """The payloads left raw in a page: the checks must see them, else the tests below prove
+    nothing."""
+    page = tmp_path / "control.html"
+    page.write_text("<!doctype html><html><body><main id=main>" + "".join(HOSTILE)
+                    + "</main></body></html>", encoding="utf-8")
+    driver.get(page.as_uri())
+    time.sleep(0.5)
+    assert driver.execute_script("return window.__pwned") is not None
+    hits = driver.execute_script(INJECTED)
+    for kind in ("handler", "element", "link", "svg", "style", "script", "body hidden"):
+        assert any(h.startswith(kind) for h in hits), (kind, hits)
+
+
+@pytest.mark.slow
+def test_grid_shows_every_item_and_run_with_counts_of_metrics(driver: Any, runs: dict[str, Any]
+                                                               ) -> None:
+    open_site(driver, runs["site"])
+    keys = shown_keys(driver)
+    assert len(keys) == 791 and keys[0].startswith("RIMO-N:") and keys[-1].startswith("RIMO-P:")
+    cells = driver.execute_script("return document.querySelectorAll('#grid td.cell .c').length")
+    assert cells == 2 * 791
+    tiles = driver.execute_script(
+        "return [...document.querySelectorAll('#overview .tile')].map(t => t.className)")
+    assert len(tiles) == 2 * 791
+    # Run A, RIMO-N: 12 hostile answers and 20 more wrong, one missing: as the tiles say.
+    assert sum("o-W" in t for t in tiles[:335]) == 32 and sum("o-M" in t for t in tiles[:335]) == 1
+    for i, name in enumerate(("run-a", "run-b")):
+        text = driver.execute_script(
+            f"return document.querySelector('.run[data-run=\"{i}\"]').innerText")
+        assert name in text and "accuracy" in text and "[" in text  # headline with interval
+    compare = json.loads(sh(runs["repo"], "rimo-eval", "compare", "run-a", "run-b",
+                            "--json").stdout)
+    rows = {m["name"]: (m["a"], m["b"]) for m in compare["metrics"]}
+    counts = driver.execute_script(
+        "return [...document.querySelectorAll('[data-count]')].map(e => e.textContent)")
+    assert counts == [f"{rows['RIMO-N.correct'][0]} / {rows['RIMO-N.n'][0]}",
+                      f"{round(rows['RIMO-P.strict'][0] * rows['RIMO-P.n'][0])} / "
+                      f"{rows['RIMO-P.n'][0]}",
+                      f"{rows['RIMO-N.correct'][1]} / {rows['RIMO-N.n'][1]}",
+                      f"{round(rows['RIMO-P.strict'][1] * rows['RIMO-P.n'][1])} / "
+                      f"{rows['RIMO-P.n'][1]}"]
+    flips = driver.execute_script(
+        "return [...document.querySelectorAll('[data-flips]')].map(e => +e.textContent)")
+    assert flips == [len(compare["tracks"][t]["flips"]) for t in (TRACK_N, TRACK_P)]
+    key = f"{TRACK_P}:{runs['ids_p'][7]}"
+    driver.find_element("css selector", f"#overview .tile[data-key='{key}']").click()
+    wait(driver, f"const i = document.getElementById('item'); return i && i.dataset.key === "
+                 f"{json.dumps(key)}")
+    open_site(driver, runs["site"])
+    shot = runs["site"].parent / "view_grid.png"
+    assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_filters_search_and_url_state(driver: Any, runs: dict[str, Any]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    ids_n, ids_p = runs["ids_n"], runs["ids_p"]
+    open_site(driver, runs["site"])
+    Select(driver.find_element(By.CSS_SELECTOR, "select[data-key=track]")).select_by_value(
+        TRACK_N)
+    wait(driver, "return document.querySelectorAll('#grid tr.row').length === 335")
+    Select(driver.find_element(By.CSS_SELECTOR, "select[data-key=outcome]")).select_by_value(
+        "wrong")
+    # Wrong in either run: A on 0-11 and 20-39, B on 30-49 (40 is missing in A, wrong in B).
+    want = sorted({*ids_n[0:12], *ids_n[20:50]})
+    wait(driver, f"return document.querySelectorAll('#grid tr.row').length === {len(want)}")
+    assert shown_keys(driver) == [f"{TRACK_N}:{i}" for i in want]
+    url = driver.current_url
+    assert "track=RIMO-N" in url and "outcome=wrong" in url
+    open_site(driver, url.split("#")[0], url.split("#")[1])  # a shared link: same view
+    assert shown_keys(driver) == [f"{TRACK_N}:{i}" for i in want]
+
+    # The runs shown live in the URL too: only B, whose wrong items are 30-49.
+    driver.find_element(By.CSS_SELECTOR, "input[data-run-label=run-a]").click()
+    wait(driver, "return location.hash.indexOf('runs=run-b') >= 0")
+    wait(driver, "return document.querySelectorAll('#grid th').length === 4")
+    assert shown_keys(driver) == [f"{TRACK_N}:{i}" for i in ids_n[30:50]]
+    assert driver.execute_script("return document.querySelectorAll('#overview .tile').length") \
+        == 20
+    open_site(driver, runs["site"], "track=RIMO-N&outcome=missing")
+    assert shown_keys(driver) == [f"{TRACK_N}:{ids_n[40]}"]
+    open_site(driver, runs["site"], "disagree=1&track=RIMO-P")
+    assert shown_keys(driver) == [f"{TRACK_P}:{i}" for i in [*ids_p[0:5], *ids_p[10:15]]]
+    open_site(driver, runs["site"], "track=RIMO-P&parts=2&outcome=partial")
+    assert shown_keys(driver) and all(k.split(":")[1] in ids_p[0:15]
+                                      for k in shown_keys(driver))
+
+    open_site(driver, runs["site"])
+    box = driver.find_element(By.CSS_SELECTOR, "input[data-key=q]")
+    box.send_keys("pwned\n")
+    hostile = {f"{TRACK_N}:{i}" for i, h in zip(runs["hostile_n"], HOSTILE, strict=True)
+               if "pwned" in h} | {f"{TRACK_P}:{runs['hostile_p']}"}
+    wait(driver, f"return document.querySelectorAll('#grid tr.row').length === {len(hostile)}")
+    assert set(shown_keys(driver)) == hostile
+    assert "q=pwned" in driver.current_url
+    # Search over the problem text too: every RIMO-N problem mentioning "triangle".
+    open_site(driver, runs["site"], "q=triangle&track=RIMO-N")
+    wait(driver, "return document.getElementById('shown').textContent.indexOf('loading') < 0")
+    assert len(shown_keys(driver)) > 10
+    assert_inert(driver)
+
+
+@pytest.mark.slow
+def test_fragment_opens_an_item_side_by_side_with_math(driver: Any, runs: dict[str, Any]
+                                                        ) -> None:
+    from selenium.webdriver.common.by import By
+
+    pid = runs["ids_n"][25]  # wrong in A, right in B
+    open_item(driver, runs["site"], f"{TRACK_N}:{pid}")
+    cols = driver.find_elements(By.CSS_SELECTOR, "#item > .cols > .col")
+    assert [c.get_attribute("data-run") for c in cols] == ["0", "1"]
+    assert "wrong" in cols[0].text and "right" in cols[1].text
+    assert driver.execute_script("return document.querySelectorAll('.problem .katex').length") > 0
+    loaded = driver.execute_script("return RIMO.loaded()")
+    assert loaded == {"items": [next(i for i, k in enumerate(
+        [f"{TRACK_N}:{x}" for x in runs["ids_n"]]) if k == f"{TRACK_N}:{pid}")],
+        "words": False}  # one item file, no search words: never every text at once
+    # Swapped sides through the URL.
+    open_item(driver, runs["site"], f"{TRACK_N}:{pid}", "&a=run-b&b=run-a")
+    cols = driver.find_elements(By.CSS_SELECTOR, "#item > .cols > .col")
+    assert [c.get_attribute("data-run") for c in cols] == ["1", "0"]
+    # The arrow keys step through the filtered list; Escape goes back to the grid.
+    from selenium.webdriver.common.keys import Keys
+
+    open_item(driver, runs["site"], f"{TRACK_N}:{pid}", "&track=RIMO-N&outcome=wrong")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
+    following = f"{TRACK_N}:{runs['ids_n'][26]}"
+    wait(driver, f"const i = document.getElementById('item'); return i && i.dataset.key === "
+                 f"{json.dumps(following)}")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    wait(driver, "return !!document.getElementById('grid')")
+    assert "outcome=wrong" in driver.current_url and "item=" not in driver.current_url
+    # The flips list opens items.
+    open_site(driver, runs["site"], "flips=1")
+    driver.find_element(By.CSS_SELECTOR, f"#flips button[data-item='{TRACK_N}:{pid}']").click()
+    wait(driver, f"return location.hash.indexOf('item={TRACK_N}:{pid}') >= 0")
+    wait(driver, "return !!document.getElementById('item')")
+    # RIMO-P part by part: sub-problem, reference, both proofs, matched or not.
+    open_item(driver, runs["site"], f"{TRACK_P}:{runs['ids_p'][3]}")
+    parts = driver.find_elements(By.CSS_SELECTOR, ".part")
+    assert parts and all("reference sub-solution" in p.text for p in parts)
+    assert "not matched" in parts[-1].text and parts[-1].text.count("matched") >= 2
+    assert driver.execute_script("return document.querySelectorAll('.part .katex').length") > 5
+
+
+@pytest.mark.slow
+def test_hostile_corpus_is_inert_from_file(driver: Any, runs: dict[str, Any]) -> None:
+    start = (runs["site"] / "index.html").as_uri()
+    for key in [f"{TRACK_P}:{runs['hostile_p']}", *(f"{TRACK_N}:{i}" for i in runs["hostile_n"])]:
+        open_item(driver, runs["site"], key)
+        time.sleep(0.2)
+        assert driver.current_url.startswith(start)
+        assert_inert(driver)
+    text = driver.execute_script("return document.body.innerText")
+    assert HOSTILE[-1].split("<embed")[0] in text or "pwned" in text
+    open_item(driver, runs["site"], f"{TRACK_P}:{runs['hostile_p']}")
+    model = driver.execute_script(
+        "return [...document.querySelectorAll('.model')].map(e => e.innerText).join('\\n')")
+    assert "<script>window.__pwned = 1" in model and "{{ constructor" in model
+    assert driver.execute_script("return document.querySelectorAll('.model .katex').length") >= 2
+    shot = runs["site"].parent / "view_hostile.png"
+    assert driver.save_screenshot(str(shot))
+
+
+@pytest.mark.slow
+def test_served_site_loads_only_its_own_files(driver: Any, runs: dict[str, Any]) -> None:
+    """Over HTTP the browser records every resource it fetched (file:// records none)."""
+    proc = subprocess.Popen(["rimo-eval", "view", "run-a", "run-b", "--out", "served",
+                             "--serve", "--port", "0"], cwd=runs["repo"], env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("view: serving http://127.0.0.1:"), line
+        # The browser resolves no host name but localhost (FLAGS), an IP literal included.
+        url = line.split()[2].replace("//127.0.0.1:", "//localhost:")
+        origin = url.rsplit("/", 1)[0] + "/"
+        for key in [f"{TRACK_P}:{runs['hostile_p']}", f"{TRACK_N}:{runs['hostile_n'][0]}"]:
+            open_item(driver, url, key)
+            time.sleep(0.3)
+            assert_inert(driver)
+        resources = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+        assert resources and all(r.startswith(origin) for r in resources), resources
+        assert any("/data/items/" in r for r in resources)
+        assert not any("/data/search/" in r for r in resources)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_k_samples_histogram_reasoning_and_model_text(driver: Any, tmp_path: Path) -> None:
+    """k = 4 with model text, reasoning, usage and a cut-off reply, as a model backend records
+    them (details), the text holding the hostile corpus."""
+    items = tmp_path / "items"
+    write_items(items, [n_item("2001a1", "12"), n_item("2001a2", "-3")],
+                [p_item("2001g1", ["g1", "g2"])])
+    answers = {"2001a1": ["12", "12", "13", "12"], "2001a2": ["5", "", "5", "-3"]}
+    rows = [{"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": a}
+            for pid, preds in answers.items() for j, a in enumerate(preds)]
+    rows += [{"track": TRACK_P, "problem_id": "2001g1", "sample": j,
+              "prediction": ["g1", HOSTILE_PROOF if j == 0 else "g2"]} for j in range(4)]
+    details = {(TRACK_N, "2001a1", j): {
+        "text": f"Sample {j}: $\\frac{{a}}{{b}}$ " + HOSTILE_TEXT, "reasoning": "I think $y$",
+        "finish_reason": "length" if j == 2 else "stop", "extraction": "boxed",
+        "usage": {"completion_tokens": 100 + j, "prompt_tokens": 50}} for j in range(4)}
+    run = small_run(tmp_path, "k4", items, rows, 4, details)
+    # What the diag engineer's score stage adds (one flag per row), and a judge's verdicts.
+    scores_n = run.scores[TRACK_N]
+    scores_n["no_box"] = scores_n["prediction"].fillna("") == ""
+    scores_n["lenient_match"] = False
+    run.judge = pd.DataFrame([
+        {"problem_id": "2001g1", "sample": 0, "part": 1, "verdict": "correct", "reason": "ok"},
+        {"problem_id": "2001g1", "sample": 0, "part": 2, "verdict": "incorrect",
+         "reason": "Step $2$ fails. " + HOSTILE_TEXT}])
+    site = tmp_path / "site"
+    write_site(site, *build([run]))
+    open_site(driver, site, "flag=no_box")
+    assert shown_keys(driver) == [f"{TRACK_N}:2001a2"]
+    open_site(driver, site, "flag=lenient_match")
+    assert shown_keys(driver) == []
+    open_site(driver, site)
+    strips = driver.execute_script(
+        "return [...document.querySelectorAll('#grid .strip')].map(e => e.style.background)")
+    assert len(strips) == 3 and all("linear-gradient" in s for s in strips)
+    open_item(driver, site, f"{TRACK_N}:2001a1", "&s=2")
+    hist = driver.execute_script(
+        "return [...document.querySelectorAll('table.hist tr')].slice(1).map(r => r.innerText)")
+    assert [h.split("\t")[:2] for h in hist] == [["12 = gold", "3"], ["13", "1"]]
+    sample = driver.find_element("css selector", ".sample")
+    assert sample.get_attribute("data-sample") == "2"
+    assert "truncated" in sample.text  # the flag, read from the finish reason
+    assert "finish reason length" in sample.text and "completion_tokens 102" in sample.text
+    reasoning = driver.find_element("css selector", "details.reasoning")
+    assert reasoning.get_attribute("open") is None  # collapsed
+    assert "Sample 2:" in driver.find_element("css selector", ".model").text
+    assert driver.execute_script("return document.querySelectorAll('.model .katex').length") >= 2
+    assert_inert(driver)
+    open_item(driver, site, f"{TRACK_N}:2001a2", "&s=1")
+    assert "no_box" in driver.find_element("css selector", ".sample").text
+    open_item(driver, site, f"{TRACK_P}:2001g1")
+    assert_inert(driver)
+    parts = driver.find_elements("css selector", ".part")
+    assert "judge: correct" in parts[0].text and "judge: incorrect" in parts[1].text
+    assert "<script>window.__pwned = 1" in parts[1].text
+    assert len(driver.find_elements("css selector", "table.samples tr[data-s]")) == 4
+
+
+# --- a model backend's run: the openai backend against the loopback fake chat server -------
+
+REPLY = ("<think>" + HOSTILE_TEXT + " and $\\frac{1}{2}$</think>\n\nWe compute $x^2 + 1$.\n\n"
+         + HOSTILE_TEXT + "\n\nSo the answer is $\\boxed{7}$.")
+
+
+@pytest.fixture(scope="module")
+def model_site(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterator[Path]:
+    """``dvc repro score`` with the openai backend (3 items per track) whose every reply holds
+    the hostile corpus, in the content and in a think block, then ``rimo-eval view``."""
+    from tests.chat_server import ChatServer
+
+    server = ChatServer(responder=lambda body, prompt: REPLY).start()
+    try:
+        repo = make_repo(tmp_path_factory.mktemp("view_model") / "repo", mirror_dir, predict={
+            "backend": "openai", "limit": 3,
+            "openai": {"base_url": server.base_url, "model": "fake-model",
+                       "api_key_env": "RIMO_VIEW_TEST_NO_KEY", "max_retries": 0,
+                       "timeout_s": 30, "concurrency": 2}})
+        sh(repo, "dvc", "repro", "score")
+        assert server.ok_records()
+    finally:
+        server.stop()
+    sh(repo, "rimo-eval", "view")
+    yield repo / "reports/view"
+
+
+@pytest.mark.slow
+def test_model_replies_render_as_text_with_math_and_folded_reasoning(
+        driver: Any, model_site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    index = json.loads((model_site / "data/index.js").read_text()[len("RIMO.index("):-3])
+    evaluated = [it["key"] for it in index["items"] if it["o"][0] != "-"]
+    assert len(evaluated) == 6 and index["runs"][0]["model"] == "fake-model"
+    for key in evaluated:
+        open_item(driver, model_site, key)
+        time.sleep(0.2)
+        assert_inert(driver)
+        model = driver.execute_script(
+            "return [...document.querySelectorAll('.model')].map(e => e.innerText).join('')")
+        assert "<script>window.__pwned = 1" in model and "{{ constructor" in model
+        assert driver.execute_script("return document.querySelectorAll('.model .katex').length")
+        folded = driver.find_elements(By.CSS_SELECTOR, "details.reasoning")
+        assert folded and all(d.get_attribute("open") is None for d in folded)
+        folded[0].find_element(By.TAG_NAME, "summary").click()  # unfold: math renders, inert
+        wait(driver, "return document.querySelectorAll('details.reasoning[open] .katex').length")
+        assert "<iframe" in folded[0].text
+        assert_inert(driver)
+        if key.startswith(TRACK_N):
+            sample = driver.find_element(By.CSS_SELECTOR, ".sample").text
+            assert "prediction: 7" in sample and "finish reason stop" in sample
+            assert "completion_tokens" in sample and "extraction boxed" in sample

@@ -1,0 +1,131 @@
+"""``rimo-eval view`` without a browser: sanitising, sample codes, a byte-identical site.
+
+The CLI on real experiments is tests/e2e/test_view_cli.py; the browser (Chromium) is
+tests/e2e/test_view_browser.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.commands.view.markup import render
+from stages.commands.view.model import FLAGS, build
+from stages.commands.view.site import write_site
+from stages.core.tracks import TRACK_N, TRACK_P
+from tests.factories import n_item, p_item, write_items
+from tests.view_runs import HOSTILE, HOSTILE_TEXT, small_run
+
+
+@pytest.mark.parametrize("payload", HOSTILE)
+def test_markup_leaves_no_tag_attribute_or_url_of_the_payload(payload: str) -> None:
+    html = render(payload)
+    tags = set(re.findall(r"<\s*([a-zA-Z][a-zA-Z0-9]*)", html))
+    assert tags <= {"p", "span", "div", "em", "strong", "code", "pre", "br"}, html
+    assert not re.search(r"<[^>]*\s(on\w+|href|src|style|action|data)\s*=", html), html
+    assert "<script" not in html and "<iframe" not in html and "<svg" not in html
+
+
+def test_markup_keeps_math_apart_from_markdown() -> None:
+    html = render("Let $a_1 *b* c_2$ and \\[x_1 = y_2\\] be *so*; $$\\frac{1}{2}$$")
+    assert '<span class="math inline">a_1 *b* c_2</span>' in html
+    assert '<span class="math display">x_1 = y_2</span>' in html
+    assert "<em>so</em>" in html and "\\frac{1}{2}" in html
+    assert render("<b>bold</b> [x](javascript:alert(1))") == \
+        "<p>&lt;b&gt;bold&lt;/b&gt; [x](javascript:alert(1))</p>\n"
+
+
+def small_items(root: Path) -> Path:
+    items = root / "items"
+    write_items(items, [n_item("2001a1", "12"), n_item("2001a2", "-3"),
+                        n_item("2001c1", "7", "combinatorics")],
+                [p_item("2001a1", ["s1"]), p_item("2001g1", ["g1", "g2"])])
+    return items
+
+
+def k3_rows(answers: dict[str, list[str]]) -> list[dict[str, Any]]:
+    rows = [{"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": a}
+            for pid, preds in answers.items() for j, a in enumerate(preds)]
+    rows += [{"track": TRACK_P, "problem_id": "2001a1", "sample": j, "prediction": ["s1"]}
+             for j in range(3)]
+    rows += [{"track": TRACK_P, "problem_id": "2001g1", "sample": j,
+              "prediction": ["g1", "g2" if j else "no"]} for j in range(3)]
+    return rows
+
+
+def test_the_same_runs_give_a_byte_identical_site(tmp_path: Path) -> None:
+    items = small_items(tmp_path)
+    details = {(TRACK_N, "2001a1", 0): {"text": HOSTILE_TEXT + " so $\\boxed{12}$",
+                                        "reasoning": "think $x$", "finish_reason": "stop",
+                                        "usage": {"completion_tokens": 9}}}
+    rows = k3_rows({"2001a1": ["12", "12", "13"], "2001a2": ["-3", "", "-3"],
+                    "2001c1": ["1", "2", "7"]})
+    digests = []
+    for attempt in range(2):
+        run = small_run(tmp_path / f"r{attempt}", "k3", items, rows, 3, details)
+        index, payloads, words = build([run])
+        out = tmp_path / f"site{attempt}"
+        counts = write_site(out, index, payloads, words)
+        assert counts["items"] == 5
+        digests.append({p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in sorted(out.rglob("*")) if p.is_file()})
+    assert digests[0] == digests[1]
+    assert {"index.html", "app.js", "data/index.js", "data/items/00000.js",
+            "katex/katex.min.js"} <= set(digests[0])
+    # Rebuilding into the same folder replaces it whole: no file of the old site is left.
+    (out / "stale.js").write_text("x")
+    write_site(out, index, payloads, words)
+    assert not (out / "stale.js").exists() and not list(tmp_path.glob(".site1.*"))
+
+
+def test_index_codes_every_sample(tmp_path: Path) -> None:
+    items = small_items(tmp_path)
+    rows = k3_rows({"2001a1": ["12", "12", "13"], "2001a2": ["-3", "", "-3"]})  # 2001c1 missing
+    details = {(TRACK_N, "2001a2", 1): {"text": "cut off", "finish_reason": "length"}}
+    run = small_run(tmp_path, "k3", items, rows, 3, details)
+    index, payloads, _ = build([run])
+    codes = {it["key"]: it["o"][0] for it in index["items"]}
+    assert codes == {"RIMO-N:2001a1": "RRW", "RIMO-N:2001a2": "RTR", "RIMO-N:2001c1": "MMM",
+                     "RIMO-P:2001a1": "SSS", "RIMO-P:2001g1": "1SS"}
+    (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
+    # The score stage's flags: sample 1 was cut off (finish reason length) with no box.
+    assert {"no_box", "truncated"} <= set(p["runs"][0][1]["flags"])
+    assert "truncated" not in p["runs"][0][0]["flags"]
+    # A scores table from before the diagnostic flags: truncated read from the finish reason.
+    run.scores[TRACK_N] = run.scores[TRACK_N].drop(columns=[c for c in FLAGS
+                                                            if c in run.scores[TRACK_N]])
+    index, payloads, _ = build([run])
+    flags = {it["key"]: it["f"][0] for it in index["items"]}
+    assert flags["RIMO-N:2001a2"] == ["truncated"]
+    assert {it["key"]: it["o"][0] for it in index["items"]} == codes
+    (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001a2"]
+    assert [s["pred"] for s in p["runs"][0]] == ["-3", "", "-3"]
+    assert index["runs"][0]["k"] == 3
+
+
+def test_two_runs_errors_and_items_a_sample_run_left_out(tmp_path: Path) -> None:
+    items = small_items(tmp_path)
+    rows = k3_rows({"2001a1": ["12"] * 3, "2001a2": ["-3"] * 3, "2001c1": ["7"] * 3})
+    full = small_run(tmp_path, "full", items, rows, 3)
+    # An error as predict records it: status and reason in the predictions, wrong in scores.
+    preds, scores = full.predictions[TRACK_N], full.scores[TRACK_N]
+    hit = (preds["problem_id"] == "2001c1") & (preds["sample"] == 1)
+    preds.loc[hit, "error"] = "HTTP 500 <b>boom</b>"
+    scores.loc[(scores["problem_id"] == "2001c1") & (scores["sample"] == 1),
+               ["status", "correct"]] = ["error", False]
+    sample = small_run(tmp_path, "sample", items, rows, 3, limit=1)  # one item per track
+    index, payloads, _ = build([full, sample])
+    codes = {it["key"]: it["o"] for it in index["items"]}
+    assert codes["RIMO-N:2001c1"][0] == "RER"
+    assert sum(o[1] == "-" for o in codes.values()) == 3  # 5 items, 1 per track evaluated
+    assert {k: o[1] for k, o in codes.items()} == {  # the seeded sample of one per track
+        "RIMO-N:2001a1": "-", "RIMO-N:2001a2": "RRR", "RIMO-N:2001c1": "-",
+        "RIMO-P:2001a1": "SSS", "RIMO-P:2001g1": "-"}
+    (p,) = [p for p in payloads if p["key"] == "RIMO-N:2001c1"]
+    assert p["runs"][0][1]["error"] == "HTTP 500 <b>boom</b>"  # plain text: app.js escapes it
+    assert index["runs"][1]["is_sample"] is True and index["runs"][0]["is_sample"] is False
+    assert set(index["pairs"]) == {"0-1"} and index["pairs"]["0-1"][TRACK_N]["k"] == 3

@@ -1,0 +1,130 @@
+"""Two real pipeline runs for the browser tests: replay experiments over all 791 items.
+
+``dvc exp run ... score`` in a temporary git + DVC repo (fetch from the shared mirror,
+validate, replay predict, score), then the real ``rimo-eval view`` CLI. Run A carries the
+hostile corpus: RIMO-N predictions and RIMO-P proofs holding scripts, handlers, javascript:
+and data: URLs, iframes, SVG, CSS, KaTeX ``\\href``/``\\url`` and template syntax, each of
+which would set ``window.__pwned`` or call a dialog if it ever ran.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stages.core.tracks import TRACK_N, TRACK_P
+from tests.pipeline_repo import make_repo, sh
+
+HOSTILE = [
+    "<script>window.__pwned = 1; alert('script')</script>",
+    "<img src=x onerror=\"window.__pwned = 2\">",
+    "[click me](javascript:window.__pwned=3) and <a href=\"javascript:window.__pwned=3\">a</a>",
+    "$\\href{javascript:window.__pwned=4}{math link}$ and $\\url{javascript:window.__pwned=4}$",
+    "![pixel](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+) "
+    "<a href=\"data:text/html,<script>alert(5)</script>\">d</a>",
+    "<iframe src=\"javascript:window.top.__pwned=6\"></iframe>",
+    "<svg onload=\"window.__pwned = 7\"><circle r=5 /></svg>",
+    "<style>body { display: none !important } * { background: url(http://127.0.0.1:9/x) }"
+    "</style> <link rel=stylesheet href=http://127.0.0.1:9/x.css>",
+    "{{ constructor.constructor('window.__pwned = 9')() }} ${window.__pwned = 10} <%= 1 %>",
+    "<meta http-equiv=refresh content=\"0;url=javascript:window.__pwned=11\">"
+    "<base href=\"http://127.0.0.1:9/\"><form action=http://127.0.0.1:9/><button>go</button>"
+    "</form>",
+    "<object data=\"http://127.0.0.1:9/o\"></object><embed src=\"http://127.0.0.1:9/e\">"
+    "<video src=http://127.0.0.1:9/v.mp4 onerror=\"window.__pwned=12\"></video>",
+    "<div style=\"position:fixed;inset:0;background:red\" onclick=\"window.__pwned=13\">x</div>"
+    " \\(\\htmlStyle{color:red}{x}\\) \\[\\includegraphics{http://127.0.0.1:9/i.png}\\]",
+]
+HOSTILE_TEXT = "\n\n".join(HOSTILE)
+# A RIMO-P proof of run A, with some honest math around the payloads.
+HOSTILE_PROOF = ("We show $x^2 \\ge 0$ for all real $x$, so \\[\\sum_{i=1}^n a_i^2 \\ge 0.\\]\n\n"
+                 + HOSTILE_TEXT)
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def build_runs(root: Path, mirror: Path) -> dict[str, Any]:
+    """The repo with experiments run-a and run-b, and what was put into them."""
+    repo = make_repo(root / "repo", mirror, predict={
+        "backend": "replay", "limit": None, "replay": {"path": "replay_a.jsonl"}})
+    sh(repo, "dvc", "repro", "validate")
+    items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
+    items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
+    gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
+    graded = items_p[items_p["gradable"]]
+    gold_p = {r.problem_id: list(r.sub_solutions) for r in graded.itertuples()}
+    ids_n, ids_p = sorted(gold_n), sorted(gold_p)
+    hostile_n, hostile_p = ids_n[:len(HOSTILE)], ids_p[0]
+    # A: wrong on ids_n[20:40], hostile answers on the first 12, missing ids_n[40];
+    # RIMO-P wrong last part on ids_p[0:10] (ids_p[0] holds the hostile proof).
+    # B: wrong on ids_n[30:50]; RIMO-P wrong on ids_p[5:15].
+    rows_a, rows_b = [], []
+    for j, pid in enumerate(ids_n):
+        if pid != ids_n[40]:
+            pred = HOSTILE[j] if pid in hostile_n else (gold_n[pid] + "1" if 20 <= j < 40
+                                                        else gold_n[pid])
+            rows_a.append({"track": TRACK_N, "problem_id": pid, "prediction": pred})
+        rows_b.append({"track": TRACK_N, "problem_id": pid,
+                       "prediction": gold_n[pid] + "1" if 30 <= j < 50 else gold_n[pid]})
+    for j, pid in enumerate(ids_p):
+        sols = gold_p[pid]
+        a = [*sols[:-1], HOSTILE_PROOF if pid == hostile_p else "wrong"] if j < 10 else sols
+        b = [*sols[:-1], "wrong"] if 5 <= j < 15 else sols
+        rows_a.append({"track": TRACK_P, "problem_id": pid, "prediction": a})
+        rows_b.append({"track": TRACK_P, "problem_id": pid, "prediction": b})
+    write_jsonl(repo / "replay_a.jsonl", rows_a)
+    write_jsonl(repo / "replay_b.jsonl", rows_b)
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-qm", "replays")
+    for name, path in (("run-a", "replay_a.jsonl"), ("run-b", "replay_b.jsonl")):
+        sh(repo, "dvc", "exp", "run", "-n", name, "-S", f"predict.replay.path={path}", "score")
+    return {"repo": repo, "ids_n": ids_n, "ids_p": ids_p, "hostile_n": hostile_n,
+            "hostile_p": hostile_p, "n_items": len(items_n) + len(items_p)}
+
+
+__all__ = ["HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "write_jsonl"]
+
+
+def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,
+              details: dict[tuple[str, str, int], dict[str, Any]] | None = None,
+              limit: int | None = None) -> Any:
+    """One run made by the real replay predict and score stages over ``items_dir``, as
+    ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) written
+    into the predictions table before scoring, where a model backend records them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stages.commands.compare.revisions import Revision
+    from stages.commands.view.load import Run, details_by_sample
+    from stages.core.artifacts import items_path, predictions_path, scores_path
+    from stages.predict import predict
+    from stages.score.stage import score
+
+    base = root / name
+    base.mkdir(parents=True, exist_ok=True)
+    write_jsonl(base / "replay.jsonl", rows)
+    predict({"backend": "replay", "replay": {"path": str(base / "replay.jsonl")}, "samples": k,
+             "limit": limit}, items_dir, base / "preds")
+    tracks = (TRACK_N, TRACK_P)
+    for track in tracks:
+        path = predictions_path(track, base / "preds")
+        table = pq.read_table(path)
+        out = table.to_pylist()
+        for row in out:
+            extra = (details or {}).get((track, row["problem_id"], row["sample"]))
+            if extra is not None:
+                row["details"] = json.dumps({**json.loads(row["details"] or "{}"), **extra},
+                                            sort_keys=True)
+        pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path)
+    metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
+                    base / "preds", base / "scores", base / "metrics.json", base / "plots")
+    preds = {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks}
+    return Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
+               {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks}, preds,
+               {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks},
+               None, {t: details_by_sample(preds[t]) for t in tracks})
