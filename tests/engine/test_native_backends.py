@@ -280,3 +280,16 @@ def test_a_spend_cap_429_is_not_retried_and_stops(provider: Provider, tmp_path: 
     with pytest.raises(StageError) as info:
         run(provider, config(provider, tmp_path), [n_item("s", "Go. [[spend_limit]]")])
     assert "spend limit" in str(info.value) and len(provider.fake.records) == 1
+
+
+def test_prompt_cache_tokens_are_recorded(provider: Provider, tmp_path: Path) -> None:
+    cached = "[[cached:40:7]]" if provider.backend == "anthropic" else "[[cached:40]]"
+    preds = run(provider, config(provider, tmp_path),
+                [n_item("c", f"Go. {cached} [[gold:1]]", "1"), n_item("d", "Go. [[gold:2]]")])
+    usage = preds[("c", 0)].details["usage"]
+    assert usage["cache_read_tokens"] == 40
+    if provider.backend == "anthropic":  # prompt_tokens: input + cache write + cache read
+        assert usage["cache_write_tokens"] == 7 and usage["prompt_tokens"] >= 47
+    # Nothing reported, nothing recorded: the details keep the openai backend's shape.
+    assert set(preds[("d", 0)].details["usage"]) == {"prompt_tokens", "completion_tokens",
+                                                     "reasoning_tokens"}
