@@ -139,6 +139,7 @@ def slow_fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, FakeProvide
         yield request.param, fake
 
 
+@pytest.mark.serial  # a kill after 10 of ~45 replies, polled: not beside other tests
 def test_kill_9_and_resume_sends_nothing_twice(slow_fake: tuple[str, FakeProvider],
                                                items_dir: Path, tmp_path: Path) -> None:
     backend, fake = slow_fake
