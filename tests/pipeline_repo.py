@@ -44,6 +44,17 @@ def tracked_files() -> list[str]:
     return [f for f in out.decode().split("\0") if f and (REPO_ROOT / f).is_file()]
 
 
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` laid on it; nested mappings are merged, not replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def make_repo(dest: Path, mirror: Path, predict: dict[str, Any] | None = None) -> Path:
     """Copy the project into ``dest`` as a new git repo, point fetch at ``mirror``."""
     for rel in tracked_files():
@@ -60,7 +71,9 @@ def make_repo(dest: Path, mirror: Path, predict: dict[str, Any] | None = None) -
     params = yaml.safe_load(params_path.read_text())
     params["fetch"]["mirrors"] = [str(mirror)]
     params["fetch"]["url_template"] = "http://127.0.0.1:9/{file}"  # never the real network
-    params["predict"].update(predict or {"backend": "oracle", "limit": None})
+    # Merged key by key: dvc.yaml declares predict params by key (predict.openai.seed, ...), so a
+    # section given in part keeps the project's other keys.
+    params["predict"] = merged(params["predict"], predict or {"backend": "oracle", "limit": None})
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
     sh(dest, "git", "init", "-q", "-b", "main")
     sh(dest, "git", "add", "-A")
