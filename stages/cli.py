@@ -35,9 +35,10 @@ MODULES = {
     "summary": "stages.commands.summary",
     "leaderboard": "stages.commands.leaderboard.command",
     "view": "stages.commands.view.command",
+    "cache": "stages.commands.cache",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -45,6 +46,7 @@ TOOLS = {
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
     "view": "Browse every answer of one or more runs: a static site with rendered math",
+    "cache": "The response cache: stats, prune (by age, model, endpoint), verify, migrate",
 }
 
 
@@ -161,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--serve", action="store_true",
                       help="then serve the folder on 127.0.0.1 and print the URL")
     view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
+    importlib.import_module(MODULES["cache"]).add_arguments(tool("cache"))
     # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
     for name in [n for n in TOOLS if n not in sub.choices]:
         tool(name)

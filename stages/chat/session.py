@@ -86,6 +86,7 @@ class Session:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._syncer
             await asyncio.to_thread(self.cache.sync)
+            self.cache.close()
         finally:
             if self.bar is not None:
                 self.bar.close()

@@ -65,7 +65,7 @@ def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
     budget = getattr(params, "max_completion_tokens", None) or params.max_tokens
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
-    cache = ResponseCache(params.cache_dir)
+    cache = ResponseCache(params.cache_dir, readonly=True)
     system = params.system_prompt
     filler = "x" * (CHARS_PER_TOKEN * (budget or 0))  # an unknown earlier reply, at full budget
     for item in items:
@@ -87,6 +87,7 @@ def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
                     proved.append(filler)
                 else:
                     proved.append(split_reply(reply, predictor.think)[1].strip())
+    cache.close()
     return est
 
 

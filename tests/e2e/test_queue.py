@@ -28,7 +28,9 @@ from typing import Any
 
 import pytest
 
-from stages.chat.cache import FORMAT
+from stages.chat.cache import DB_NAME
+from stages.core.hashing import fingerprint
+from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
 from tests.pipeline_repo import env, make_repo
 
@@ -156,15 +158,15 @@ def test_two_workers_share_one_cache_without_loss_or_needless_repeats(queued: di
           f"twice while both were in flight; queue wall time {queued['queue_s']:.1f} s")
     # Nothing lost, nothing torn: one complete entry per distinct request (m-a's and m-b's).
     cache = queued["repo"] / ".rimo_cache/responses"
-    entries = [p for p in cache.rglob("*") if p.is_file()]
-    assert not [p for p in entries if p.name.endswith(".tmp")]
+    assert {p.name for p in cache.iterdir()} <= {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"}
+    entries = cache_entries(cache)
     assert len(entries) == queued["baseline_requests"] + len(by_key)
     models: defaultdict[str, int] = defaultdict(int)
-    for path in entries:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        assert entry["format"] == FORMAT and path.name == f"{entry['key']}.json"
-        assert entry["response"]["texts"], path  # a complete reply, not an error
-        models[entry["request"]["request"]["model"]] += 1
+    for entry in entries:
+        assert entry.request is not None and entry.response is not None, entry.key
+        assert fingerprint(entry.request) == entry.key
+        assert entry.response["texts"], entry.key  # a complete reply, not an error
+        models[entry.request["request"]["model"]] += 1
     assert dict(models) == {"m-a": queued["baseline_requests"], "m-b": len(by_key)}
     # No queued run made a cache of its own in its temporary copy.
     assert not list((queued["repo"] / ".dvc/tmp").rglob(".rimo_cache"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stages.judge.stage import judge
+from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
 from tests.judge_setup import (
     KEY_ENV,
@@ -37,8 +38,9 @@ def server() -> Iterator[ChatServer]:
 
 def cached_prompts(cache: Path) -> set[str]:
     prompts = set()
-    for entry in cache.rglob("*.json"):
-        messages = json.loads(entry.read_text())["request"]["request"]["messages"]
+    for entry in cache_entries(cache):
+        assert entry.request is not None, f"torn entry {entry.key}"
+        messages = entry.request["request"]["messages"]
         prompts.add(messages[-1]["content"])
     return prompts
 
