@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from stages.chat.cache import DB_NAME
 from stages.core.hashing import fingerprint
 from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
+from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import env, make_repo
 
 pytestmark = pytest.mark.slow
@@ -82,7 +84,9 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
     server = ChatServer(latency_s=LATENCY_S).start()
     repo = make_repo(tmp_path_factory.mktemp("queue") / "repo", mirror_dir, predict={
         "backend": "openai", "limit": 4,
-        "openai": {"base_url": server.base_url, "model": "m-a", "api_key_env": KEY_ENV,
+        # The whole section: dvc.yaml declares each predict.openai key it reads.
+        "openai": {**yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["predict"]["openai"],
+                   "base_url": server.base_url, "model": "m-a", "api_key_env": KEY_ENV,
                    "max_retries": 0, "timeout_s": 30, "concurrency": 1,
                    "cache_dir": ".rimo_cache/responses"}})  # relative: the default
     try:
