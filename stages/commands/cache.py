@@ -10,8 +10,11 @@ import argparse
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from stages.chat import cache_legacy
 from stages.chat.cache import DB_NAME, ResponseCache
@@ -35,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="prune: entries stored before this long ago (90d, 12h, 30m)")
     parser.add_argument("--model", help="prune: entries of this model")
     parser.add_argument("--endpoint", help="prune: entries of this endpoint (base URL)")
+    parser.add_argument("--keep-run", metavar="PATH", action="append", type=Path,
+                        help="prune: keep the entries these runs' replies came from (a folder "
+                             "of predictions or judge tables, or one .parquet file; repeat "
+                             "it), delete the rest")
     parser.add_argument("--dry-run", action="store_true",
                         help="prune: say what would be deleted, delete nothing")
     parser.add_argument("--delete-bad", action="store_true",
@@ -60,8 +67,46 @@ def parse_age(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _filters(args: argparse.Namespace) -> tuple[str, tuple[Any, ...]]:
+_SHA = re.compile(r'"(?:failed_)?request_sha256":"([0-9a-f]{64})"')
+
+
+def run_keys(paths: list[Path]) -> set[str]:
+    """The cache keys the replies of these runs came from: every ``request_sha256`` in the
+    ``details`` of predictions tables (RIMO-P parts included) and in judge tables, read a
+    batch at a time (a k = 64 table's details do not fit in memory at once)."""
+    keys: set[str] = set()
+    for path in paths:
+        files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+        if not files or not all(f.is_file() for f in files):
+            raise StageError(f"--keep-run {path}: no predictions or judge tables there")
+        for file in files:
+            for column, batch in _columns(file):
+                values = batch.column(0).to_pylist()
+                if column == "request_sha256":
+                    keys.update(v for v in values if v)
+                else:
+                    keys.update(k for v in values if v for k in _SHA.findall(v))
+    return keys
+
+
+def _columns(file: Path) -> Iterator[tuple[str, Any]]:
+    parquet = pq.ParquetFile(file)
+    names = parquet.schema_arrow.names
+    for column in ("details", "request_sha256"):
+        if column in names:
+            for batch in parquet.iter_batches(batch_size=512, columns=[column]):
+                yield column, batch
+
+
+def _filters(args: argparse.Namespace, conn: Any = None) -> tuple[str, tuple[Any, ...]]:
     clauses, values = [], []
+    if getattr(args, "keep_run", None):
+        keys = run_keys(args.keep_run)
+        if conn is not None:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS keep (key TEXT PRIMARY KEY)")
+            conn.execute("DELETE FROM keep")
+            conn.executemany("INSERT OR IGNORE INTO keep VALUES (?)", ((k,) for k in keys))
+        clauses.append("key NOT IN (SELECT key FROM temp.keep)")
     if args.older_than:
         clauses.append("created < ?")
         values.append(time.time() - parse_age(args.older_than))
@@ -70,8 +115,8 @@ def _filters(args: argparse.Namespace) -> tuple[str, tuple[Any, ...]]:
             clauses.append(f"{column} = ?")
             values.append(getattr(args, column))
     if not clauses:
-        raise StageError("cache prune: name what to delete with --older-than, --model or "
-                         "--endpoint (or delete the folder to drop everything)")
+        raise StageError("cache prune: name what to delete with --older-than, --model, "
+                         "--endpoint or --keep-run (or delete the folder to drop everything)")
     return "WHERE " + " AND ".join(clauses), tuple(values)
 
 
@@ -101,11 +146,11 @@ def stats(cache: ResponseCache) -> dict[str, Any]:
 
 
 def prune(cache: ResponseCache, args: argparse.Namespace) -> dict[str, Any]:
-    where, values = _filters(args)
+    conn = cache.connection()
+    where, values = _filters(args, conn)
     by = groups(cache, where, values)
     result = {"dry_run": bool(args.dry_run), "entries": sum(g["entries"] for g in by),
               "stored_bytes": sum(g["stored_bytes"] for g in by), "by": by}
-    conn = cache.connection()
     if conn is not None and not args.dry_run and by:
         conn.execute(f"DELETE FROM entries {where}", values)
         conn.execute("PRAGMA incremental_vacuum")  # give the freed pages back to the disk
