@@ -92,6 +92,28 @@ def legacy_open_ms(root: Path, n: int) -> float:
     return statistics.median(times) * 1000
 
 
+def short_workload(root: Path, n: int) -> dict[str, float]:
+    """``put`` and ``get`` of short replies (a boxed answer), the k = 16 zero-latency case."""
+    cache = ResponseCache(root)
+    payloads = [{"endpoint": {"transport": "openai-chat", "base_url": "http://127.0.0.1:8/v1"},
+                 "request": {"model": "m", "max_tokens": 1000, "messages": [
+                     {"role": "user", "content": f"Problem {i} " * 60}]}} for i in range(n)]
+    keys = [request_key(p) for p in payloads]
+    reply = {"texts": ["Working through it carefully, the answer is \\boxed{3}."],
+             "finish_reason": "stop", "latency_s": 0.01,
+             "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+    start = time.perf_counter()
+    for key, payload in zip(keys, payloads, strict=True):
+        cache.put(key, payload, reply)
+    put_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for key, payload in zip(keys, payloads, strict=True):
+        assert cache.get(key, payload) == reply
+    get_s = time.perf_counter() - start
+    cache.close()
+    return {"short_put_us": put_s / n * 1e6, "short_get_us": get_s / n * 1e6}
+
+
 def reasoning_workload(root: Path, n: int) -> dict[str, float]:
     rng = random.Random(20)
     cache = ResponseCache(root)
@@ -142,6 +164,7 @@ def main() -> None:
                 "legacy_open_ms": legacy_open_ms(base / "legacy", args.legacy_entries)}
         rows["legacy_us_per_entry"] = rows["legacy_open_ms"] * 1000 / args.legacy_entries
         rows.update(reasoning_workload(base / "reasoning", args.replies))
+        rows.update(short_workload(base / "short", 3000))
         rows["replies"] = args.replies
     print(json.dumps(rows, indent=2))
     print(f"\nopen: {rows['open_ms_1k']:.2f} ms at 1,000 entries, {rows['open_ms_large']:.2f} ms "
@@ -150,7 +173,8 @@ def main() -> None:
           f"reasoning replies ({args.replies}): {rows['db_bytes'] / args.replies / 1024:.1f} "
           f"KiB each on disk against {rows['per_file_bytes'] / args.replies / 1024:.1f} KiB "
           f"per file ({rows['ratio']:.0%}); put {rows['put_us']:.0f} us, get "
-          f"{rows['get_us']:.0f} us", file=sys.stderr)
+          f"{rows['get_us']:.0f} us; short replies: put {rows['short_put_us']:.0f} us, get "
+          f"{rows['short_get_us']:.0f} us", file=sys.stderr)
     os.sync()
 
 
