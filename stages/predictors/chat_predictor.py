@@ -55,7 +55,7 @@ PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
                               "model_cache_dir", "model_path", "price_per_mtok",
-                              "breaker_window", "stall_warning_s"})
+                              "breaker_window", "stall_warning_s", "batch"})
 
 
 # --------------------------------------------------------------------------------------------
