@@ -19,6 +19,10 @@ Modes (server-wide, changeable between runs): ``expire_next``: the next batch to
 ``failed`` validation (``errors`` naming line 1); ``fail_5xx``: custom_ids whose request's
 prompt holds ``[[batch5xx:K]]`` get HTTP 500 in the first K batches that hold them.
 
+``hold``: kinds (``upload``, ``create``, ``retrieve``, ``content``) whose next request is held
+unanswered (an upload or create after it took effect) until ``release()`` or ``stop()``;
+``held`` is set meanwhile, so a test can kill the client at that phase.
+
 ``log``: every event (``create``, ``answer`` with status, ``cancel``), and ``violations``:
 a create holding a request that is in another live batch, or one already answered 200.
 """
@@ -56,6 +60,7 @@ class FakeBatchServer:
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    hold: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -65,6 +70,8 @@ class FakeBatchServer:
         self._seen_5xx: Counter[str] = Counter()
         self._failing: set[str] = set()
         self._httpd: ThreadingHTTPServer | None = None
+        self.held = threading.Event()
+        self._release = threading.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeBatchServer:
@@ -75,6 +82,7 @@ class FakeBatchServer:
         return self
 
     def stop(self) -> None:
+        self._release.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -83,6 +91,19 @@ class FakeBatchServer:
     def base_url(self) -> str:
         assert self._httpd is not None
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def release(self) -> None:
+        self._release.set()
+
+    def _maybe_hold(self, kind: str) -> None:
+        with self._lock:
+            if kind not in self.hold:
+                return
+            self.hold.discard(kind)
+            self._release.clear()
+            self.held.set()
+        self._release.wait(120)
+        self.held.clear()
 
     # -- inspection ------------------------------------------------------------------------
     def answered_ok(self) -> Counter[str]:
@@ -260,6 +281,7 @@ def _handler(fake: FakeBatchServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?")[0].rstrip("/")
             if m := re.fullmatch(r"/v1/files/([\w-]+)/content", path):
+                fake._maybe_hold("content")
                 f = fake.files.get(m.group(1))
                 return self._send(200, f["_data"], "application/octet-stream") if f else \
                     self._missing()
@@ -274,6 +296,7 @@ def _handler(fake: FakeBatchServer) -> type[BaseHTTPRequestHandler]:
                                         "first_id": data[0]["id"] if data else None,
                                         "last_id": data[-1]["id"] if data else None})
             if m := re.fullmatch(r"/v1/batches/([\w-]+)", path):
+                fake._maybe_hold("retrieve")
                 obj = fake.retrieve(m.group(1))
                 return self._json(200, obj) if obj else self._missing()
             code, body = forward(fake.chat.base_url.removesuffix("/v1") + self.path, None)
@@ -287,9 +310,13 @@ def _handler(fake: FakeBatchServer) -> type[BaseHTTPRequestHandler]:
                 name, data = fields.get("file", (None, b""))
                 if purpose != "batch" or not data:
                     return self._json(400, {"error": {"message": "need purpose=batch + file"}})
-                return self._json(200, fake.upload(purpose, name or "upload.jsonl", data))
+                obj = fake.upload(purpose, name or "upload.jsonl", data)
+                fake._maybe_hold("upload")
+                return self._json(200, obj)
             if path == "/v1/batches":
-                return self._json(*fake.create(json.loads(raw)))
+                code, obj = fake.create(json.loads(raw))
+                fake._maybe_hold("create")
+                return self._json(code, obj)
             if m := re.fullmatch(r"/v1/batches/([\w-]+)/cancel", path):
                 obj = fake.cancel(m.group(1))
                 return self._json(200, obj) if obj else self._missing()
