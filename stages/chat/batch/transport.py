@@ -237,11 +237,9 @@ class BatchTransport(ChatTransport):
     def _read(self, line: dict[str, Any] | None, request: dict[str, Any], status: str
               ) -> ChatReply | Exception | None:
         """A reply, the error the request ends with, or None: not answered (send again)."""
-        if status == "cancelled" and (line is None or line.get("response") is None):
-            return TransportError("its batch was cancelled (--batch-cancel or the provider)")
         response = (line or {}).get("response")
         if not isinstance(response, dict):
-            return None  # expired, or missing from both files
+            return None  # expired, cancelled, or missing from both files
         code, body = response.get("status_code"), response.get("body")
         if code == 200:
             try:
