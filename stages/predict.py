@@ -138,7 +138,11 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
     requested = [it for track in TRACKS for it in sample[track]]
     est = chat_estimate(predictor, requested)
     price = getattr(predictor.params, "price_per_mtok", None)
-    return f"{head}\n{render(est, None if price is None else price.as_dict())}"
+    priced = None if price is None else price.as_dict()
+    batch = getattr(predictor.params, "batch", None)
+    if priced is not None and batch is not None and batch.enabled:
+        priced["batch_discount"] = float(batch.discount)  # the Batch API's price
+    return f"{head}\n{render(est, priced)}"
 
 
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
