@@ -122,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--batch-cancel", action="store_true",
                        help="cancel those live batches (the next predict collects what they "
                             "answered and asks the rest again)")
+    batch.add_argument("--export-batch", metavar="FILE",
+                       help="write this round's requests as an OpenAI batch JSONL (for "
+                            "`vllm run-batch`); send nothing")
+    batch.add_argument("--import-batch", metavar="FILE",
+                       help="read an engine's batch output JSONL into the response cache")
     stage_parsers["judge"].add_argument(
         "--calibrate", action="store_true",
         help="measure the judge on references and swapped solutions instead")
@@ -187,6 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
             from stages.chat.batch.admin import batch_admin
             print(batch_admin(params.predict.openai, cancel=args.batch_cancel))
+            return 0
+        if getattr(args, "export_batch", None) or getattr(args, "import_batch", None):
+            export = bool(args.export_batch)
+            print(module.batch_file(params.predict, args.export_batch or args.import_batch,
+                                    export))
             return 0
         if getattr(args, "estimate", False):
             print(module.estimate(params.predict))

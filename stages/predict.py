@@ -145,6 +145,19 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
     return f"{head}\n{render(est, priced)}"
 
 
+def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
+               items_dir: Path = ITEMS_DIR) -> str:
+    """``--export-batch FILE`` / ``--import-batch FILE`` (stages.predictors.batch_files)."""
+    from stages.predictors.batch_files import export_batch, import_batch
+
+    backend, predictor, _, sample = _setup(cfg, items_dir)
+    if not isinstance(predictor, ChatPredictor) or backend == "local":
+        raise ConfigError(f"params.yaml: predict.backend is {backend}; batch files are for "
+                          "the openai backend")
+    requested = [it for track in TRACKS for it in sample[track]]
+    return (export_batch if export else import_batch)(predictor, requested, Path(path))
+
+
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
             out_dir: Path = PREDICTIONS_DIR,
             run_path: Path | None = None) -> dict[str, Any]:
