@@ -16,8 +16,10 @@ Output and error files are JSONL of ``{"id", "custom_id", "response": {"status_c
 
 Modes (server-wide, changeable between runs): ``expire_next``: the next batch to finish
 ``expired`` with only its first half answered; ``fail_next``: the next create is a batch that
-``failed`` validation (``errors`` naming line 1); ``fail_5xx``: custom_ids whose request's
-prompt holds ``[[batch5xx:K]]`` get HTTP 500 in the first K batches that hold them.
+``failed`` validation (``errors`` naming line 1); custom_ids whose request's
+prompt holds ``[[batch5xx:K]]`` get HTTP 500 in the first K batches that hold them;
+``flaky_every``: every n-th line of each batch gets HTTP 500 the first time its request is
+seen.
 
 ``hold``: kinds (``upload``, ``create``, ``retrieve``, ``content``) whose next request is held
 unanswered (an upload or create after it took effect) until ``release()`` or ``stop()``;
@@ -61,6 +63,7 @@ class FakeBatchServer:
     log: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     hold: set[str] = field(default_factory=set)
+    flaky_every: int | None = None  # every n-th line of a batch: HTTP 500 the first time
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -208,7 +211,7 @@ class FakeBatchServer:
                 err.append({"id": f"req-{bid}-{n}", "custom_id": cid, "response": None,
                             "error": {"code": code, "message": f"not processed ({status})"}})
                 continue
-            status_code, body = self._answer(cid, line["body"])
+            status_code, body = self._answer(cid, line["body"], n)
             self.log.append({"event": "answer", "batch": bid, "custom_id": cid,
                              "status": status_code})
             entry = {"id": f"req-{bid}-{n}", "custom_id": cid,
@@ -222,7 +225,10 @@ class FakeBatchServer:
                 data = "".join(json.dumps(e) + "\n" for e in entries).encode()
                 obj[kind] = self.upload("batch_output", f"{bid}_{kind}.jsonl", data)["id"]
 
-    def _answer(self, cid: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def _answer(self, cid: str, body: dict[str, Any], n: int = 1) -> tuple[int, Any]:
+        if self.flaky_every and n % self.flaky_every == 0 and cid not in self._seen_5xx:
+            self._seen_5xx[cid] += 1
+            return 500, {"error": {"message": "flaky", "type": "server"}}
         match = _FIVEXX.search(prompt_text(body))
         if match:
             self._seen_5xx[cid] += 1
