@@ -27,7 +27,14 @@ $(STAMP): pyproject.toml
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --ignore-scripts --no-audit --no-fund
 
-setup: $(STAMP) $(NPM_STAMP)
+# The page of `dvc plots show/diff` inlines Vega from node_modules (.dvc/config
+# plots.html_template), so DVC's charts render offline.
+PLOTS_PAGE := .dvc/plots/page.html
+
+$(PLOTS_PAGE): $(NPM_STAMP) $(STAMP) stages/commands/plots_page.py
+	$(PY) -m stages.commands.plots_page
+
+setup: $(STAMP) $(NPM_STAMP) $(PLOTS_PAGE)
 
 # The report test opens the HTML in headless Chromium (Debian packages).
 browser:
@@ -43,12 +50,12 @@ browser:
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
 # The transcript browser (reports/view/, which the report links into) is built from the run
 # dvc repro leaves; it is a tool, not a stage, so it is not cached in dvc.lock.
-repro: $(STAMP) $(NPM_STAMP)
+repro: setup
 	dvc repro
 	rimo-eval view
 	rimo-eval summary
 
-test: $(STAMP) $(NPM_STAMP) browser
+test: setup browser
 	ruff check .
 	pytest
 

@@ -16,14 +16,21 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stages.chat.provider_decision import retry_after_s
+from stages.chat.provider_decision import ErrorDecision, retry_after_s
 
 # 408 Request Timeout, 409 Conflict (a busy worker), 429 Too Many Requests: worth another try.
 RETRIED_STATUS = frozenset({408, 409, 429})
 
 
 class EngineError(Exception):
-    """A request that failed; see ``classify`` for whether it is tried again."""
+    """A request that failed; see ``classify`` for whether it is tried again.
+
+    ``decision``: set by a native provider's transport (``anthropic/``, ``gemini/``), whose
+    classifier read the SDK's exception; ``kind``: the item's ``details.error_kind`` if it
+    fails for good."""
+
+    decision: ErrorDecision | None = None
+    kind: str | None = None
 
 
 class ConnectionFailed(EngineError):
@@ -73,6 +80,21 @@ def _error_object(body: bytes) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+class ProviderStatusError(HTTPStatusError):
+    """An HTTP status >= 400 that a native provider's SDK raised, as its classifier read it
+    (the message, the parameter named, the Retry-After hint)."""
+
+    def __init__(self, decision: ErrorDecision) -> None:
+        EngineError.__init__(self, decision.message)
+        self.status = int(decision.status or 0)
+        self.headers, self.code, self.param = {}, None, decision.param
+        self.message, self.decision, self.kind = decision.message, decision, decision.kind
+
+    @property
+    def retry_after_s(self) -> float | None:
+        return self.decision.retry_after_s if self.decision else None
+
+
 @dataclass(frozen=True)
 class RetryDecision:
     """``retry``: worth another attempt after the backoff; such a failure is also transient
@@ -85,7 +107,13 @@ class RetryDecision:
 
 def classify(exc: BaseException) -> RetryDecision:
     """429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are retried; every
-    other status (400, 401, 403, 404, 422...) and anything unexpected is not."""
+    other status (400, 401, 403, 404, 422...) and anything unexpected is not. A native
+    provider's classifier has the last word where it decided (a 429 for a monthly spend cap
+    is not worth a retry)."""
+    decision = exc.decision if isinstance(exc, EngineError) else None
+    if decision is not None:
+        return RetryDecision(decision.retryable,
+                             decision.retry_after_s if decision.retryable else None)
     if isinstance(exc, HTTPStatusError):
         retry = exc.status in RETRIED_STATUS or exc.status >= 500
         return RetryDecision(retry, exc.retry_after_s if retry else None)

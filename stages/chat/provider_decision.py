@@ -22,6 +22,9 @@ class ErrorDecision:
     param: str | None = None  # the request parameter a 400 names
     params_key: str | None = None  # the params.yaml key to change
     kind: str | None = None  # details.error_kind of an item error
+    # Why a retry without a status: "connection", "timeout" or "malformed" (the engine's
+    # ConnectionFailed, RequestTimeout, MalformedResponse).
+    cause: str | None = None
 
     @property
     def retryable(self) -> bool:

@@ -8,6 +8,7 @@ predictions, and where the report and the metrics files are. Read from the artif
 from __future__ import annotations
 
 import argparse
+import configparser
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,11 @@ from stages.core.errors import DataError
 from stages.core.json_object import read_object
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 
+# The `dvc exp show` view to compare experiments: name, backend and model (params), the two
+# headline metrics; it fits a 120-column terminal, pager on (tests/test_dvc_views.py).
+EXP_SHOW_VIEW = (r"dvc exp show --drop '.*' --keep 'Experiment|predict\.(backend|openai\.model)$|"
+                 r"RIMO-N\.accuracy$|RIMO-P\.prefix_score$'")
+
 # (track, key, label): the rows of the headline block, RIMO-N's one metric then RIMO-P's three.
 ROWS = ((TRACK_N, "accuracy", "accuracy"), (TRACK_P, "prefix_score", "prefix score"),
         (TRACK_P, "strict", "strict"), (TRACK_P, "sub_problem_accuracy", "sub-problem accuracy"))
@@ -36,8 +42,9 @@ def pct(x: Any) -> str:
 
 
 def interval(block: Mapping[str, Any], track: str, key: str) -> str:
-    low, high = (("ci_low", "ci_high") if track == TRACK_N and key == "accuracy"
-                 else (f"{key}_ci_low", f"{key}_ci_high"))
+    low, high = f"{key}_ci_low", f"{key}_ci_high"
+    if track == TRACK_N and key == "accuracy" and low not in block:
+        low, high = "ci_low", "ci_high"  # a run from before the uniform interval names
     if block.get(low) is None or block.get(high) is None:
         return "(no interval)"
     return f"[{pct(block[low])}, {pct(block[high])}]"
@@ -50,6 +57,25 @@ def run_line(sample: Mapping[str, Any]) -> str:
         return (f"run: SAMPLE of {counts} items (predict.limit {sample.get('limit')}, seed "
                 f"{sample.get('seed')})\n  the full run: dvc exp run -S predict.limit=null")
     return f"run: full benchmark, {counts} items"
+
+
+def has_remote(root: Path) -> bool:
+    """Whether a DVC remote is configured (``.dvc/config`` or ``config.local``): only then can
+    ``dvc pull`` bring anything back."""
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read([root / ".dvc/config", root / ".dvc/config.local"], encoding="utf-8")
+    except configparser.Error:
+        return False
+    return any(s.startswith("remote ") or s.startswith("'remote ") for s in parser.sections())
+
+
+def restore_hint(root: Path, them: str = "them") -> str:
+    """How to get a run's outputs back. After a failed `dvc exp run` DVC has removed the
+    outputs of the stage that failed; with no remote, `dvc pull` cannot help."""
+    hint = (f"a failed `dvc exp run` removed {them}: `dvc checkout` (last commit) or "
+            f"`dvc exp apply NAME` restores {them}")
+    return hint + ("; `dvc pull` (remote)" if has_remote(root) else "")
 
 
 def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
@@ -65,7 +91,7 @@ def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
                      for b, f in zip(frame["backend"], frame["fingerprint"], strict=True)}
     if not seen:
         return ("backend: none recorded (the predictions tables have no rows)" if found else
-                "backend: unknown (no predictions tables: `dvc pull` brings them)")
+                f"backend: unknown (no predictions tables)\n  {restore_hint(root)}")
     line = f"backend: {', '.join(sorted(seen))}"
     predict = (params or {}).get("predict") or {}
     backend = predict.get("backend")
@@ -89,8 +115,8 @@ def samples_line(metrics: Mapping[str, Any]) -> str | None:
 def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> str:
     path = root / METRICS_PATH
     if not path.is_file():
-        raise DataError(f"{METRICS_PATH.as_posix()}: not found (run `dvc repro`, or `dvc pull` "
-                        f"for a colleague's run)")
+        raise DataError(f"{METRICS_PATH.as_posix()}: not found: run `dvc repro`, or if "
+                        f"{restore_hint(root, 'it')}")
     metrics = read_object(path)
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
     # predict.limit and sample_seed are in the provenance file (older runs: in metrics.json).
@@ -114,7 +140,8 @@ def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> 
     lines += [f"report: {report}",
               f"files: {METRICS_PATH.as_posix()} (dvc metrics show), "
               f"{BREAKDOWN_PATH.as_posix()}, {PROVENANCE_PATH.as_posix()} (rimo-eval audit)",
-              "compare experiments: dvc exp show --only-changed; rimo-eval compare A B"]
+              "compare experiments (rimo-eval compare A B for paired tests):",
+              f"  {EXP_SHOW_VIEW}"]
     return "\n".join(lines) + "\n"
 
 
@@ -123,4 +150,4 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
     return 0
 
 
-__all__ = ["main", "summary"]
+__all__ = ["EXP_SHOW_VIEW", "has_remote", "main", "restore_hint", "summary"]

@@ -37,7 +37,7 @@ from stages.core.errors import ConfigError
 
 DEFAULT_PARAMS = PARAMS_PATH
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
-BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay")
+BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay", "anthropic", "gemini")
 # The predict params that change the predictions, listed by key as the predict stage's (and the
 # report's) params in dvc.yaml. The rest are operational (concurrency, timeouts, retries,
 # cache_dir, breaker, allow_errors): changing one reruns nothing. tests/e2e/test_params_by_key.py
@@ -50,6 +50,12 @@ PREDICT_OUTPUT_KEYS = (
         "reasoning_effort", "seed", "think_split", "extra_body", "system_prompt")),
     *(f"predict.local.{k}" for k in (
         "model_path", "n_ctx", "max_tokens", "temperature", "seed", "system_prompt")),
+    *(f"predict.anthropic.{k}" for k in (
+        "base_url", "model", "max_tokens", "temperature", "top_p", "system_prompt", "thinking",
+        "effort", "api_version")),
+    *(f"predict.gemini.{k}" for k in (
+        "base_url", "model", "max_output_tokens", "temperature", "top_p", "system_prompt",
+        "thinking_config", "seed")),
 )
 
 # YAML writes 60 and 60.0 alike for a number; keep what was written (no int -> float coercion).
@@ -187,6 +193,55 @@ class OpenAIParams(ChatParams):
     batch: BatchParams = BatchParams()
 
 
+class NativeChatParams(Section):
+    """A provider's own API through its official SDK (predict.anthropic, predict.gemini): the
+    keys both share. Sampling keys default to null (not sent: the model's default)."""
+
+    base_url: str | None = None  # null: the provider's public API
+    model: str | None = None  # required
+    temperature: Number | None = None
+    top_p: Number | None = None
+    system_prompt: str | None = None
+    timeout_s: PosNumber = 1800.0  # per request: a thinking model may think for many minutes
+    max_retries: NonNegInt = 6
+    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
+    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
+    concurrency: PosInt = 16
+    api_key_env: str | None = None  # the variable's NAME, never the key
+    cache_dir: str | None = DEFAULT_RESPONSE_CACHE
+    breaker_window: NonNegInt = 20
+    stall_warning_s: PosNumber | None = 120.0
+    price_per_mtok: PricePerMtok | None = None  # thinking is billed as output
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return _http_url(value)
+
+
+class AnthropicParams(NativeChatParams):
+    """predict.anthropic: the Messages API (stages/chat/anthropic/translate.py says how each
+    key is sent)."""
+
+    max_tokens: PosInt = 16000  # required by the API; thinking counts against it
+    # {type: enabled, budget_tokens: N}, {type: adaptive} or {type: disabled}, as the API
+    # documents it; null: not sent.
+    thinking: dict[str, Any] | None = None
+    effort: str | None = None  # output_config.effort, for models that take it
+    api_version: str | None = None  # the anthropic-version header; null: the SDK's
+    api_key_env: str | None = "ANTHROPIC_API_KEY"
+
+
+class GeminiParams(NativeChatParams):
+    """predict.gemini: the Gemini API through google-genai (stages/chat/gemini/translate.py)."""
+
+    max_output_tokens: PosInt | None = None  # thinking included; null: the model's default
+    # {thinking_budget: N} or {thinking_level: low|high}, plus include_thoughts: true.
+    thinking_config: dict[str, Any] | None = None
+    seed: NonNegInt | None = None  # sample j is sent seed + j
+    api_key_env: str | None = "GEMINI_API_KEY"
+
+
 class LocalParams(Section):
     model_path: str | None = None  # null: the packaged Gemma 3 270M
     model_cache_dir: Annotated[str, Field(min_length=1)] = ".rimo_cache/models"
@@ -202,6 +257,7 @@ class LocalParams(Section):
 BACKEND_MODELS: dict[str, type[Section]] = {
     "local": LocalParams, "openai": OpenAIParams, "oracle": OracleParams,
     "constant": ConstantParams, "replay": ReplayParams,
+    "anthropic": AnthropicParams, "gemini": GeminiParams,
 }
 
 
@@ -226,6 +282,8 @@ class PredictParams(Section):
     oracle: OracleParams | None = None
     constant: ConstantParams | None = None
     replay: ReplayParams | None = None
+    anthropic: AnthropicParams | None = None
+    gemini: GeminiParams | None = None
 
     @field_validator("allow_errors", mode="before")
     @classmethod

@@ -37,7 +37,7 @@ HEADLINE: dict[str, tuple[str, ...]] = {
               "missing", "errors"),
 }
 BREAKDOWN_KEYS: dict[str, tuple[str, ...]] = {
-    TRACK_N: ("by_domain", "by_domain_n"),
+    TRACK_N: ("by_domain", "by_domain_n", "by_domain_ci"),
     TRACK_P: ("sub_problems", "by_parts"),
 }
 LOW, HIGH = "_ci_low", "_ci_high"
@@ -48,9 +48,7 @@ def _is_interval(value: Any) -> bool:
 
 
 def _interval_names(track: str, name: str) -> tuple[str, str]:
-    # RIMO-N has one headline: its interval is plain ci_low / ci_high.
-    if track == TRACK_N and name == "accuracy":
-        return LOW[1:], HIGH[1:]
+    # Every interval is <metric>_ci_low / <metric>_ci_high, RIMO-N accuracy's included.
     return name + LOW, name + HIGH
 
 
@@ -130,7 +128,7 @@ def _unflatten_intervals(track: str, block: Mapping[str, Any], top: bool
         for suffix, end in ((LOW, "low"), (HIGH, "high")):
             name = key[:-len(suffix)] if key.endswith(suffix) else None
             if top and track == TRACK_N and key == suffix[1:]:
-                name = "accuracy"
+                name = "accuracy"  # runs from before the uniform names: plain ci_low / ci_high
             if name:
                 ci.setdefault(name, {})[end] = value
                 break

@@ -23,8 +23,10 @@ from stages.core.hashing import fingerprint, sha256_file
 PROVENANCE_VERSION = 1
 # The packages whose behaviour decides the stored scores and metrics.
 PACKAGES = ("rimo-eval", "dvc", "numpy", "pandas", "pyarrow")
-# Tracked sources whose uncommitted edits would make the commit an incomplete description.
-SOURCE_PATHS = ("stages", "dvc.yaml", "params.yaml")
+# Tracked code whose uncommitted edits would make the commit an incomplete description. Not
+# params.yaml: params are recorded on their own (dvc.lock, the params fingerprint), and every
+# `dvc exp run -S` edits it, so counting it called every experiment's sources dirty.
+SOURCE_PATHS = ("stages", "notebooks", "dvc.yaml", "pyproject.toml")
 UPSTREAM_KEYS = ("repo", "revision", "folder", "sha256")
 
 

@@ -4,8 +4,9 @@ The same three measures as exact match, computed from verdicts instead: ``prefix
 upstream measure: consecutive parts judged correct, from the first, over parts), ``strict`` (every
 part judged correct) and ``sub_problem_accuracy``. ``unparsable``, ``errors`` and ``missing``
 verdicts count as incorrect and are reported. With k samples per item, each sample is judged and
-an item's score is the mean over its samples. Intervals: the score stage's percentile bootstrap
-over items (stages.score.statistics.bootstrap), with its ``score.bootstrap`` settings.
+an item's score is the mean over its samples. Intervals: as the score stage, Wilson for strict
+at one sample per item (a proportion), else the percentile bootstrap over items
+(stages.score.statistics), with the ``score.bootstrap`` settings.
 
 Also used by ``rimo-eval audit`` (recompute from the table) and ``rimo-eval compare``.
 """
@@ -20,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stages.core import judge_record
 from stages.core.tracks import TRACK_P
 from stages.judge.parse import CORRECT, UNPARSABLE
 from stages.score.grading import leading_matches
 from stages.score.metrics import ratio, rounded
-from stages.score.statistics import bootstrap
+from stages.score.statistics import bootstrap, proportion
 
 ERROR = "error"  # the request failed after its retries
 MISSING = "missing"  # no candidate text for the part: not sent, incorrect (as upstream)
@@ -65,6 +67,9 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
     ci = bootstrap({"prefix_score": (prefix, ones), "strict": (strict, ones),
                     "sub_problem_accuracy": (correct, parts)},
                    int(boot["samples"]), int(boot["seed"]), float(boot["confidence"]))
+    # strict over items with one sample each is a proportion: Wilson, as in the score stage.
+    if n:
+        ci["strict"] = proportion(strict, float(boot["confidence"])) or ci["strict"]
     return {
         "prefix_score": ratio(prefix.sum(), n),
         "strict": ratio(strict.sum(), n),
@@ -83,8 +88,10 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
 
 
 def judge_block(report: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``RIMO-P.judge`` block of a judge.json, or None when the judge did not run."""
-    block = (report.get(TRACK_P) or {}).get("judge") if isinstance(report, Mapping) else None
+    """The ``RIMO-P.judge`` block of a judge.json (either layout: stages.core.judge_record), or
+    None when the judge did not run."""
+    report = judge_record.read(report)
+    block = (report.get(TRACK_P) or {}).get("judge")
     return block if isinstance(block, Mapping) and report.get("enabled") else None
 
 

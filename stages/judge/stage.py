@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stages.core import judge_record
 from stages.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, scores_path
 from stages.core.atomic import write_json, write_with
 from stages.core.config import JudgeParams, Params
@@ -127,7 +128,7 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     cfg = params.judge if typed else chat.settings(params.get("judge"))
     if not cfg.enabled:
         write_table([], table_path)
-        write_json(metrics_path, DISABLED)
+        write_json(metrics_path, judge_record.to_file(DISABLED))
         return DISABLED
     chat.check(cfg)  # configuration errors before any file is read
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
@@ -139,7 +140,7 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
               "note": "LLM-judge measurement (upstream's protocol); not the benchmark's primary "
                       "metric, which is exact match in reports/metrics.json"}
     write_table(rows, table_path)
-    write_json(metrics_path, report)
+    write_json(metrics_path, judge_record.to_file(report))
     return report
 
 

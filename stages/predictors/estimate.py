@@ -62,7 +62,8 @@ def prompt_tokens(messages: list[dict[str, str]]) -> int:
 
 def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
     params = predictor.params
-    budget = getattr(params, "max_completion_tokens", None) or params.max_tokens
+    budget = (getattr(params, "max_completion_tokens", None) or getattr(params, "max_tokens", None)
+              or getattr(params, "max_output_tokens", None))  # Gemini's name for it
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
     cache = ResponseCache(params.cache_dir)

@@ -20,6 +20,16 @@ from stages.core.config import ThinkSplit
 from stages.predictors import extract
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
+# Prompt-cache tokens (Anthropic's cache read / write, Gemini's cached content), counted inside
+# prompt_tokens; recorded only when the server reports some, so other backends' details keep
+# their shape.
+CACHE_USAGE_KEYS = ("cache_read_tokens", "cache_write_tokens")
+
+
+def _usage(usage: dict[str, int]) -> dict[str, int]:
+    out = {k: int(usage.get(k, 0)) for k in USAGE_KEYS}
+    out.update({k: int(usage[k]) for k in CACHE_USAGE_KEYS if usage.get(k)})
+    return out
 
 
 @dataclass
@@ -39,7 +49,7 @@ def read_reply(reply: ChatReply, key: str, think: ThinkSplit | None) -> Answer:
     extraction = extract.extraction_kind(box, finish)
     details = {"request_sha256": key, "raw_text": content, "text": text,
                "reasoning": reasoning, "finish_reason": finish, "extraction": extraction,
-               "usage": {k: int(reply.usage.get(k, 0)) for k in USAGE_KEYS},
+               "usage": _usage(reply.usage),
                "requests": 1, "model": reply.model}
     # Latency is kept with the reply in the cache entry named by request_sha256, not here:
     # wall-clock time would make the predictions differ byte-wise between identical runs.
@@ -49,6 +59,8 @@ def read_reply(reply: ChatReply, key: str, think: ThinkSplit | None) -> Answer:
 def sum_parts(parts: list[dict[str, Any]], requests: int) -> dict[str, Any]:
     """A RIMO-P sample's details: its parts, and their usage summed."""
     usage = {k: sum(p["usage"][k] for p in parts) for k in USAGE_KEYS}
+    usage.update({k: sum(p["usage"].get(k, 0) for p in parts) for k in CACHE_USAGE_KEYS
+                  if any(k in p["usage"] for p in parts)})
     truncated = any(p["extraction"] == "truncated" for p in parts)
     return {"parts": parts, "usage": usage, "requests": requests,
             "finish_reason": parts[-1]["finish_reason"] if parts else None,

@@ -46,7 +46,7 @@ def _row(track: str, items: int, k: int, u: Mapping[str, Any]) -> dict[str, Any]
 
 
 def cost_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per track and a total; 'not priced' without predict.openai.price_per_mtok."""
+    """One row per track and a total; 'not priced' without the backend's price_per_mtok."""
     evaluated = (metrics.get("sample") or {}).get("evaluated") or {}
     rows = []
     for track in TRACKS:

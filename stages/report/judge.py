@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from stages.core import judge_record
 from stages.core.tracks import TRACK_P
 from stages.report.tables import pct
 
@@ -38,6 +39,7 @@ def _cut(text: Any, limit: int) -> str:
 def summary_table(report: Mapping[str, Any], calibration: Mapping[str, Any]) -> pd.DataFrame:
     """Judge model, the three judge measures with intervals, counts, and the calibration."""
     columns = ["", "value", "interval / based on"]
+    report = judge_record.read(report)  # judge.json's numbers-only layout, or an older one
     if not report.get("enabled"):
         return pd.DataFrame(columns=columns, dtype=object)
     j = (report.get(TRACK_P) or {}).get("judge") or {}

@@ -22,7 +22,7 @@ from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.score.diagnostics import diagnostics_n, has_flags, lenient_ratio
 from stages.score.samples import extend_metrics, first_sample, with_sample
-from stages.score.statistics import Interval, bootstrap
+from stages.score.statistics import Interval, bootstrap, proportion, wilson
 
 
 def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -51,14 +51,23 @@ def intervals(ratios: Mapping[str, tuple[np.ndarray, np.ndarray]], boot: Mapping
             for name, ci in found.items()}
 
 
+def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
+                   ) -> dict[str, float | None]:
+    return wilson(successes, n, float(boot["confidence"]))  # nulls when n is 0
+
+
 def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
+    """RIMO-N: accuracy is a proportion of items, so its interval (and each domain's) is
+    Wilson's (stages.score.statistics.wilson), not the bootstrap."""
     correct = scores["correct"].to_numpy(dtype=float)
-    by_domain, by_domain_n = {}, {}
+    by_domain, by_domain_n, by_domain_ci = {}, {}, {}
     for domain in DOMAINS:
         part = scores[scores["domain"] == domain]
         if len(part):
-            by_domain[domain] = ratio(part["correct"].sum(), len(part))
+            right = int(part["correct"].sum())
+            by_domain[domain] = ratio(right, len(part))
             by_domain_n[domain] = len(part)
+            by_domain_ci[domain] = wilson_or_null(right, len(part), boot)
     return {
         "accuracy": ratio(correct.sum(), len(correct)),
         "n": len(scores),
@@ -66,7 +75,8 @@ def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
         **status_counts(scores),
         "by_domain": by_domain,
         "by_domain_n": by_domain_n,
-        "ci": intervals({"accuracy": (correct, np.ones(len(correct)))}, boot),
+        "by_domain_ci": by_domain_ci,
+        "ci": {"accuracy": wilson_or_null(int(correct.sum()), len(correct), boot)},
     }
 
 
@@ -80,23 +90,45 @@ def p_headline(df: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _parts_intervals(graded: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
+    """Per number of parts: strict's Wilson interval and the prefix score's bootstrap (one draw
+    over all gradable items, each group's rows masked in), flat beside each metric."""
+    parts = graded["number_of_parts"].to_numpy(dtype=int)
+    prefix = graded["prefix_score"].to_numpy(dtype=float)
+    groups = sorted({int(k) for k in parts})
+    masks = {str(k): (parts == k).astype(float) for k in groups}
+    boot_ci = intervals({k: (prefix * m, m) for k, m in masks.items()}, boot)
+    out = {}
+    for k, m in masks.items():
+        strict = wilson_or_null(int(graded["strict"].to_numpy()[m > 0].sum()), int(m.sum()), boot)
+        out[k] = {"strict_ci_low": strict["low"], "strict_ci_high": strict["high"],
+                  "prefix_score_ci_low": boot_ci[k]["low"],
+                  "prefix_score_ci_high": boot_ci[k]["high"]}
+    return out
+
+
 def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
+    """RIMO-P: strict is a proportion (Wilson); prefix score and sub-problem accuracy are means
+    of per-item fractions (sub-problems of one item are not independent): bootstrap."""
     graded = scores[scores["gradable"].astype(bool)]  # an empty column is object dtype
     ones = np.ones(len(graded))
     parts = graded["number_of_parts"].to_numpy(dtype=float)
-    by_parts = {str(k): p_headline(graded[graded["number_of_parts"] == k])
+    ci_parts = _parts_intervals(graded, boot)
+    by_parts = {str(k): {**p_headline(graded[graded["number_of_parts"] == k]),
+                         **ci_parts[str(k)]}
                 for k in sorted(graded["number_of_parts"].unique())}
+    strict = graded["strict"].to_numpy(dtype=float)
     return {
         **p_headline(graded),
         "sub_problems": int(parts.sum()),
         **status_counts(graded),
         "ungradable": int((~scores["gradable"]).sum()),
         "by_parts": by_parts,
-        "ci": intervals({
-            "strict": (graded["strict"].to_numpy(dtype=float), ones),
-            "sub_problem_accuracy": (graded["n_matched"].to_numpy(dtype=float), parts),
-            "prefix_score": (graded["prefix_score"].to_numpy(dtype=float), ones),
-        }, boot),
+        "ci": {"strict": wilson_or_null(int(strict.sum()), len(strict), boot),
+               **intervals({
+                   "sub_problem_accuracy": (graded["n_matched"].to_numpy(dtype=float), parts),
+                   "prefix_score": (graded["prefix_score"].to_numpy(dtype=float), ones),
+               }, boot)},
     }
 
 
@@ -109,8 +141,13 @@ def sample_spec(predict_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def single_interval(boot: Mapping[str, Any]
                     ) -> Callable[[np.ndarray, np.ndarray | None], Interval | dict[str, None]]:
-    """One metric's interval: sum(num)/sum(den) (den None: the mean), the same bootstrap."""
+    """One metric's interval: sum(num)/sum(den) (den None: the mean). Per-item 0/1 outcomes
+    with no denominator (pass@k, maj@k) are a proportion: Wilson; anything else the bootstrap."""
     def ci(num: np.ndarray, den: np.ndarray | None) -> Interval | dict[str, None]:
+        if den is None and len(num):
+            found = proportion(num, float(boot["confidence"]))
+            if found is not None:
+                return found
         return intervals({"m": (num, np.ones(len(num)) if den is None else den)}, boot)["m"]
     return ci
 
@@ -134,8 +171,10 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
     if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
         first = first_sample(scores[TRACK_N])
         metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)
-        metrics[TRACK_N]["ci"]["diagnostics"] = intervals(
-            {"lenient_accuracy": lenient_ratio(first)}, boot)
+        # lenient_accuracy is a proportion of items (per-item 0/1): Wilson, as accuracy.
+        lenient = lenient_ratio(first)[0]
+        metrics[TRACK_N]["ci"]["diagnostics"] = {
+            "lenient_accuracy": wilson_or_null(int(lenient.sum()), len(lenient), boot)}
     evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,
@@ -154,12 +193,17 @@ def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     """CSV plot data for ``dvc plots``: RIMO-N accuracy by domain, RIMO-P scores by parts."""
     n, p = metrics[TRACK_N], metrics[TRACK_P]
-    by_domain = [{"domain": d, "accuracy": acc, "n": n["by_domain_n"][d]}
+    cis = n.get("by_domain_ci") or {}
+    by_domain = [{"domain": d, "accuracy": acc,
+                  "accuracy_ci_low": (cis.get(d) or {}).get("low"),
+                  "accuracy_ci_high": (cis.get(d) or {}).get("high"), "n": n["by_domain_n"][d]}
                  for d, acc in n["by_domain"].items()]
-    cols = ["strict", "sub_problem_accuracy", "prefix_score", "n"]
-    by_parts = [{"parts": k, **{m: v[m] for m in cols}} for k, v in p["by_parts"].items()]
+    cols = ["prefix_score", "prefix_score_ci_low", "prefix_score_ci_high", "strict",
+            "strict_ci_low", "strict_ci_high", "sub_problem_accuracy", "n"]
+    by_parts = [{"parts": k, **{m: v.get(m) for m in cols}} for k, v in p["by_parts"].items()]
     return {
-        PLOT_FILES[TRACK_N]: _csv(by_domain, ["domain", "accuracy", "n"]),
+        PLOT_FILES[TRACK_N]: _csv(by_domain, ["domain", "accuracy", "accuracy_ci_low",
+                                              "accuracy_ci_high", "n"]),
         PLOT_FILES[TRACK_P]: _csv(by_parts, ["parts", *cols]),
     }
 

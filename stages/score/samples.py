@@ -199,20 +199,27 @@ def sample_usage(details: dict[str, Any], status: str) -> dict[str, int]:
             "context_errors": int(context)}
 
 
+# The backends with a price_per_mtok key; each counts thinking inside completion_tokens.
+PRICED_BACKENDS = ("openai", "anthropic", "gemini")
+
+
 def price(params: dict[str, Any] | None, preds: pd.DataFrame) -> dict[str, float] | None:
-    """predict.openai.price_per_mtok, for predictions the openai backend made."""
-    if preds.empty or set(preds["backend"]) != {"openai"}:
+    """predict.<backend>.price_per_mtok, for predictions one priced backend (openai,
+    anthropic, gemini) made."""
+    backends = set() if preds.empty else set(preds["backend"])
+    if len(backends) != 1 or not backends <= set(PRICED_BACKENDS):
         return None
-    p = (((params or {}).get("predict") or {}).get("openai") or {}).get("price_per_mtok")
+    backend = backends.pop()
+    p = (((params or {}).get("predict") or {}).get(backend) or {}).get("price_per_mtok")
     if p is None:
         return None
     ok = isinstance(p, dict) and set(p) == {"input", "output"} and all(
         isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in p.values())
     if not ok:
-        raise ConfigError(f"params.yaml: predict.openai.price_per_mtok must be null or "
+        raise ConfigError(f"params.yaml: predict.{backend}.price_per_mtok must be null or "
                           f"{{input: X, output: Y}} (USD per million tokens, >= 0), got {p!r}")
     priced = {"input": float(p["input"]), "output": float(p["output"])}
-    batch = (((params or {}).get("predict") or {}).get("openai") or {}).get("batch") or {}
+    batch = (((params or {}).get("predict") or {}).get(backend) or {}).get("batch") or {}
     if batch.get("enabled"):  # the Batch API's price: discount x the online price
         priced["batch_discount"] = float(batch.get("discount", 0.5))
     return priced

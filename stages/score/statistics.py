@@ -1,8 +1,12 @@
-"""The two statistics of the project: one seeded bootstrap of ratio metrics, one exact McNemar.
+"""The statistics of the project: Wilson intervals for proportions, one seeded bootstrap of
+ratio metrics, one exact McNemar.
 
-The score stage bootstraps each metric's interval, compare the interval of a paired delta;
-both are "a ratio of per-item sums over items resampled with replacement", so one routine
-serves both and the same seed gives the same resamples in either.
+A proportion (RIMO-N accuracy, RIMO-P strict, pass@k, maj@k, accuracy of one domain: k successes
+out of n independent items) gets a Wilson score interval, which stays honest at 0/n and n/n,
+where a percentile bootstrap collapses to [0, 0] or [1, 1]. Everything that is not a count of
+0/1 outcomes (prefix score, sub-problem accuracy, means over k samples) and every paired delta
+keeps the seeded bootstrap: "a ratio of per-item sums over items resampled with replacement",
+one routine for the score stage and compare, so the same seed gives the same resamples in either.
 """
 
 from __future__ import annotations
@@ -10,12 +14,46 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 
 # (numerator, denominator) per item; the statistic is sum(num) / sum(den) over a resample.
 Ratio = tuple[np.ndarray, np.ndarray]
 Interval = dict[str, float]
+
+
+def wilson(successes: int, n: int, confidence: float) -> dict[str, float | None]:
+    """Wilson score interval of a binomial proportion, rounded like every metric (6 digits).
+
+    Chosen over Clopper-Pearson because its coverage is close to the nominal level on average
+    (Brown, Cai & DasGupta 2001), where Clopper-Pearson's guaranteed coverage makes it wider
+    than needed; both stay inside [0, 1] and are not degenerate at 0/n or n/n. No items (n = 0)
+    give no interval: nulls.
+    """
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"wilson: need 0 <= successes <= n, got {successes}/{n}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"wilson: confidence must be in (0, 1), got {confidence}")
+    if n == 0:
+        return {"low": None, "high": None}
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p, z2 = successes / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # Exactly 0 (1) at 0/n (n/n), not a rounding error away from it.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return {"low": round(low, 6), "high": round(high, 6)}
+
+
+def proportion(values: np.ndarray, confidence: float) -> dict[str, float | None] | None:
+    """Wilson interval of per-item 0/1 outcomes; None when a value is not 0 or 1 (a mean over
+    samples, say): such a metric is not a binomial proportion and keeps the bootstrap."""
+    v = np.asarray(values, dtype=float)
+    if not np.isin(v, (0.0, 1.0)).all():
+        return None
+    return wilson(int(v.sum()), len(v), confidence)
 
 
 def bootstrap(ratios: Mapping[str, Ratio], samples: int, seed: int, confidence: float
@@ -60,4 +98,4 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
-__all__ = ["Interval", "Ratio", "bootstrap", "mcnemar_exact"]
+__all__ = ["Interval", "Ratio", "bootstrap", "mcnemar_exact", "proportion", "wilson"]

@@ -110,7 +110,11 @@ def test_git_state_records_commit_and_dirty_sources(tmp_path: Path) -> None:
     assert git_state(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "notes.txt").write_text("not a source\n")
     assert git_state(tmp_path)["dirty"] is False
+    # Params are tracked on their own (a `dvc exp run -S` edits them): not dirty sources.
     (tmp_path / "params.yaml").write_text("a: 2\n")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages/x.py").write_text("print(1)\n")
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
 
 
@@ -130,7 +134,7 @@ def test_metrics_recompute_and_an_edited_value_breaks(small: Path) -> None:
     results += check_metrics(ledger, breakdown, fresh_breakdown, "b.json", sources)
     assert not ledger.breaks and all(r.recomputes for r in results)
     assert {r.name for r in results} >= {"RIMO-N.accuracy", "RIMO-P.by_parts.2.prefix_score",
-                                         "RIMO-N.ci_low", "RIMO-P.prefix_score_ci_high",
+                                         "RIMO-N.accuracy_ci_low", "RIMO-P.prefix_score_ci_high",
                                          "sample.total.RIMO-P"}
     metrics[TRACK_N]["accuracy"] = 0.75
     breakdown[TRACK_P]["by_parts"]["2"]["n"] = 9

@@ -32,7 +32,8 @@ def test_predict_and_report_declare_exactly_the_output_keys() -> None:
     stages = dvc_stages()
     assert declared(stages["predict"]) == list(PREDICT_OUTPUT_KEYS)
     report = [k for k in declared(stages["report"]) if k.startswith("predict")]
-    assert report == [*PREDICT_OUTPUT_KEYS, "predict.openai.price_per_mtok"]
+    assert report == [*PREDICT_OUTPUT_KEYS, *(f"predict.{b}.price_per_mtok"
+                                              for b in ("openai", "anthropic", "gemini"))]
     params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
     for key in PREDICT_OUTPUT_KEYS:  # DVC refuses a declared key the file lacks
         _leaf(params, key)
@@ -61,15 +62,14 @@ def test_dvc_status_stays_clean_after_changing_an_operational_knob(
     assert "predict:" in status and "report:" in status and "predict.openai.temperature" in status
 
 
-@pytest.mark.parametrize("backend", ["openai", "local"])
+@pytest.mark.parametrize("backend", ["openai", "local", "anthropic", "gemini"])
 def test_the_declared_keys_are_the_fingerprinted_ones(backend: str) -> None:
     """What dvc.yaml reruns predict for is what the predictions' fingerprint holds (model
     files aside: local's model_path is declared, its sha256 is fingerprinted)."""
     from stages.predictors.chat_predictor import OPERATIONAL_KEYS
-    from stages.predictors.local_model import LocalModelPredictor
-    from stages.predictors.openai_chat import OpenAIPredictor
+    from stages.predictors.registry import predictor_class
 
-    cls = OpenAIPredictor if backend == "openai" else LocalModelPredictor
+    cls = predictor_class(backend)
     fingerprinted = {f"predict.{backend}.{k}" for k in cls.params_model.model_fields
                      if k not in OPERATIONAL_KEYS and k != "n"}
     declared_keys = {k for k in PREDICT_OUTPUT_KEYS if k.startswith(f"predict.{backend}.")}

@@ -27,6 +27,7 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
 from stages.score.samples import majority, pass_at, usage
 from stages.score.stage import score
+from stages.score.statistics import wilson
 from stages.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_pipeline import independent_gold, independent_metrics
@@ -218,14 +219,26 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
         assert not {"k", "mean_at_k", "pass_at_k", "pass_at", "maj_at_k"} & m[track].keys()
     old = _old_code_metrics(tmp_path, replay, real_items)
     if old is not None:
-        # Every key the old code wrote keeps its value; usage and RIMO-N's diagnostics (with
-        # their interval) are the only new blocks.
-        added = {TRACK_N: {"usage", "diagnostics"}, TRACK_P: {"usage"}}
+        # Every key the old code wrote keeps its value but the intervals of proportions, now
+        # Wilson's (issue 19; tests/unit/test_intervals.py); usage, RIMO-N's diagnostics and the
+        # breakdown's intervals are the new keys. The bootstrap intervals (prefix score,
+        # sub-problem accuracy) are equal.
+        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci"}, TRACK_P: {"usage"}}
+
+        def points(track: str, block: dict[str, Any]) -> dict[str, Any]:
+            out = {k: v for k, v in block.items() if k not in added[track] | {"ci"}}
+            if "by_parts" in out:
+                out["by_parts"] = {k: {m: x for m, x in v.items() if "_ci_" not in m}
+                                   for k, v in out["by_parts"].items()}
+            return out
+
         for track in (TRACK_N, TRACK_P):
-            new = {k: v for k, v in m[track].items() if k not in added[track]}
-            new["ci"] = {k: v for k, v in new["ci"].items() if k != "diagnostics"}
-            assert new == old[track]
+            assert points(track, m[track]) == points(track, old[track])
             assert set(m[track]) - set(old[track]) == added[track]
+        for key in ("prefix_score", "sub_problem_accuracy"):
+            assert m[TRACK_P]["ci"][key] == old[TRACK_P]["ci"][key]
+        assert m[TRACK_N]["ci"]["accuracy"] == wilson(
+            m[TRACK_N]["correct"], m[TRACK_N]["n"], BOOT["confidence"])
         # The sample block now also records the run's predict.limit and sample_seed.
         assert {k: v for k, v in m["sample"].items() if k not in ("limit", "seed")} \
             == old["sample"]
@@ -377,8 +390,8 @@ def test_dvc_repro_with_four_samples_matches_the_independent_computation(
     assert m[TRACK_N]["maj_at_k"] == round(want["maj"], 6)
     assert m[TRACK_P]["pass_at_k"] == round(want["pass_strict"], 6)
     # The headline first, then the k-sample keys, each interval flat beside its metric.
-    assert list(m[TRACK_N])[:8] == ["accuracy", "ci_low", "ci_high", "n", "correct", "missing",
-                                    "errors", "k"]
+    assert list(m[TRACK_N])[:8] == ["accuracy", "accuracy_ci_low", "accuracy_ci_high", "n",
+                                    "correct", "missing", "errors", "k"]
     for block, name in ((m[TRACK_N], "pass_at_k"), (m[TRACK_N], "maj_at_k"),
                         (m[TRACK_N]["mean_at_k"], "accuracy"), (m[TRACK_P], "pass_at_k"),
                         (m[TRACK_P]["mean_at_k"], "prefix_score")):

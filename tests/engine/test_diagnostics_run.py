@@ -109,9 +109,13 @@ def test_diagnostics_block_in_metrics_json(chat_run: dict[str, Any]) -> None:
         "lenient_accuracy_ci_high": n["diagnostics"]["lenient_accuracy_ci_high"]}
     assert 0.0 <= n["diagnostics"]["lenient_accuracy_ci_low"] <= 0.4 \
         <= n["diagnostics"]["lenient_accuracy_ci_high"] <= 1.0
+    # A proportion of items: Wilson's interval of 2/5 (stages.score.statistics.wilson).
+    assert (n["diagnostics"]["lenient_accuracy_ci_low"],
+            n["diagnostics"]["lenient_accuracy_ci_high"]) == (0.117621, 0.769276)
     # Both cut-off replies count as truncated, the boxed one too (it used to read 1).
     assert n["usage"]["truncated"] == 2
-    assert list(n)[:7] == ["accuracy", "ci_low", "ci_high", "n", "correct", "missing", "errors"]
+    assert list(n)[:7] == ["accuracy", "accuracy_ci_low", "accuracy_ci_high", "n", "correct",
+                           "missing", "errors"]
 
 
 def test_scores_from_before_the_flags_have_no_diagnostics(chat_run: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from stages.cli import main as cli_main
+from stages.core import judge_record
 from stages.core.items import load_items
 from stages.core.tracks import TRACK_P
 from stages.judge import parse
@@ -137,7 +138,13 @@ def test_each_reply_style_and_the_metrics(server: ChatServer, styled: Path) -> N
     assert j["model"] == "judge-model" and len(j["fingerprint"]) == 64
     assert set(table["fingerprint"]) == {j["fingerprint"]}
     assert j["ci"]["prefix_score"]["low"] <= j["prefix_score"] <= j["ci"]["prefix_score"]["high"]
-    assert json.loads(paths["metrics_path"].read_text()) == report
+    on_disk = json.loads(paths["metrics_path"].read_text())
+    assert judge_record.read(on_disk) == report
+    # On disk, numbers only (a DVC metrics file): the model and fingerprint sit in a list.
+    assert all(isinstance(v, int | float) and not isinstance(v, bool)
+               for v in on_disk[TRACK_P]["judge"].values())
+    assert on_disk["run"] == [{"enabled": True, "model": "judge-model",
+                               "fingerprint": j["fingerprint"], "note": report["note"]}]
     assert recompute_mismatches(table, report, BOOT["bootstrap"]) == []
     # Rerun over the warm cache: nothing sent but the failing request, byte-identical outputs.
     before = {p: paths[p].read_bytes() for p in ("table_path", "metrics_path")}
@@ -210,7 +217,8 @@ def test_disabled_is_a_no_op(server: ChatServer, styled: Path) -> None:
     assert server.records == []
     assert len(pd.read_parquet(paths["table_path"])) == 0
     assert pd.read_parquet(paths["table_path"]).columns.tolist() == JUDGE_SCHEMA.names
-    assert json.loads(paths["metrics_path"].read_text())["enabled"] is False
+    on_disk = json.loads(paths["metrics_path"].read_text())
+    assert judge_record.read(on_disk)["enabled"] is False and list(on_disk) == ["run"]
     judge({"judge": {"enabled": False}}, **paths)
     assert {p: f.read_bytes() for p, f in outputs.items()} == first
     # Disabled needs nothing else: not even the inputs.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from stages.core.judge_record import read as read_judge
 from stages.judge.stage import judge
 from tests.chat_server import ChatServer
 from tests.judge_setup import (
@@ -125,7 +126,7 @@ def test_dvc_repro_runs_the_judge_between_score_and_report(tmp_path: Path, mirro
         repo = make_repo(tmp_path / "repo", mirror_dir, predict={"backend": "oracle",
                                                                   "limit": 3})
         sh(repo, "dvc", "repro", "--quiet")
-        assert json.loads((repo / "reports/judge.json").read_text())["enabled"] is False
+        assert read_judge(json.loads((repo / "reports/judge.json").read_text()))["enabled"] is False
         assert server.records == []
         cfg = {"judge.enabled": "true", "judge.base_url": server.base_url,
                "judge.model": "judge-model", "judge.api_key_env": KEY_ENV,
@@ -134,8 +135,9 @@ def test_dvc_repro_runs_the_judge_between_score_and_report(tmp_path: Path, mirro
            *(a for k, v in cfg.items() for a in ("-S", f"{k}={v}")))
         shown = yaml.safe_load(sh(repo, "dvc", "metrics", "show", "--json").stdout)
         text = json.dumps(shown)
-        assert "prefix_score" in text and "judge-model" in text
-        report = json.loads((repo / "reports/judge.json").read_text())
+        # Numbers only: the judge model is named in the report, not as a metrics column.
+        assert "prefix_score" in text and "judge-model" not in text
+        report = read_judge(json.loads((repo / "reports/judge.json").read_text()))
         j = report["RIMO-P"]["judge"]
         assert j["n"] + j["ungradable"] == 3 and len(server.ok_records()) == j["sub_problems"]
         html = (repo / "reports/report.html").read_text()

@@ -145,7 +145,7 @@ def test_html_has_headline_numbers(rendered: dict) -> None:
     expected = [f"{n['accuracy']:.1%}", f"{p['strict']:.1%}", f"{p['sub_problem_accuracy']:.1%}",
                 f"{p['prefix_score']:.1%}"]
     # metrics.json's flat interval keys, beside their metric.
-    expected.append(f"[{n['ci_low']:.1%}, {n['ci_high']:.1%}]")
+    expected.append(f"[{n['accuracy_ci_low']:.1%}, {n['accuracy_ci_high']:.1%}]")
     expected.append(f"[{p['prefix_score_ci_low']:.1%}, {p['prefix_score_ci_high']:.1%}]")
     for value in expected:
         assert value in rendered["html"], value

@@ -83,8 +83,14 @@ def test_metrics_by_hand(scored: tuple[Path, dict]) -> None:
     assert p["strict"] == round(1 / 3, 6)
     assert p["sub_problem_accuracy"] == round(4 / 6, 6)
     assert p["prefix_score"] == round((1 + 0.5 + 0) / 3, 6)
-    assert p["by_parts"]["2"] == {"n": 1, "strict": 0.0, "sub_problem_accuracy": 0.5,
-                                  "prefix_score": 0.5}
+    two = p["by_parts"]["2"]
+    assert {k: two[k] for k in ("n", "strict", "sub_problem_accuracy", "prefix_score")} == {
+        "n": 1, "strict": 0.0, "sub_problem_accuracy": 0.5, "prefix_score": 0.5}
+    # Wilson for the proportions (0/1 of one item, 1/2 of a domain), a bootstrap for prefix.
+    assert (two["strict_ci_low"], two["strict_ci_high"]) == (0.0, 0.793451)
+    assert (two["prefix_score_ci_low"], two["prefix_score_ci_high"]) == (0.5, 0.5)
+    assert n["by_domain_ci"]["algebra"] == {"low": 0.094531, "high": 0.905469}
+    assert n["ci"]["accuracy"] == {"low": 0.150039, "high": 0.849961}  # Wilson 2/4
     assert m["sample"] == {"evaluated": {TRACK_N: 4, TRACK_P: 4},
                            "total": {TRACK_N: 4, TRACK_P: 4}, "is_sample": False,
                            "limit": None, "seed": None}  # no params given: nothing recorded
@@ -111,8 +117,8 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
     root, m = scored
     on_disk = json.loads((root / "metrics.json").read_text(encoding="utf-8"))
     assert list(on_disk) == [TRACK_N, TRACK_P, "sample", "provenance"]
-    assert list(on_disk[TRACK_N]) == ["accuracy", "ci_low", "ci_high", "n", "correct", "missing",
-                                      "errors", "usage", "diagnostics"]
+    assert list(on_disk[TRACK_N]) == ["accuracy", "accuracy_ci_low", "accuracy_ci_high", "n",
+                                      "correct", "missing", "errors", "usage", "diagnostics"]
     assert list(on_disk[TRACK_P]) == [
         "prefix_score", "strict", "sub_problem_accuracy",
         "prefix_score_ci_low", "prefix_score_ci_high", "strict_ci_low", "strict_ci_high",
@@ -120,14 +126,16 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
         "n", "ungradable", "missing", "errors", "usage"]
     n, p = on_disk[TRACK_N], on_disk[TRACK_P]
     assert (n["accuracy"], n["n"], n["correct"], n["missing"]) == (0.5, 4, 2, 1)
-    assert [n["ci_low"], n["ci_high"]] == [m[TRACK_N]["ci"]["accuracy"][k] for k in ("low",
-                                                                                     "high")]
+    assert [n["accuracy_ci_low"], n["accuracy_ci_high"]] == [
+        m[TRACK_N]["ci"]["accuracy"][k] for k in ("low", "high")]
     assert p["strict_ci_high"] == m[TRACK_P]["ci"]["strict"]["high"]
     # Nothing nested but the sample block, usage and diagnostics: every column of `dvc exp
     # show` is a number.
     breakdown = json.loads((root / "breakdown.json").read_text(encoding="utf-8"))
     assert breakdown[TRACK_N] == {"by_domain": {"algebra": 0.5, "combinatorics": 0.5},
-                                  "by_domain_n": {"algebra": 2, "combinatorics": 2}}
+                                  "by_domain_n": {"algebra": 2, "combinatorics": 2},
+                                  "by_domain_ci": {d: {"low": 0.094531, "high": 0.905469}
+                                                   for d in ("algebra", "combinatorics")}}
     assert set(breakdown[TRACK_P]) == {"sub_problems", "by_parts"}
     assert breakdown[TRACK_P]["sub_problems"] == 6
     prov_file = root / "provenance.json"
@@ -156,7 +164,8 @@ def test_outputs_are_written_and_stable(scored: tuple[Path, dict]) -> None:
           root / "plots")
     assert {p: p.read_bytes() for p in first} == first
     assert (root / "plots/rimo_n_by_domain.csv").read_text().splitlines() == [
-        "domain,accuracy,n", "algebra,0.5,2", "combinatorics,0.5,2"]
+        "domain,accuracy,accuracy_ci_low,accuracy_ci_high,n",
+        "algebra,0.5,0.094531,0.905469,2", "combinatorics,0.5,0.094531,0.905469,2"]
 
 
 def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:

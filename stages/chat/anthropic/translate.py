@@ -1,9 +1,9 @@
 """Anthropic Messages API <-> plain data: the pure half of ``predict.backend: anthropic``.
 
-Design note (issue 22; the transport is not written yet):
+Design note (issue 22; the transport is ``transport.py`` beside this, over ``stages.chat.native``):
 
-- How it plugs in. A transport in this folder (``transport.py``, on the engine's transport
-  interface once it lands in ``stages/chat/``) holds one ``anthropic.AsyncAnthropic(api_key=...,
+- How it plugs in. The transport (``transport.py``, a ``ChatTransport``) holds one
+  ``anthropic.AsyncAnthropic(api_key=...,
   base_url=..., max_retries=0, timeout=httpx2.Timeout(timeout_s, connect=10))`` and does
   ``request(messages, sample) -> create_kwargs(settings, messages)`` (the cache key hashes that
   dict, plus the sample index: the API takes no seed, so k samples are k identical requests),
@@ -15,18 +15,12 @@ Design note (issue 22; the transport is not written yet):
   it first). ``max_retries=0``: the engine owns retries, so that the circuit breaker and the
   progress bar see them. An explicit ``timeout`` is needed as well: with the SDK's default one,
   a non-streamed ``max_tokens`` above 21,333 is refused client-side ("Streaming is required").
-- Against the engine branch as it stands (03:25 UTC): ``retry`` is
-  ``stages.chat.errors.RetryDecision(True, wait_s=retry_after_s)`` (the engine's ``classify``
-  sees only its own error types, so the transport decides for SDK exceptions), ``item`` is
-  ``TransportError(message, kind)``, ``fatal`` and ``parameter`` are ``StageError``; messages go
-  through ``stages.chat.redact`` first (the key-echo scenarios put the key in both).
-- What remains: the transport; ``params.yaml`` ``predict.anthropic`` (every key of
-  ``DEFAULTS`` plus ``base_url``, ``api_key_env: ANTHROPIC_API_KEY``, ``concurrency``,
-  ``timeout_s``, retries, ``price_per_mtok`` with cache read/write prices) and its pydantic
-  model; the endpoint in the cache key (``{"transport": "anthropic-messages", "base_url"}``);
-  ``--estimate`` (``max_tokens`` bounds each unwritten reply); cost (``completion_tokens``
-  already holds thinking, billed at the output price); the kill -9 / resume test and the full
-  ``dvc exp run`` against ``tests/fake_anthropic.py``; Message Batches.
+- How decisions reach the engine (``stages.chat.native``): each becomes the engine's own error
+  (``ProviderStatusError`` for a status, ``ConnectionFailed`` / ``RequestTimeout`` /
+  ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
+  honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
+  ``TransportError(message, kind)``; messages go through ``stages.chat.redact`` first.
+- What remains: Message Batches (out of scope until the Batch issue lands).
 - API version. anthropic 2.16.0 sends ``anthropic-version: 2026-10-21``, under which
   ``temperature``, ``top_p`` and ``top_k`` are a 400 even at their defaults
   (https://platform.claude.com/docs/en/api/migration-2026-10-21). They default to ``null``
@@ -223,9 +217,11 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
 
     name = type(exc).__name__
     if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
-        return ErrorDecision("retry", f"{name}: {exc}")
+        timeout = isinstance(exc, anthropic.APITimeoutError)
+        return ErrorDecision("retry", f"{name}: {exc}",
+                             cause="timeout" if timeout else "connection")
     if isinstance(exc, anthropic.APIResponseValidationError | json.JSONDecodeError):
-        return ErrorDecision("retry", f"malformed response body: {exc}")
+        return ErrorDecision("retry", f"malformed response body: {exc}", cause="malformed")
     if not isinstance(exc, anthropic.APIStatusError):
         return ErrorDecision("item", f"{name}: {exc}")
     status = exc.status_code

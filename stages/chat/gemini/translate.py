@@ -1,9 +1,9 @@
 """Gemini API (``google-genai``) <-> plain data: the pure half of ``predict.backend: gemini``.
 
-Design note (issue 22; the transport is not written yet):
+Design note (issue 22; the transport is ``transport.py`` beside this, over ``stages.chat.native``):
 
-- How it plugs in. A transport in this folder (``transport.py``, on the engine's transport
-  interface once it lands in ``stages/chat/``) holds one ``genai.Client(api_key=...,
+- How it plugs in. The transport (``transport.py``, a ``ChatTransport``) holds one
+  ``genai.Client(api_key=...,
   http_options=types.HttpOptions(base_url=..., api_version="v1beta", timeout=ms,
   retry_options=types.HttpRetryOptions(attempts=1)))`` and does ``request(messages, sample) ->
   generate_kwargs(settings, messages, sample)`` (the cache key hashes that dict; sample j is
@@ -21,19 +21,13 @@ Design note (issue 22; the transport is not written yet):
   that ends in ``CONTINUATION``, extra billed requests the cache never sees, with no cap on
   the hops (against a fake that always answers ``CONTINUATION`` it sent 1431 requests in 3 s),
   so ``generate_kwargs`` turns it off and such a reply counts as ``length``.
-- Against the engine branch as it stands (03:25 UTC): ``retry`` is
-  ``stages.chat.errors.RetryDecision(True, wait_s=retry_after_s)`` (the engine's ``classify``
-  sees only its own error types, so the transport decides for SDK exceptions), ``item`` is
-  ``TransportError(message, kind)``, ``fatal`` and ``parameter`` are ``StageError``; messages go
-  through ``stages.chat.redact`` first (the key-echo scenarios put the key in both).
-- What remains: the transport; ``params.yaml`` ``predict.gemini`` (every key of ``DEFAULTS``
-  plus ``base_url``, ``api_key_env: GEMINI_API_KEY``, ``concurrency``, ``timeout_s``, retries,
-  ``price_per_mtok``) and its pydantic model; the endpoint in the cache key
-  (``{"transport": "gemini", "base_url", "api_version"}``); ``--estimate``
-  (``max_output_tokens`` bounds each unwritten reply, thinking included); cost (thinking is
-  billed at the output price, https://ai.google.dev/gemini-api/docs/pricing, and
-  ``completion_tokens`` already holds it); the kill -9 / resume test and the full ``dvc exp run``
-  against the fake.
+- How decisions reach the engine (``stages.chat.native``): each becomes the engine's own error
+  (``ProviderStatusError`` for a status, ``ConnectionFailed`` / ``RequestTimeout`` /
+  ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
+  honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
+  ``TransportError(message, kind)``; messages go through ``stages.chat.redact`` first.
+- What remains: nothing of issue 22's transport list (params, cost, estimate, kill -9 test
+  and the full ``dvc exp run`` are in; see README, "Claude and Gemini, natively").
 """
 
 from __future__ import annotations
@@ -241,9 +235,12 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
     name = type(exc).__name__
     if isinstance(exc, httpx2.TransportError | aiohttp.ClientError | asyncio.TimeoutError
                   | TimeoutError):
-        return ErrorDecision("retry", f"{name}: {exc}")
+        timeout = isinstance(exc, httpx2.TimeoutException | asyncio.TimeoutError
+                             | TimeoutError | aiohttp.ServerTimeoutError)
+        return ErrorDecision("retry", f"{name}: {exc}",
+                             cause="timeout" if timeout else "connection")
     if isinstance(exc, json.JSONDecodeError):
-        return ErrorDecision("retry", f"malformed response body: {exc}")
+        return ErrorDecision("retry", f"malformed response body: {exc}", cause="malformed")
     if not isinstance(exc, errors.APIError):
         return ErrorDecision("item", f"{name}: {exc}")
     status = int(exc.code or 0)

@@ -1,7 +1,7 @@
 """The OpenAI-compatible chat-completions transport: one request in, a ``ChatReply`` out.
 
 Requests go through ``http`` (aiohttp directly, raising the engine's own errors,
-``stages.chat.errors``), retried here with tenacity as ``errors.classify`` decides: 429,
+``stages.chat.errors``), retried by ``stages.chat.retrying`` as ``errors.classify`` decides: 429,
 408/409, 5xx, timeouts, dropped connections and garbled bodies, with full jitter, honouring
 ``Retry-After``. A request that still fails after its retries marks only its item ``error``;
 configuration failures that would fail every item (401, 403, 404) stop the stage with a
@@ -18,21 +18,11 @@ to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
 
 from __future__ import annotations
 
-import ipaddress
-import os
 from typing import Any
-from urllib.parse import urlsplit
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from stages.chat import probe
-from stages.chat.errors import ConnectionFailed, EngineError, HTTPStatusError, classify
+from stages.chat.api_key import resolve_api_key
+from stages.chat.errors import EngineError, HTTPStatusError
 from stages.chat.openai.http import OpenAIHTTP
 from stages.chat.openai.replies import (
     SAMPLING_KEYS,
@@ -41,8 +31,9 @@ from stages.chat.openai.replies import (
     parse_completion,
     rejected_parameter,
 )
-from stages.chat.redact import DUMMY_API_KEY, Redactor
-from stages.chat.transport import ChatReply, ChatTransport, TransportError
+from stages.chat.redact import Redactor
+from stages.chat.retrying import RetryingTransport
+from stages.chat.transport import ChatReply, TransportError
 from stages.core.config import ChatParams
 from stages.core.errors import StageError
 
@@ -52,51 +43,23 @@ _FATAL_STATUS = {401: "authentication failed", 403: "permission denied",
                  404: "not found (check base_url and model)"}
 
 
-def is_local_url(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_private
-
-
-def resolve_api_key(env_name: str | None, base_url: str, section: str) -> str:
-    key = os.environ.get(env_name) if env_name else None
-    if key:
-        return key
-    if env_name and not is_local_url(base_url):
-        raise StageError(f"environment variable {env_name} ({section}.api_key_env) is not "
-                         f"set, and {base_url} is not a local server")
-    return DUMMY_API_KEY
-
-
-def _retryable(exc: BaseException) -> bool:
-    return classify(exc).retry
-
-
-class OpenAITransport(ChatTransport):
-    """Requests through ``http``, retried here. ``section``: where ``params`` came from."""
+class OpenAITransport(RetryingTransport):
+    """Requests through ``http``, retried by ``RetryingTransport``. ``section``: where
+    ``params`` came from."""
 
     def __init__(self, params: ChatParams, section: str) -> None:
-        self.section = section
         # Checked by ChatParams (an http(s) URL without credentials); only the slash goes.
-        self.base_url = (params.base_url or OPENAI_BASE_URL).rstrip("/")
+        base_url = (params.base_url or OPENAI_BASE_URL).rstrip("/")
+        key = resolve_api_key(params.api_key_env, base_url, section)
+        super().__init__(section=section, base_url=base_url, max_retries=params.max_retries,
+                         backoff_initial_s=params.backoff_initial_s,
+                         backoff_max_s=params.backoff_max_s, redact=Redactor(key))
         self.concurrency = params.concurrency
         self._model = params.model
         self._sampling = {k: getattr(params, k) for k in SAMPLING_KEYS
                           if getattr(params, k) is not None}
         self._extra_body: dict[str, Any] = dict(params.extra_body or {})
-        self._attempts = params.max_retries + 1
-        self._wait = wait_random_exponential(multiplier=float(params.backoff_initial_s),
-                                             max=float(params.backoff_max_s))
-        self._backoff_max = float(params.backoff_max_s)
-        key = resolve_api_key(params.api_key_env, self.base_url, section)
-        self._redact = Redactor(key)
         self._timeout_s = float(params.timeout_s)
-        self._fatal: StageError | None = None
         self._http = OpenAIHTTP(self.base_url, key, self._timeout_s,
                                 min(_CONNECT_TIMEOUT_S, self._timeout_s), self.concurrency)
 
@@ -114,37 +77,10 @@ class OpenAITransport(ChatTransport):
             request["extra_body"] = self._extra_body
         return request
 
-    def _backoff(self, state: RetryCallState) -> float:
-        # Full jitter (tenacity's random exponential) spreads 64 workers that hit the same 429
-        # burst; a Retry-After hint is honoured up to backoff_max_s.
-        wait = self._wait(state)
-        exc = state.outcome.exception() if state.outcome else None
-        hint = classify(exc).wait_s if exc is not None else None
-        return max(wait, min(hint, self._backoff_max)) if hint else wait
-
-    async def send(self, request: dict[str, Any]) -> ChatReply:
-        if self._fatal is not None:  # the stage is stopping: send nothing more
-            raise self._fatal
-        try:
-            return await self._send(request)
-        except StageError as exc:
-            self._fatal = exc
-            raise
-
-    async def _send(self, request: dict[str, Any]) -> ChatReply:
+    async def _attempt(self, request: dict[str, Any]) -> ChatReply:
         body = dict(request)
         body.update(body.pop("extra_body", None) or {})  # as the official client merges it
-        attempt = 0
-        try:
-            async for retrying in AsyncRetrying(stop=stop_after_attempt(self._attempts),
-                                                wait=self._backoff, reraise=True,
-                                                retry=retry_if_exception(_retryable)):
-                with retrying:
-                    attempt = retrying.retry_state.attempt_number
-                    return self._scrub(await self._post(body))
-        except EngineError as exc:
-            raise self._final_error(exc, attempt, request) from None
-        raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
+        return await self._post(body)
 
     def _final_error(self, exc: EngineError, attempt: int, request: dict[str, Any]
                      ) -> StageError | TransportError:
@@ -168,28 +104,6 @@ class OpenAITransport(ChatTransport):
 
     async def _post(self, body: dict[str, Any]) -> ChatReply:
         return parse_completion(*await self._http.post_json("/chat/completions", body))
-
-    def _scrub(self, reply: ChatReply) -> ChatReply:
-        """A server may echo the key in any string field; none of them may reach the cache."""
-        def clean(value: str | None) -> str | None:
-            return None if value is None else self._redact.exact(value)
-
-        reply.texts = [self._redact.exact(t) for t in reply.texts]
-        reply.finish_reasons = [clean(f) for f in reply.finish_reasons]
-        reply.model = clean(reply.model)
-        reply.reasoning = [clean(r) for r in reply.reasoning]
-        return reply
-
-    def _failed(self, exc: EngineError, attempts: int, kind: str | None = None
-                ) -> TransportError:
-        text = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, ConnectionFailed):  # "connection error" alone says nothing
-            cause = probe.connection_cause(exc, self.base_url)
-            text += f" ({cause or f'{probe.root_cause(exc)} at {self.base_url}'})"
-        error = TransportError(self._redact(f"failed after {attempts} attempt(s): {text}")[:500],
-                               kind)
-        error.transient = classify(exc).retry
-        return error
 
     async def probe(self) -> None:
         wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)

@@ -11,17 +11,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from stages.commands.compare.details import attach_p_texts
 from stages.commands.compare.pairing import compare_sides, compare_track, flips, metric_rows, pair
-from stages.commands.compare.render import render_html, render_markdown
-from stages.commands.compare.revisions import WORKSPACE, Revision, Side, load_side, resolve
-from stages.core.artifacts import scores_path
+from stages.commands.compare.render import FLIPS, render_html, render_markdown
+from stages.commands.compare.revisions import (
+    WORKSPACE,
+    Revision,
+    RunFiles,
+    Side,
+    load_side,
+    resolve,
+)
+from stages.core.artifacts import PARAMS_PATH, items_path, predictions_path, scores_path
 from stages.core.atomic import write_text
+from stages.core.errors import DataError
 from stages.core.missing import require_outputs
-from stages.core.tracks import TRACKS
+from stages.core.tracks import TRACK_P, TRACKS
 from stages.score.metrics import bootstrap_params
 from stages.score.statistics import bootstrap, mcnemar_exact
 
@@ -37,6 +48,29 @@ def bootstrap_settings(params: Mapping[str, Any] | None, args: argparse.Namespac
     return boot
 
 
+def _optional(read: Callable[[], Any]) -> Any:
+    """A file a comparison can do without (not in the cache, an older run): None."""
+    try:
+        return read()
+    except (DataError, OSError, ValueError, yaml.YAMLError):
+        return None
+
+
+def run_extras(root: Path, revision: Revision) -> dict[str, Any]:
+    """What a flip and the params diff need beyond the scores: the params file, RIMO-P's
+    predictions and items. Each is optional: compare works on the scores alone."""
+    with RunFiles(root, revision) as files:
+        def params() -> Any:
+            data = yaml.safe_load(files.read_bytes(PARAMS_PATH))
+            return data if isinstance(data, dict) else None
+
+        return {"params": _optional(params),
+                "predictions": _optional(lambda: files.read_parquet(
+                    predictions_path(TRACK_P), columns=["problem_id", "sample", "prediction"])),
+                "items": _optional(lambda: files.read_parquet(
+                    items_path(TRACK_P), columns=["problem_id", "sub_solutions"]))}
+
+
 def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
             confidence: float = 0.95) -> dict[str, Any]:
     revisions = [resolve(root, name) for name in (a, b)]
@@ -44,20 +78,26 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
         require_outputs(root, r.rev, r.label, r.kind == "experiment",
                         only=[scores_path(t) for t in TRACKS])
     sides = [load_side(root, r) for r in revisions]
-    return compare_sides(*sides, samples=samples, seed=seed, confidence=confidence)
+    extras = [run_extras(root, r) for r in revisions]
+    result = compare_sides(*sides, samples=samples, seed=seed, confidence=confidence,
+                           params=(extras[0]["params"], extras[1]["params"]))
+    attach_p_texts(result["tracks"][TRACK_P]["flips"], extras[0]["items"],
+                   extras[0]["predictions"], extras[1]["predictions"])
+    return result
 
 
 def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
     """``params`` may be None: compare needs no params file (each side carries its own)."""
     boot = bootstrap_settings(params, args)
     result = compare(Path("."), args.a, args.b, **boot)
+    cap = None if getattr(args, "all_flips", False) else getattr(args, "flips", None) or FLIPS
     if args.html:
-        write_text(args.html, render_html(result))
+        write_text(args.html, render_html(result, cap))
         print(f"compare: wrote {args.html}", file=sys.stderr)
-    if args.json:
+    if args.json:  # every flip: the cap is for reading, not for machines
         print(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
-        print(render_markdown(result), end="")
+        print(render_markdown(result, cap), end="")
     return 0
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stages.commands.compare.details import n_flip_fields, p_flip_fields, params_diff
 from stages.commands.compare.revisions import Side
 from stages.commands.compare.samples import (
     as_mean_at_k,
@@ -105,6 +106,9 @@ def flips(track: str, paired: pd.DataFrame) -> list[dict[str, Any]]:
                    "b": b}
             if track == TRACK_P:
                 row["parts"] = int(r["number_of_parts_a"])
+                row.update(p_flip_fields(r))
+            else:
+                row.update(n_flip_fields(r))
             out.append(row)
     return out
 
@@ -156,7 +160,9 @@ def _table_keys(metrics: Mapping[str, Any]) -> dict[str, Any]:
     # Each side's own intervals and the provenance are not quantities to subtract.
     keep = {k: v for k, v in metrics.items() if k in TRACKS or k == "sample"}
     return {k: v for k, v in flatten(keep).items()
-            if ".ci." not in k and not isinstance(v, bool | Mapping)}
+            if ".ci." not in k and ".by_domain_ci." not in k and not k.endswith(("_ci_low",
+                                                                               "_ci_high"))
+            and not isinstance(v, bool | Mapping)}
 
 
 def _number(x: Any) -> bool:
@@ -193,7 +199,10 @@ def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
 
 
 def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
-                  confidence: float = 0.95) -> dict[str, Any]:
+                  confidence: float = 0.95,
+                  params: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]
+                  = (None, None)) -> dict[str, Any]:
+    """The comparison; ``params`` is each side's params.yaml (None: not known), diffed."""
     if samples < 0 or not 0 < confidence < 1:
         raise ConfigError(f"compare: bootstrap samples must be >= 0 and confidence in (0, 1), "
                           f"got samples={samples}, confidence={confidence}")
@@ -204,6 +213,7 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
         "a": a.summary(), "b": b.summary(),
         "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence},
         "metrics": metric_rows(a.metrics, b.metrics, deltas) + judge_rows(a.judge, b.judge),
+        "params_diff": params_diff(*params),
         "tracks": tracks,
     }
 

@@ -14,9 +14,12 @@ from typing import Any
 
 import jinja2
 
+from stages.commands.compare.chart import data_uri, delta_chart
+from stages.commands.compare.details import FLIP_HEAD, flip_cells
 from stages.core.tracks import TRACKS
 
 TEMPLATES = Path(__file__).parent / "templates"
+FLIPS = 20  # flips listed per track unless --all-flips (or --flips N); JSON holds them all
 
 
 def fmt(x: Any) -> str:
@@ -57,10 +60,6 @@ def _md_row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 
-def _right(x: bool) -> str:
-    return "right" if x else "wrong"
-
-
 def _unpaired_note(track: str, t: Mapping[str, Any]) -> str | None:
     parts = [f"{len(t[k])} {label}" for k, label in (
         ("only_a", "only in A"), ("only_b", "only in B"),
@@ -68,7 +67,20 @@ def _unpaired_note(track: str, t: Mapping[str, Any]) -> str | None:
     return f"{track}: not paired: " + ", ".join(parts) if parts else None
 
 
-def render_markdown(result: Mapping[str, Any]) -> str:
+def _shown_flips(t: Mapping[str, Any], cap: int | None) -> tuple[list[Any], str]:
+    """The flips to list and a note when some are left out."""
+    listed = t["flips"] if cap is None else t["flips"][:cap]
+    left = len(t["flips"]) - len(listed)
+    note = (f"first {len(listed)} of {len(t['flips'])} by problem_id; --all-flips lists every "
+            f"one, --json holds them all") if left else ""
+    return listed, note
+
+
+def _param_value(x: Any) -> str:
+    return "-" if x is None else str(x)
+
+
+def render_markdown(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
     a, b = result["a"], result["b"]
     boot = result["bootstrap"]
     level = f"{boot['confidence'] * 100:g}%"
@@ -98,18 +110,27 @@ def render_markdown(result: Mapping[str, Any]) -> str:
     notes = [n for track, t in result["tracks"].items() if (n := _unpaired_note(track, t))]
     if notes:
         out += [""] + [f"- {_md(n)}" for n in notes]
+    diff = result.get("params_diff") or []
+    out += ["", "### Params that differ", ""]
+    if diff:
+        out += ["| param | A | B |", "| --- | --- | --- |"]
+        out += [_md_row([d["param"], _param_value(d["a"]), _param_value(d["b"])]) for d in diff]
+    else:
+        out.append("none (or a side has no params.yaml)")
     out += ["", "### Flipped items"]
     for track, t in result["tracks"].items():
         test = t["test"]
         out += ["", f"**{track}** ({test['metric']}): {len(t['flips'])} flipped: "
                 f"{test['right_in_a_only']} right in A and wrong in B, "
                 f"{test['right_in_b_only']} wrong in A and right in B"]
-        if t["flips"]:
-            out += ["", "<details><summary>flipped items</summary>", "",
-                    "| problem_id | domain | A | B |", "| --- | --- | --- | --- |"]
-            out += [_md_row([f["problem_id"], f["domain"] or "-", _right(f["a"]), _right(f["b"])])
-                    for f in t["flips"]]
-            out += ["", "</details>"]
+        listed, note = _shown_flips(t, cap)
+        if listed:
+            out += ["", "| " + " | ".join(FLIP_HEAD) + " |",
+                    "| " + " | ".join("---" for _ in FLIP_HEAD) + " |"]
+            out += [_md_row([f["problem_id"], f["domain"] or "-", *flip_cells(track, f)])
+                    for f in listed]
+        if note:
+            out += ["", f"({note})"]
     return "\n".join(out) + "\n"
 
 
@@ -128,16 +149,22 @@ def _template() -> jinja2.Template:
     return env.get_template("compare.html.j2")
 
 
-def render_html(result: Mapping[str, Any]) -> str:
-    """A self-contained page (no scripts, nothing fetched); the template escapes every value."""
+def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
+    """A self-contained page (no scripts, nothing fetched; the chart is a PNG data URI); the
+    template escapes every value."""
     a, b = result["a"], result["b"]
     boot = result["bootstrap"]
+    level = f"{boot['confidence'] * 100:g}%"
     ca, cb = _side_cells(a), _side_cells(b)
-    tracks = [{"note": _unpaired_note(track, t),
-               "caption": f"{track}: {len(t['flips'])} flipped on {t['test']['metric']}",
-               "flips": [[(f["problem_id"], ""), (f["domain"] or "-", ""), (_right(f["a"]), ""),
-                          (_right(f["b"]), "")] for f in t["flips"]]}
-              for track, t in result["tracks"].items()]
+    tracks = []
+    for track, t in result["tracks"].items():
+        listed, note = _shown_flips(t, cap)
+        tracks.append({
+            "note": _unpaired_note(track, t), "more": note,
+            "caption": f"{track}: {len(t['flips'])} flipped on {t['test']['metric']}",
+            "flips": [[(f["problem_id"], ""), (f["domain"] or "-", ""),
+                       *((c, "text") for c in flip_cells(track, f))] for f in listed]})
+    fig = delta_chart(result["metrics"], level)
     return _template().render(
         a=a, b=b,
         sides=[[(k, ""), (ca[k], ""), (cb[k], "")] for k in ca],
@@ -145,7 +172,17 @@ def render_html(result: Mapping[str, Any]) -> str:
                       f"{boot['confidence'] * 100:g}% CI of Δ"],
         metrics=[[(r["name"], ""), (fmt(r["a"]), "num"), (fmt(r["b"]), "num"),
                   (fmt_delta(r["delta"]), _sign(r["delta"])), (fmt_ci(r["ci"]), "num")]
-                 for r in result["metrics"]],
+                 for r in result["metrics"] if r["rate"]],
+        counts_head=["count", "A", "B", "Δ (B - A)"],
+        counts=[[(r["name"], ""), (fmt(r["a"]), "num"), (fmt(r["b"]), "num"),
+                 (fmt_delta(r["delta"]), _sign(r["delta"]))]
+                for r in result["metrics"] if not r["rate"]],
+        params_head=["param", "A", "B"],
+        params=[[(d["param"], ""), (_param_value(d["a"]), "text"), (_param_value(d["b"]), "text")]
+                for d in result.get("params_diff") or []],
+        chart=data_uri(fig) if fig is not None else None,
+        chart_alt=f"B - A per rate metric with its {level} paired-bootstrap interval",
+        flip_head=FLIP_HEAD,
         metrics_caption=f"Metrics (paired bootstrap, {boot['samples']} resamples, seed "
                         f"{boot['seed']})",
         tests_head=["track", "test", "paired items", "right in A only", "right in B only",

@@ -71,7 +71,8 @@ class Run:
         """The model as a user would name it: the served model, the replay file, the GGUF."""
         predict = self.params.get("predict") or {}
         section = predict.get(self.backend) or {}
-        value = {"openai": section.get("model"), "replay": section.get("path"),
+        value = {"openai": section.get("model"), "anthropic": section.get("model"),
+                 "gemini": section.get("model"), "replay": section.get("path"),
                  "local": section.get("model_path") or "gemma-3-270m (packaged)",
                  "constant": f"constant {section.get('answer')!r}"}.get(self.backend)
         return str(value) if value else self.backend

@@ -1,0 +1,101 @@
+"""The full benchmark (all 791 items) through ``dvc exp run -S predict.backend=anthropic`` and
+``... gemini`` against the loopback fakes, and through ``-S predict.backend=openai`` against
+``tests/chat_server.py`` serving the same fake model: the metrics are equal.
+
+The fake model is a fixed map from prompt to reply, built from the validated items with the
+engine's own prompt templates: RIMO-N gets the gold in a box for two items in three and an
+unboxed guess otherwise; RIMO-P gets the reference sub-solution for every part of half the
+items (chained: each part's prompt holds the model's replies to the earlier parts) and an
+attempt for the rest, so both tracks' metrics are strictly between 0 and 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.core.artifacts import METRICS_PATH
+from stages.core.items import load_items
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.predictors.prompting import rimo_n_messages, rimo_p_messages
+from tests.chat_server import ChatServer
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_gemini import FakeGemini
+from tests.fake_provider import FakeProvider, Record, Reply
+from tests.pipeline_repo import make_repo, sh
+
+pytestmark = pytest.mark.slow
+
+
+def _bucket(pid: str, n: int) -> int:
+    return int(hashlib.sha256(pid.encode()).hexdigest(), 16) % n
+
+
+def fake_model(items_dir: Path) -> dict[str, str]:
+    """Last user message -> reply, for every request a full run makes."""
+    replies: dict[str, str] = {}
+    for item in load_items(TRACK_N, items_dir):
+        text = (f"Carefully, the answer is \\boxed{{{item.answer}}}." if _bucket(item.problem_id, 3)
+                else f"I could not finish {item.problem_id}.")
+        replies[rimo_n_messages(item)[-1]["content"]] = text
+    for item in load_items(TRACK_P, items_dir):
+        good = _bucket(item.problem_id, 2) == 0
+        proved: list[str] = []
+        for k in range(len(item.sub_problems)):
+            text = (item.sub_solutions[k] if good and item.sub_solutions[k].strip()
+                    else f"An attempt at part {k + 1} of {item.problem_id}.")
+            replies[rimo_p_messages(item, k, proved)[-1]["content"]] = text
+            proved.append(text.strip())
+    return replies
+
+
+def scored(repo: Path) -> dict[str, Any]:
+    metrics = json.loads((repo / METRICS_PATH).read_text())
+    out = {k: v for k, v in metrics.items() if k != "provenance"}
+    for track in (TRACK_N, TRACK_P):  # token counts are each fake's own way of counting
+        usage = out[track].pop("usage")
+        out[track]["requests"], out[track]["truncated"] = usage["requests"], usage["truncated"]
+    return out
+
+
+def exp_run(repo: Path, backend: str, base_url: str) -> dict[str, Any]:
+    started = time.monotonic()
+    sh(repo, "dvc", "exp", "run", "-S", f"predict.backend={backend}", "-S", "predict.limit=null",
+       "-S", f"predict.{backend}.base_url={base_url}", "-S", f"predict.{backend}.model=fake",
+       "-S", f"predict.{backend}.api_key_env=RIMO_NATIVE_FULL_UNSET", timeout=900)
+    print(f"dvc exp run, backend {backend}, 791 items: {time.monotonic() - started:.1f}s")
+    return scored(repo)
+
+
+def test_full_benchmark_native_equals_openai(tmp_path: Path, mirror_dir: Path) -> None:
+    repo = make_repo(tmp_path / "repo", mirror_dir)
+    sh(repo, "dvc", "repro", "-q", "validate", timeout=600)
+    replies = fake_model(repo / "data" / "items")
+
+    server = ChatServer(responder=lambda body, prompt: replies.get(prompt)).start()
+    try:
+        expected = exp_run(repo, "openai", server.base_url)
+    finally:
+        server.stop()
+    assert 0 < expected[TRACK_N]["accuracy"] < 1 and expected[TRACK_N]["n"] == 335
+    assert 0 < expected[TRACK_P]["strict"] < 1
+
+    for cls in (FakeAnthropic, FakeGemini):
+        fake: FakeProvider = cls()
+
+        def respond(record: Record, fake: FakeProvider = fake) -> Reply | None:
+            text = replies.get(record.prompt)
+            return None if text is None else fake.answer(record, text)
+
+        fake.responder = respond
+        backend = "anthropic" if cls is FakeAnthropic else "gemini"
+        with fake:
+            got = exp_run(repo, backend, fake.base_url)
+            assert {r.outcome for r in fake.records} == {"ok"}
+            assert len(fake.records) == got[TRACK_N]["requests"] + got[TRACK_P]["requests"]
+        assert got == expected, backend
