@@ -58,15 +58,26 @@ def test_a_4xx_naming_a_parameter_stops_the_stage(fake: FakeBatchServer, tmp_pat
                 [n_item(0)])
 
 
-def test_an_unreachable_endpoint_stops_at_the_probe(fake: FakeBatchServer,
-                                                    tmp_path: Path) -> None:
+def test_a_refused_endpoint_stops_at_the_probe(fake: FakeBatchServer, tmp_path: Path) -> None:
+    closed = ChatServer().start()
+    url = closed.base_url
+    closed.stop()  # nothing listens there now: connection refused
+    with pytest.raises(StageError, match=r"127\.0\.0\.1"):
+        predict({**config(fake, tmp_path / "c"), "base_url": url}, [n_item(0)])
+    assert not list((tmp_path / "c").rglob("batches/*.json"))  # nothing recorded or uploaded
+    assert fake.files == {}
+
+
+def test_a_silent_endpoint_stops_the_stage_and_leaves_no_live_record(
+        fake: FakeBatchServer, tmp_path: Path) -> None:
     hole = BlackHole().start()
     try:
-        cfg = {**config(fake, tmp_path / "c"),
-               "base_url": hole.base_url, "timeout_s": 1.0}
-        with pytest.raises(StageError, match=r"127\.0\.0\.1"):
+        cfg = {**config(fake, tmp_path / "c"), "base_url": hole.base_url, "timeout_s": 1.0,
+               "max_retries": 0}
+        with pytest.raises(StageError, match="timed out"):
             predict(cfg, [n_item(0)])
     finally:
         hole.stop()
-    assert not (tmp_path / "c" / "batches").exists() or not list(
-        (tmp_path / "c" / "batches").glob("*.json"))  # nothing recorded, nothing uploaded
+    # at most an "uploading" record, which the next start drops: no batch was created
+    from stages.chat.batch.records import RecordStore
+    assert [r.state for r in RecordStore(tmp_path / "c" / "batches").load()] in ([], ["uploading"])
