@@ -78,8 +78,7 @@ class FakeBatchServer:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeBatchServer:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Quiet(("127.0.0.1", 0), _handler(self))
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
         return self
@@ -235,6 +234,14 @@ class FakeBatchServer:
             if self._seen_5xx[cid] <= int(match.group(1)):
                 return 500, {"error": {"message": "The server had an error", "type": "server"}}
         return forward(self.chat.base_url + "/chat/completions", json.dumps(body).encode())
+
+
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a held reply to a client killed meanwhile: the broken pipe is the point
 
 
 def forward(url: str, data: bytes | None) -> tuple[int, Any]:

@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stages.core.items import load_items
 from stages.core.tracks import TRACKS
+from stages.predict import predict as predict_stage
+from stages.score.stage import score
 from stages.validate.stage import run as validate_run
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
@@ -57,3 +60,24 @@ def test_full_791_item_batch_run_with_faults_and_kills_equals_online(
     assert set(fake.answered_ok().values()) == {1} and len(fake.answered_ok()) == requests
     creates = [e for e in fake.log if e["event"] == "create"]
     assert 4 < len(creates) < 20  # 4 rounds plus the follow-ups
+
+    # The stages themselves: predict over each cache (nothing is sent), then score: the same
+    # metrics (and prediction and score files byte for byte).
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    metrics = {}
+    for name, cfg in (("batch", config(fake, tmp_path / "cache")),
+                      ("online", config(fake, tmp_path / "online", batch=False))):
+        sent = len(fake.chat.records)
+        out = tmp_path / name
+        predict_stage({"backend": "openai", "limit": None, "openai": cfg}, items_dir,
+                      out / "preds", out / "run.json")
+        assert len(fake.chat.records) == sent and len(fake.batches) == len(creates)
+        score(params["score"], items_dir, out / "preds", out / "scores", out / "metrics.json",
+              out / "plots", params)
+        metrics[name] = json.loads((out / "metrics.json").read_text())
+        metrics[name].pop("provenance")  # the hash of a file that names these tmp paths
+    assert metrics["batch"] == metrics["online"] and metrics["online"]["RIMO-N"]
+    for path in ("preds/rimo_n.parquet", "preds/rimo_p.parquet", "scores/rimo_n.parquet",
+                 "scores/rimo_p.parquet"):
+        assert (tmp_path / "batch" / path).read_bytes() == (tmp_path / "online" / path
+                                                            ).read_bytes()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stages.chat.batch.records import RecordStore
 from stages.core.errors import StageError
 from tests.chat_server import BlackHole, ChatServer
 from tests.engine.test_batch_transport import ITEMS, KEY_ENV, config, n_item, predict
@@ -79,5 +80,4 @@ def test_a_silent_endpoint_stops_the_stage_and_leaves_no_live_record(
     finally:
         hole.stop()
     # at most an "uploading" record, which the next start drops: no batch was created
-    from stages.chat.batch.records import RecordStore
     assert [r.state for r in RecordStore(tmp_path / "c" / "batches").load()] in ([], ["uploading"])
