@@ -81,3 +81,13 @@ def test_a_silent_endpoint_stops_the_stage_and_leaves_no_live_record(
         hole.stop()
     # at most an "uploading" record, which the next start drops: no batch was created
     assert [r.state for r in RecordStore(tmp_path / "c" / "batches").load()] in ([], ["uploading"])
+
+
+def test_an_unreadable_batch_record_stops_the_stage_naming_it(fake: FakeBatchServer,
+                                                             tmp_path: Path) -> None:
+    folder = tmp_path / "c" / "batches"
+    folder.mkdir(parents=True)
+    (folder / "0001-ab.json").write_text("{torn")
+    with pytest.raises(StageError, match=r"0001-ab\.json: not a batch record"):
+        predict(config(fake, tmp_path / "c"), [n_item(0)])
+    assert fake.files == {}  # nothing uploaded on a guess

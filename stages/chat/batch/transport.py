@@ -286,7 +286,8 @@ class BatchTransport(ChatTransport):
         if isinstance(exc, asyncio.CancelledError):
             return
         error: Exception = exc if isinstance(exc, StageError | TransportError) else StageError(
-            f"{self.section}.batch: {type(exc).__name__}: {exc}"[:500])
+            self.online._redact(f"{self.section}.batch: {type(exc).__name__}: {exc}")[:500]
+            + f" (batch record {self.records.path(record.id)}; a rerun resumes it)")
         if isinstance(error, StageError):
             self._fatal = error
         for key in record.keys:
@@ -295,13 +296,17 @@ class BatchTransport(ChatTransport):
 
     # -- a restart: adopt what the records hold ------------------------------------------------
     async def _resume(self) -> None:
-        for record in self.records.load():
+        try:
+            records = self.records.load()
+        except ValueError as exc:
+            raise StageError(f"{self.section}.batch: {exc}") from None
+        for record in records:
             if record.state in ("live", "collected"):
                 self._submissions.update(list(record.keys))
             if record.state == "uploading":  # nothing was created from it
                 self.records.drop(record)
             elif record.state == "uploaded":  # created or not? the file id says
-                batch_id = await self._find_batch(record.file_id)
+                batch_id = await self._find_batch(record)
                 if batch_id is None:
                     self.records.drop(record)
                 else:
@@ -317,8 +322,12 @@ class BatchTransport(ChatTransport):
         except Exception as exc:  # the records keep the batch for a restart
             self._fail_all(record, exc)
 
-    async def _find_batch(self, file_id: str | None) -> str | None:
+    async def _find_batch(self, record: BatchRecord) -> str | None:
+        """The batch created from the record's file, if the create went through before the
+        kill. The list is newest first: batches made well before the record cannot be it."""
         async for batch in self.client.batches.list(limit=100):
-            if batch.input_file_id == file_id:
+            if batch.input_file_id == record.file_id:
                 return batch.id
+            if batch.created_at < record.created - 3600:
+                break
         return None
