@@ -24,6 +24,7 @@ import asyncio
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -36,6 +37,7 @@ from stages.chat.openai.transport import OpenAITransport, resolve_api_key
 from stages.chat.transport import ChatReply, ChatTransport, TransportError
 from stages.core.config import OpenAIParams
 from stages.core.errors import ConfigError, StageError
+from stages.core.shared import shared_path
 
 COLLECT_S = 0.5  # requests arriving within this of each other share a batch
 TERMINAL = ("completed", "failed", "expired", "cancelled")
@@ -49,10 +51,9 @@ def batch_line(key: str, request: dict[str, Any]) -> bytes:
                       sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
-def records_root(cache_dir: str) -> Any:
-    root = ResponseCache(cache_dir).root
-    assert root is not None
-    return root / "batches"
+def records_root(cache_dir: str) -> Path:
+    """``<cache_dir>/batches``, resolved as the cache resolves its folder (shared by runs)."""
+    return shared_path(cache_dir) / "batches"
 
 
 def make_client(params: OpenAIParams, section: str, base_url: str) -> openai.AsyncOpenAI:
