@@ -4,6 +4,7 @@ endpoint stops at the probe, before any upload."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,3 +92,16 @@ def test_an_unreadable_batch_record_stops_the_stage_naming_it(fake: FakeBatchSer
     with pytest.raises(StageError, match=r"0001-ab\.json: not a batch record"):
         predict(config(fake, tmp_path / "c"), [n_item(0)])
     assert fake.files == {}  # nothing uploaded on a guess
+
+
+def test_a_second_run_on_the_same_cache_folder_stops(fake: FakeBatchServer,
+                                                     tmp_path: Path) -> None:
+    other = RecordStore(tmp_path / "c" / "batches")
+    other.lock()  # as a concurrent predict process holds it
+    try:
+        with pytest.raises(StageError, match="another predict is sending batches"):
+            predict(config(fake, tmp_path / "c"), [n_item(0)])
+    finally:
+        other.unlock()
+    assert fake.files == {}
+    assert json.loads(predict(config(fake, tmp_path / "c"), [n_item(0)]))[0]["status"] == "ok"

@@ -13,6 +13,8 @@ A record of a request key counts as one submission of it (``max_resubmits`` boun
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -50,6 +52,28 @@ class RecordStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+
+    def lock(self) -> None:
+        """Hold this folder's lock for the life of the process (the kernel drops it when the
+        process dies, kill -9 included): two runs adopting the same records could each make a
+        batch of one request, so the second one stops instead."""
+        if getattr(self, "_lock_fd", None) is not None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"{self.root}: another predict is sending batches from this "
+                               "cache folder; wait for it (or use another cache_dir)") from None
+        self._lock_fd: int | None = fd
+
+    def unlock(self) -> None:
+        fd, self._lock_fd = getattr(self, "_lock_fd", None), None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing drops the flock
 
     def path(self, record_id: str) -> Path:
         return self.root / f"{record_id}.json"

@@ -120,6 +120,7 @@ class BatchTransport(ChatTransport):
         for task in list(self._tasks):  # a stopped run: the records keep the live batches
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.records.unlock()
         await self.client.close()
         await self.online.aclose()
 
@@ -298,8 +299,9 @@ class BatchTransport(ChatTransport):
     # -- a restart: adopt what the records hold ------------------------------------------------
     async def _resume(self) -> None:
         try:
+            self.records.lock()
             records = self.records.load()
-        except ValueError as exc:
+        except (ValueError, RuntimeError) as exc:
             raise StageError(f"{self.section}.batch: {exc}") from None
         for record in records:
             if record.state in ("live", "collected"):
