@@ -192,8 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
         if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
-            from stages.chat.batch.admin import batch_admin
-            print(batch_admin(params.predict.openai, cancel=args.batch_cancel))
+            print(module.batch_admin(params.predict, cancel=args.batch_cancel))
             return 0
         if getattr(args, "export_batch", None) or getattr(args, "import_batch", None):
             export = bool(args.export_batch)

@@ -145,6 +145,13 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
     return f"{head}\n{render(est, priced)}"
 
 
+def batch_admin(cfg: PredictParams | dict[str, Any], cancel: bool = False) -> str:
+    """``--batch-status`` / ``--batch-cancel`` (stages.chat.batch.admin)."""
+    from stages.chat.batch.admin import batch_admin as admin
+
+    return admin(_params(cfg).openai, cancel=cancel)
+
+
 def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
                items_dir: Path = ITEMS_DIR) -> str:
     """``--export-batch FILE`` / ``--import-batch FILE`` (stages.predictors.batch_files)."""
