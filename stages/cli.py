@@ -117,6 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimate", action="store_true",
         help="print the requests, how many are cached and the prompt tokens; send nothing, "
              "write nothing")
+    batch = stage_parsers["predict"].add_mutually_exclusive_group()
+    batch.add_argument("--batch-status", action="store_true",
+                       help="list the live OpenAI batches of the cache's records (ids, states, "
+                            "counts); send no request")
+    batch.add_argument("--batch-cancel", action="store_true",
+                       help="cancel those live batches (the next predict collects what they "
+                            "answered and asks the rest again)")
+    batch.add_argument("--export-batch", metavar="FILE",
+                       help="write this round's requests as an OpenAI batch JSONL (for "
+                            "`vllm run-batch`); send nothing")
+    batch.add_argument("--import-batch", metavar="FILE",
+                       help="read an engine's batch output JSONL into the response cache")
     stage_parsers["judge"].add_argument(
         "--calibrate", action="store_true",
         help="measure the judge on references and swapped solutions instead")
@@ -182,6 +194,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
+        if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
+            print(module.batch_admin(params.predict, cancel=args.batch_cancel))
+            return 0
+        if getattr(args, "export_batch", None) or getattr(args, "import_batch", None):
+            export = bool(args.export_batch)
+            print(module.batch_file(params.predict, args.export_batch or args.import_batch,
+                                    export))
+            return 0
         if getattr(args, "estimate", False):
             print(module.estimate(params.predict))
             return 0

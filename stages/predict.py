@@ -140,7 +140,31 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
     requested = [it for track in TRACKS for it in sample[track]]
     est = chat_estimate(predictor, requested)
     price = getattr(predictor.params, "price_per_mtok", None)
-    return f"{head}\n{render(est, None if price is None else price.as_dict())}"
+    priced = None if price is None else price.as_dict()
+    batch = getattr(predictor.params, "batch", None)
+    if priced is not None and batch is not None and batch.enabled:
+        priced["batch_discount"] = float(batch.discount)  # the Batch API's price
+    return f"{head}\n{render(est, priced)}"
+
+
+def batch_admin(cfg: PredictParams | dict[str, Any], cancel: bool = False) -> str:
+    """``--batch-status`` / ``--batch-cancel`` (stages.chat.batch.admin)."""
+    from stages.chat.batch.admin import batch_admin as admin
+
+    return admin(_params(cfg).openai, cancel=cancel)
+
+
+def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
+               items_dir: Path = ITEMS_DIR) -> str:
+    """``--export-batch FILE`` / ``--import-batch FILE`` (stages.predictors.batch_files)."""
+    from stages.predictors.batch_files import export_batch, import_batch
+
+    backend, predictor, _, sample = _setup(cfg, items_dir)
+    if not isinstance(predictor, ChatPredictor) or backend == "local":
+        raise ConfigError(f"params.yaml: predict.backend is {backend}; batch files are for "
+                          "the openai backend")
+    requested = [it for track in TRACKS for it in sample[track]]
+    return (export_batch if export else import_batch)(predictor, requested, Path(path))
 
 
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,

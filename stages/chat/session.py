@@ -162,7 +162,7 @@ class Session:
         assert self.bar is not None
         token = self.bar.begin()
         try:
-            reply = await self.transport.send(request)
+            reply = await self.transport.send_keyed(key, payload, request)
         except TransportError as exc:
             exc.request_sha256 = key
             self.bar.end(token)

@@ -172,10 +172,25 @@ class ChatParams(Section):
         return value
 
 
+class BatchParams(Section):
+    """predict.openai.batch: send through the OpenAI Batch API (stages/chat/batch). Operational:
+    the replies, so the predictions, are those of the online path."""
+
+    enabled: bool = False
+    poll_s: PosNumber = 30.0  # between retrieves of a live batch
+    completion_window: str = "24h"
+    max_requests: PosInt = 50_000  # per batch (OpenAI's documented limit)
+    max_bytes: PosInt = 200_000_000  # per input file (OpenAI: 200 MB)
+    max_resubmits: NonNegInt = 2  # follow-up batches for a request in the error file
+    fallback_online: bool = False  # then send it online instead of failing it
+    discount: Annotated[Number, Field(ge=0, le=1)] = 0.5  # batch price = discount x price
+
+
 class OpenAIParams(ChatParams):
     # Removed in favour of predict.samples: kept here so the backend can say so by name.
     n: PosInt | None = None
     price_per_mtok: PricePerMtok | None = None  # {input, output} USD per million tokens
+    batch: BatchParams = BatchParams()
 
 
 class NativeChatParams(Section):

@@ -55,7 +55,7 @@ PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
                               "model_cache_dir", "model_path", "price_per_mtok",
-                              "breaker_window", "stall_warning_s"})
+                              "breaker_window", "stall_warning_s", "batch"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,14 +108,20 @@ class ChatPredictor(Predictor):
         session = Session(self.make_transport(), self.params.cache_dir, label=label,
                           section=self.section, total=calls_needed(items, self.samples),
                           breaker_window=getattr(self.params, "breaker_window", DEFAULT_WINDOW),
-                          stall_warning_s=getattr(self.params, "stall_warning_s",
-                                                  DEFAULT_STALL_WARNING_S))
+                          stall_warning_s=None if _batched(self.params) else getattr(
+                              self.params, "stall_warning_s", DEFAULT_STALL_WARNING_S))
         protocol = _Protocol(self, session)
         try:
             async with session:
                 return await protocol.all(items)
         finally:
             self.run_stats = _run_stats(session, protocol, len(items), self.samples)
+
+
+def _batched(params: Any) -> bool:
+    """A Batch API run: replies come a completion window later, so no stall warning."""
+    batch = getattr(params, "batch", None)
+    return bool(batch is not None and batch.enabled)
 
 
 def _run_stats(session: Session, protocol: _Protocol, items: int, samples: int
