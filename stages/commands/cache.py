@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from stages.chat import cache_legacy
 from stages.chat.cache import DB_NAME, ResponseCache
-from stages.core.config import DEFAULT_RESPONSE_CACHE
+from stages.core.chat_params import DEFAULT_RESPONSE_CACHE
 from stages.core.errors import StageError
 from stages.core.hashing import fingerprint
 

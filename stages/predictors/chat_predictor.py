@@ -39,7 +39,8 @@ from stages.chat.breaker import DEFAULT_WINDOW
 from stages.chat.progress import DEFAULT_STALL_WARNING_S
 from stages.chat.session import Session, run_sync
 from stages.chat.transport import ChatTransport, TransportError
-from stages.core.config import ChatParams, LocalParams, Section, ThinkSplit, coerce
+from stages.core.chat_params import ChatParams, LocalParams, ThinkSplit
+from stages.core.config import Section, coerce
 from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
