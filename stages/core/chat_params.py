@@ -42,7 +42,22 @@ def _http_url(url: str | None) -> str | None:
     return url
 
 
-class ChatParams(Section):
+class EngineParams(Section):
+    """How the chat engine calls any endpoint: operational knobs, never in the fingerprint."""
+
+    timeout_s: PosNumber = 1800.0  # per request: a reasoning model may think for many minutes
+    max_retries: NonNegInt = 6
+    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
+    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
+    concurrency: PosInt = 16
+    cache_dir: str | None = DEFAULT_RESPONSE_CACHE  # null: no response cache
+    # Stop after this many transport failures in a row (0: never); warn when no request has
+    # finished for this many seconds (null: never).
+    breaker_window: NonNegInt = 20
+    stall_warning_s: PosNumber | None = 120.0
+
+
+class ChatParams(EngineParams):
     """An OpenAI-compatible chat endpoint and how to call it (predict.openai, judge). The
     defaults are the engine's: a key left out means this value."""
 
@@ -59,17 +74,7 @@ class ChatParams(Section):
     think_split: ThinkSplit | None = ThinkSplit()
     extra_body: dict[str, Any] | None = Field(default_factory=dict)
     system_prompt: str | None = None
-    timeout_s: PosNumber = 1800.0  # per request: a reasoning model may think for many minutes
-    max_retries: NonNegInt = 6
-    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
-    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
-    concurrency: PosInt = 16
     api_key_env: str | None = "OPENAI_API_KEY"  # the variable's NAME, never the key
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE  # null: no response cache
-    # Stop after this many transport failures in a row (0: never); warn when no request has
-    # finished for this many seconds (null: never).
-    breaker_window: NonNegInt = 20
-    stall_warning_s: PosNumber | None = 120.0
 
     @field_validator("base_url")
     @classmethod
@@ -107,7 +112,7 @@ class OpenAIParams(ChatParams):
     batch: BatchParams = BatchParams()
 
 
-class NativeChatParams(Section):
+class NativeChatParams(EngineParams):
     """A provider's own API through its official SDK (predict.anthropic, predict.gemini): the
     keys both share. Sampling keys default to null (not sent: the model's default)."""
 
@@ -116,15 +121,7 @@ class NativeChatParams(Section):
     temperature: Number | None = None
     top_p: Number | None = None
     system_prompt: str | None = None
-    timeout_s: PosNumber = 1800.0  # per request: a thinking model may think for many minutes
-    max_retries: NonNegInt = 6
-    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
-    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
-    concurrency: PosInt = 16
     api_key_env: str | None = None  # the variable's NAME, never the key
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE
-    breaker_window: NonNegInt = 20
-    stall_warning_s: PosNumber | None = 120.0
     price_per_mtok: PricePerMtok | None = None  # thinking is billed as output
 
     @field_validator("base_url")
