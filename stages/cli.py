@@ -35,9 +35,10 @@ MODULES = {
     "summary": "stages.commands.summary",
     "leaderboard": "stages.commands.leaderboard.command",
     "view": "stages.commands.view.command",
+    "cache": "stages.commands.cache",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -45,6 +46,7 @@ TOOLS = {
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
     "view": "Browse every answer of one or more runs: a static site with rendered math",
+    "cache": "The response cache: stats, prune (by age, model, endpoint), verify, migrate",
 }
 
 
@@ -115,6 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimate", action="store_true",
         help="print the requests, how many are cached and the prompt tokens; send nothing, "
              "write nothing")
+    batch = stage_parsers["predict"].add_mutually_exclusive_group()
+    batch.add_argument("--batch-status", action="store_true",
+                       help="list the live OpenAI batches of the cache's records (ids, states, "
+                            "counts); send no request")
+    batch.add_argument("--batch-cancel", action="store_true",
+                       help="cancel those live batches (the next predict collects what they "
+                            "answered and asks the rest again)")
+    batch.add_argument("--export-batch", metavar="FILE",
+                       help="write this round's requests as an OpenAI batch JSONL (for "
+                            "`vllm run-batch`); send nothing")
+    batch.add_argument("--import-batch", metavar="FILE",
+                       help="read an engine's batch output JSONL into the response cache")
     stage_parsers["judge"].add_argument(
         "--calibrate", action="store_true",
         help="measure the judge on references and swapped solutions instead")
@@ -163,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--serve", action="store_true",
                       help="then serve the folder on 127.0.0.1 and print the URL")
     view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
+    importlib.import_module(MODULES["cache"]).add_arguments(tool("cache"))
     # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
     for name in [n for n in TOOLS if n not in sub.choices]:
         tool(name)
@@ -179,6 +194,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
+        if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
+            print(module.batch_admin(params.predict, cancel=args.batch_cancel))
+            return 0
+        if getattr(args, "export_batch", None) or getattr(args, "import_batch", None):
+            export = bool(args.export_batch)
+            print(module.batch_file(params.predict, args.export_batch or args.import_batch,
+                                    export))
+            return 0
         if getattr(args, "estimate", False):
             print(module.estimate(params.predict))
             return 0

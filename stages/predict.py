@@ -7,6 +7,7 @@ runs, so they live there and never in the tables or in ``metrics.json``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.artifacts import PREDICT_RUN_PATH
-from stages.core.atomic import write_json
+from stages.core.atomic import atomic_path, write_json
 from stages.core.config import Params, PredictParams, coerce
 from stages.core.errors import ConfigError, DataError
 from stages.core.hashing import fingerprint, sha256_bytes
@@ -25,11 +26,12 @@ from stages.core.predictions import (
     STATUS_ERROR,
     STATUS_MISSING,
     STATUSES,
-    build_table,
     lone_surrogate,
     predictions_path,
     run_id,
-    write_table,
+    table_groups,
+    table_schema,
+    write_groups,
 )
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor
@@ -138,7 +140,31 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
     requested = [it for track in TRACKS for it in sample[track]]
     est = chat_estimate(predictor, requested)
     price = getattr(predictor.params, "price_per_mtok", None)
-    return f"{head}\n{render(est, None if price is None else price.as_dict())}"
+    priced = None if price is None else price.as_dict()
+    batch = getattr(predictor.params, "batch", None)
+    if priced is not None and batch is not None and batch.enabled:
+        priced["batch_discount"] = float(batch.discount)  # the Batch API's price
+    return f"{head}\n{render(est, priced)}"
+
+
+def batch_admin(cfg: PredictParams | dict[str, Any], cancel: bool = False) -> str:
+    """``--batch-status`` / ``--batch-cancel`` (stages.chat.batch.admin)."""
+    from stages.chat.batch.admin import batch_admin as admin
+
+    return admin(_params(cfg).openai, cancel=cancel)
+
+
+def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
+               items_dir: Path = ITEMS_DIR) -> str:
+    """``--export-batch FILE`` / ``--import-batch FILE`` (stages.predictors.batch_files)."""
+    from stages.predictors.batch_files import export_batch, import_batch
+
+    backend, predictor, _, sample = _setup(cfg, items_dir)
+    if not isinstance(predictor, ChatPredictor) or backend == "local":
+        raise ConfigError(f"params.yaml: predict.backend is {backend}; batch files are for "
+                          "the openai backend")
+    requested = [it for track in TRACKS for it in sample[track]]
+    return (export_batch if export else import_batch)(predictor, requested, Path(path))
 
 
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
@@ -160,12 +186,16 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     errors = check_error_budget(preds.values(), params.allow_errors,
                                 "item samples" if k > 1 else "items")
     run = run_id(fp, sample, k)
-    tables = {t: build_table(t, sample[t], preds, identity, fp, k, run) for t in TRACKS}
-    # Published only once both are built, so a failure before here leaves the old pair. Two
-    # renames are not one: a kill between them leaves a mixed pair, which score refuses
-    # because the run ids differ.
-    for track, table in tables.items():
-        write_table(table, predictions_path(track, out_dir))
+    # Each table is built and written a row group at a time (bounded memory) into a temporary
+    # file; both are published only once both are whole, so a failure before here leaves the
+    # old pair. Two renames are not one: a kill between them leaves a mixed pair (RIMO-N is
+    # renamed first), which score refuses because the run ids differ.
+    with contextlib.ExitStack() as stack:
+        tmps = {t: stack.enter_context(atomic_path(predictions_path(t, out_dir)))
+                for t in reversed(TRACKS)}  # exits in reverse: RIMO-N's rename first
+        for track in TRACKS:
+            write_groups(table_groups(track, sample[track], preds, identity, fp, k, run),
+                         table_schema(track, run), tmps[track])
     counts = {t: {s: sum(1 for key, p in preds.items() if key[0] == t and p.status == s)
                   for s in STATUSES} for t in TRACKS}
     print(f"predict: wrote {os.fspath(out_dir)} {counts}", file=sys.stderr)

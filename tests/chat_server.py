@@ -31,6 +31,10 @@ open connections dropped). ``reasoning_model`` acts as OpenAI's reasoning models
 naming the parameter for ``max_tokens`` and for a ``temperature`` other than 1. ``GET
 /v1/models`` lists the model unless ``serve_models`` is off (then 404, as on servers without
 it). Every chat request is recorded; ``answered`` counts only replies written completely.
+Reply size (benchmarks at reasoning scale): ``reasoning_bytes`` gives every reply that many
+characters of reasoning in ``reasoning_field`` (words drawn from the prompt's hash, so they
+compress like text, not like a repeated string), and ``answer_bytes`` pads the answer to that
+many characters before it ends (the ``\boxed{}`` stays last, so extraction is unchanged).
 ``BlackHole`` is a server that accepts connections and never answers.
 
 Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
@@ -155,6 +159,8 @@ class ChatServer:
     fail_all: int | None = None
     die_after: int | None = None
     serve_models: bool = True
+    reasoning_bytes: int = 0
+    answer_bytes: int = 0
     responder: Callable[[dict[str, Any], str], str | None] | None = None
     records: list[Record] = field(default_factory=list)
 
@@ -373,6 +379,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 finish = "length"
             if "reasoning" in d:
                 reasoning = f"Hmm, perhaps \\boxed{{{d['reasoning']}}}. No: recount."
+            if server.reasoning_bytes:
+                reasoning = filler(prompt, server.reasoning_bytes, reasoning or "")
+            if server.answer_bytes > len(reply):
+                pad = filler(prompt + "answer", server.answer_bytes - len(reply) - 1)
+                reply = f"{pad} {reply}"
             n = int(body.get("n") or 1)
             texts = [reply] + [f"{reply} (sample {i})" for i in range(1, n)]
             # Stamped before the write: once the client has the reply it may send the next
@@ -433,6 +444,27 @@ class BlackHole:
             conn.close()
 
 
+_WORDS = ("so", "the", "sum", "is", "odd", "hence", "let", "n", "be", "prime", "then", "p",
+          "divides", "k^2", "+", "1", "and", "we", "check", "small", "cases", "wait", "no",
+          "modulo", "4", "gives", "a", "contradiction", "therefore", "it", "holds", "for", "all")
+
+
+def filler(seed: str, size: int, tail: str = "") -> str:
+    """``size`` characters of text-like words, a function of ``seed``, ending with ``tail``."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    words, n, i = [], len(tail), 0
+    while n <= size:  # the joined words (one space fewer than counted) reach ``size``
+        b = digest[i % 32] ^ (i * 31 % 251)
+        word = _WORDS[b % len(_WORDS)] + (str(b) if b % 7 == 0 else "")
+        words.append(word)
+        n += len(word) + 1
+        i += 1
+    body = " ".join(words)[: max(0, size - len(tail))]
+    if body.endswith(" "):  # no whitespace at the edges: clients strip it
+        body = body[:-1] + "."
+    return (body + tail)[:max(size, len(tail))]
+
+
 def _completion(body: dict[str, Any], texts: list[str], finish: str = "stop",
                 reasoning: str | None = None, reasoning_field: str = "reasoning_content"
                 ) -> dict[str, Any]:
@@ -461,8 +493,13 @@ def _completion(body: dict[str, Any], texts: list[str], finish: str = "stop",
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--reasoning-bytes", type=int, default=0,
+                        help="characters of reasoning in every reply (default: none)")
+    parser.add_argument("--answer-bytes", type=int, default=0,
+                        help="pad every answer to this many characters (default: as it is)")
     args = parser.parse_args(argv)
-    server = ChatServer(latency_s=args.latency).start()
+    server = ChatServer(latency_s=args.latency, reasoning_bytes=args.reasoning_bytes,
+                        answer_bytes=args.answer_bytes).start()
     print(server.base_url, flush=True)
     try:
         threading.Event().wait()

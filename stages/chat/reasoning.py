@@ -6,7 +6,7 @@ served without a reasoning parser). Only the rest is ever read for an answer or 
 from __future__ import annotations
 
 from stages.chat.transport import ChatReply
-from stages.core.config import ThinkSplit
+from stages.core.chat_params import ThinkSplit
 
 
 def split_reply(reply: ChatReply, think: ThinkSplit | None) -> tuple[str | None, str]:

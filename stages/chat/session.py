@@ -86,6 +86,7 @@ class Session:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._syncer
             await asyncio.to_thread(self.cache.sync)
+            self.cache.close()
         finally:
             if self.bar is not None:
                 self.bar.close()
@@ -161,7 +162,7 @@ class Session:
         assert self.bar is not None
         token = self.bar.begin()
         try:
-            reply = await self.transport.send(request)
+            reply = await self.transport.send_keyed(key, payload, request)
         except TransportError as exc:
             exc.request_sha256 = key
             self.bar.end(token)

@@ -76,6 +76,13 @@ class ChatTransport(ABC):
     async def send(self, request: dict[str, Any]) -> ChatReply:
         """Send one request (retrying as the transport sees fit) or raise ``TransportError``."""
 
+    async def send_keyed(self, key: str, payload: dict[str, Any], request: dict[str, Any]
+                         ) -> ChatReply:
+        """``send`` told the request's cache key and payload (what the session calls). A
+        transport that must recognise a request across runs (the batch transport's durable
+        records) overrides this; the others just send."""
+        return await self.send(request)
+
     async def probe(self) -> None:  # noqa: B027 - optional hook
         """Called once before the first request is sent; raise ``StageError`` if the endpoint
         is certainly unreachable (see ``probe``)."""

@@ -14,17 +14,14 @@ number is allowed) so that a backend's fingerprint does not change with validati
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -33,7 +30,15 @@ from pydantic import (
 )
 
 from stages.core.artifacts import PARAMS_PATH
+from stages.core.chat_params import (
+    AnthropicParams,
+    ChatParams,
+    GeminiParams,
+    LocalParams,
+    OpenAIParams,
+)
 from stages.core.errors import ConfigError
+from stages.core.section import NonNegInt, Number, PosInt, PosNumber, Section
 
 DEFAULT_PARAMS = PARAMS_PATH
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
@@ -58,27 +63,13 @@ PREDICT_OUTPUT_KEYS = (
         "thinking_config", "seed")),
 )
 
-# YAML writes 60 and 60.0 alike for a number; keep what was written (no int -> float coercion).
-Number = int | float
-NonNegInt = Annotated[int, Field(ge=0)]
-PosInt = Annotated[int, Field(ge=1)]
-PosNumber = Annotated[Number, Field(gt=0)]
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The keys the file set, as plain data: what a backend or a fingerprint sees."""
-        return self.model_dump(mode="python", exclude_unset=True)
-
 
 class FetchParams(Section):
     repo: str
     revision: str
     folder: str
     url_template: str
-    mirrors: list[str] = []
+    mirrors: list[str] = Field(default_factory=list)
     timeout_s: PosNumber = 60
     sha256: dict[str, Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]]
 
@@ -99,144 +90,6 @@ class ReplayParams(Section):
 class OracleParams(Section):
     pass
 
-
-class ThinkSplit(Section):
-    enabled: bool = True
-    open: Annotated[str, Field(min_length=1)] = "<think>"
-    close: Annotated[str, Field(min_length=1)] = "</think>"
-
-
-class PricePerMtok(Section):
-    input: Annotated[Number, Field(ge=0)]
-    output: Annotated[Number, Field(ge=0)]
-
-
-DEFAULT_RESPONSE_CACHE = ".rimo_cache/responses"
-
-
-def _http_url(url: str | None) -> str | None:
-    """An http(s) URL without credentials or a query: credentials come from the environment
-    (in params they would be hashed, cached and written into the predictions)."""
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http(s) URL")
-    if parts.username or parts.password or parts.query:
-        raise ValueError("must not carry credentials or a query string; put the key in the "
-                         "variable named by api_key_env")
-    return url
-
-
-class ChatParams(Section):
-    """An OpenAI-compatible chat endpoint and how to call it (predict.openai, judge). The
-    defaults are the engine's: a key left out means this value."""
-
-    base_url: str | None = "http://127.0.0.1:8000/v1"  # null: https://api.openai.com/v1
-    model: str | None = None  # required by whoever sends (predict.openai, an enabled judge)
-    # Every sampling parameter may be null: not sent (the server's default).
-    temperature: Number | None = 0.0
-    top_p: Number | None = None
-    max_tokens: PosInt | None = None
-    max_completion_tokens: PosInt | None = None  # OpenAI reasoning models, not max_tokens
-    reasoning_effort: str | None = None  # low | medium | high, where the model takes it
-    seed: NonNegInt | None = None  # sample j is sent seed + j
-    # A leading <think>...</think> in the reply is reasoning, never the answer (null: off).
-    think_split: ThinkSplit | None = ThinkSplit()
-    extra_body: dict[str, Any] | None = {}
-    system_prompt: str | None = None
-    timeout_s: PosNumber = 1800.0  # per request: a reasoning model may think for many minutes
-    max_retries: NonNegInt = 6
-    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
-    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
-    concurrency: PosInt = 16
-    api_key_env: str | None = "OPENAI_API_KEY"  # the variable's NAME, never the key
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE  # null: no response cache
-    # Stop after this many transport failures in a row (0: never); warn when no request has
-    # finished for this many seconds (null: never).
-    breaker_window: NonNegInt = 20
-    stall_warning_s: PosNumber | None = 120.0
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, value: str | None) -> str | None:
-        return _http_url(value)
-
-    @field_validator("extra_body")
-    @classmethod
-    def _json_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"is not JSON: {exc}") from None
-        return value
-
-
-class OpenAIParams(ChatParams):
-    # Removed in favour of predict.samples: kept here so the backend can say so by name.
-    n: PosInt | None = None
-    price_per_mtok: PricePerMtok | None = None  # {input, output} USD per million tokens
-
-
-class NativeChatParams(Section):
-    """A provider's own API through its official SDK (predict.anthropic, predict.gemini): the
-    keys both share. Sampling keys default to null (not sent: the model's default)."""
-
-    base_url: str | None = None  # null: the provider's public API
-    model: str | None = None  # required
-    temperature: Number | None = None
-    top_p: Number | None = None
-    system_prompt: str | None = None
-    timeout_s: PosNumber = 1800.0  # per request: a thinking model may think for many minutes
-    max_retries: NonNegInt = 6
-    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
-    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
-    concurrency: PosInt = 16
-    api_key_env: str | None = None  # the variable's NAME, never the key
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE
-    breaker_window: NonNegInt = 20
-    stall_warning_s: PosNumber | None = 120.0
-    price_per_mtok: PricePerMtok | None = None  # thinking is billed as output
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, value: str | None) -> str | None:
-        return _http_url(value)
-
-
-class AnthropicParams(NativeChatParams):
-    """predict.anthropic: the Messages API (stages/chat/anthropic/translate.py says how each
-    key is sent)."""
-
-    max_tokens: PosInt = 16000  # required by the API; thinking counts against it
-    # {type: enabled, budget_tokens: N}, {type: adaptive} or {type: disabled}, as the API
-    # documents it; null: not sent.
-    thinking: dict[str, Any] | None = None
-    effort: str | None = None  # output_config.effort, for models that take it
-    api_version: str | None = None  # the anthropic-version header; null: the SDK's
-    api_key_env: str | None = "ANTHROPIC_API_KEY"
-
-
-class GeminiParams(NativeChatParams):
-    """predict.gemini: the Gemini API through google-genai (stages/chat/gemini/translate.py)."""
-
-    max_output_tokens: PosInt | None = None  # thinking included; null: the model's default
-    # {thinking_budget: N} or {thinking_level: low|high}, plus include_thoughts: true.
-    thinking_config: dict[str, Any] | None = None
-    seed: NonNegInt | None = None  # sample j is sent seed + j
-    api_key_env: str | None = "GEMINI_API_KEY"
-
-
-class LocalParams(Section):
-    model_path: str | None = None  # null: the packaged Gemma 3 270M
-    model_cache_dir: Annotated[str, Field(min_length=1)] = ".rimo_cache/models"
-    n_ctx: PosInt = 8192
-    n_threads: PosInt | None = None  # null: half the cores
-    max_tokens: PosInt = 512
-    temperature: Annotated[Number, Field(ge=0)] = 0.0
-    seed: NonNegInt = 0
-    system_prompt: str | None = None
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE
 
 
 BACKEND_MODELS: dict[str, type[Section]] = {
@@ -308,7 +161,7 @@ class BootstrapParams(Section):
 
 class ScoreParams(Section):
     bootstrap: BootstrapParams = BootstrapParams()
-    pass_at: list[PosInt] = [1]
+    pass_at: list[PosInt] = Field(default_factory=lambda: [1])
 
 
 class JudgeCalibrationParams(Section):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from stages.core.artifacts import PREDICTION_FILES, PREDICTIONS_DIR, predictions
 from stages.core.errors import DataError
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.items import Item
-from stages.core.tables import table_from_rows, write_parquet
+from stages.core.tables import table_from_rows, write_parquet, write_row_groups
 from stages.core.tracks import TRACK_N, TRACK_P
 
 if TYPE_CHECKING:
@@ -92,13 +93,29 @@ def run_id(fp: str, sample: dict[str, Sequence[Item]], samples: int = 1) -> str:
     return fingerprint({"fingerprint": fp, "sample": chosen, "samples": samples})
 
 
-def build_table(track: str, items: Sequence[Item],
-                preds: dict[tuple[str, str, int], Prediction], identity: dict[str, Any], fp: str,
-                samples: int = 1, run: str | None = None) -> pa.Table:
-    """Rows sorted by (problem_id, sample), so the file is byte-stable. ``run`` defaults to a
-    run id of this table's items alone (one-track callers)."""
+# Rows per Parquet row group: the table is built and written this many rows at a time, so a
+# k = 64 run never holds a whole table (its rows, their JSON and the Arrow copy) at once. A
+# k = 1 table (at most 456 rows) is one group, as before.
+ROW_GROUP_ROWS = 1024
+
+
+def table_schema(track: str, run: str) -> pa.Schema:
+    return PREDICTION_SCHEMAS[track].with_metadata({RUN_ID_META: run.encode()})
+
+
+def table_groups(track: str, items: Sequence[Item],
+                 preds: dict[tuple[str, str, int], Prediction], identity: dict[str, Any],
+                 fp: str, samples: int = 1, run: str | None = None,
+                 rows_per_group: int | None = None) -> Iterator[pa.Table]:
+    """The table in row groups of ``rows_per_group`` rows, sorted by (problem_id, sample), so
+    the file is byte-stable. ``run`` defaults to a run id of this table's items alone
+    (one-track callers). An empty table is one empty group."""
     run = run or run_id(fp, {track: items}, samples)
-    rows = []
+    rows_per_group = rows_per_group or ROW_GROUP_ROWS
+    schema = table_schema(track, run)
+    backend, params = identity["backend"], canonical_json(identity.get("params", {}))
+    rows: list[dict[str, Any]] = []
+    emitted = False
     for item in sorted(items, key=lambda it: it.problem_id):
         for j in range(samples):
             pred = preds[(*item.key, j)]
@@ -111,17 +128,32 @@ def build_table(track: str, items: Sequence[Item],
                 "status": pred.status,
                 "error": pred.error,
                 "details": canonical_json(pred.details),
-                "backend": identity["backend"],
-                "backend_params": canonical_json(identity.get("params", {})),
+                "backend": backend,
+                "backend_params": params,
                 "fingerprint": fp,
                 "run_id": run,
             })
-    schema = PREDICTION_SCHEMAS[track].with_metadata({RUN_ID_META: run.encode()})
-    return table_from_rows(rows, schema)
+            if len(rows) == rows_per_group:
+                yield table_from_rows(rows, schema)
+                rows, emitted = [], True
+    if rows or not emitted:
+        yield table_from_rows(rows, schema)
+
+
+def build_table(track: str, items: Sequence[Item],
+                preds: dict[tuple[str, str, int], Prediction], identity: dict[str, Any], fp: str,
+                samples: int = 1, run: str | None = None) -> pa.Table:
+    """The whole table in memory (``table_groups`` joined)."""
+    return pa.concat_tables(list(table_groups(track, items, preds, identity, fp, samples, run)))
 
 
 def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
     write_parquet(table, path)
+
+
+def write_groups(groups: Iterator[pa.Table], schema: pa.Schema, tmp: Path) -> None:
+    """``table_groups`` into an unpublished temporary file (see ``stages.core.atomic``)."""
+    write_row_groups(groups, schema, tmp)
 
 
 def read_run_id(path: str | os.PathLike[str]) -> str | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,15 @@ COMPRESSION = "zstd"
 def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Publish ``table`` at ``path`` atomically: the old file or the new one, never torn."""
     write_with(path, lambda tmp: pq.write_table(table, tmp, compression=COMPRESSION))
+
+
+def write_row_groups(groups: Iterable[pa.Table], schema: pa.Schema, path: Path) -> None:
+    """Write ``groups`` to ``path`` (an unpublished temporary file), one row group each, so
+    only one group is in memory at a time. With one group the bytes are those of
+    ``write_parquet`` (``pq.write_table`` is this writer with one ``write_table``)."""
+    with pq.ParquetWriter(path, schema, compression=COMPRESSION) as writer:
+        for group in groups:
+            writer.write_table(group)
 
 
 def table_from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -39,7 +39,8 @@ from stages.chat.breaker import DEFAULT_WINDOW
 from stages.chat.progress import DEFAULT_STALL_WARNING_S
 from stages.chat.session import Session, run_sync
 from stages.chat.transport import ChatTransport, TransportError
-from stages.core.config import ChatParams, LocalParams, Section, ThinkSplit, coerce
+from stages.core.chat_params import ChatParams, LocalParams, ThinkSplit
+from stages.core.config import Section, coerce
 from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
@@ -55,7 +56,7 @@ PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
 OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                               "concurrency", "cache_dir", "api_key_env", "n_threads",
                               "model_cache_dir", "model_path", "price_per_mtok",
-                              "breaker_window", "stall_warning_s"})
+                              "breaker_window", "stall_warning_s", "batch"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,14 +109,20 @@ class ChatPredictor(Predictor):
         session = Session(self.make_transport(), self.params.cache_dir, label=label,
                           section=self.section, total=calls_needed(items, self.samples),
                           breaker_window=getattr(self.params, "breaker_window", DEFAULT_WINDOW),
-                          stall_warning_s=getattr(self.params, "stall_warning_s",
-                                                  DEFAULT_STALL_WARNING_S))
+                          stall_warning_s=None if _batched(self.params) else getattr(
+                              self.params, "stall_warning_s", DEFAULT_STALL_WARNING_S))
         protocol = _Protocol(self, session)
         try:
             async with session:
                 return await protocol.all(items)
         finally:
             self.run_stats = _run_stats(session, protocol, len(items), self.samples)
+
+
+def _batched(params: Any) -> bool:
+    """A Batch API run: replies come a completion window later, so no stall warning."""
+    batch = getattr(params, "batch", None)
+    return bool(batch is not None and batch.enabled)
 
 
 def _run_stats(session: Session, protocol: _Protocol, items: int, samples: int

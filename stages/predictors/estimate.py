@@ -66,7 +66,7 @@ def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
               or getattr(params, "max_output_tokens", None))  # Gemini's name for it
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
-    cache = ResponseCache(params.cache_dir)
+    cache = ResponseCache(params.cache_dir, readonly=True)
     system = params.system_prompt
     filler = "x" * (CHARS_PER_TOKEN * (budget or 0))  # an unknown earlier reply, at full budget
     for item in items:
@@ -88,6 +88,7 @@ def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
                     proved.append(filler)
                 else:
                     proved.append(split_reply(reply, predictor.think)[1].strip())
+    cache.close()
     return est
 
 
@@ -128,10 +129,13 @@ def render(est: Estimate, price: dict[str, float] | None = None) -> str:
                     "RIMO-P replies not yet cached counted as empty: a lower bound"))
     to_send = total.requests - total.cached
     if price is not None:
-        cost_in = total.prompt_tokens_to_send * price["input"] / 1e6
-        line = f"  estimated input cost of what is to send: ${cost_in:.4f}"
+        factor = price.get("batch_discount", 1.0)
+        cost_in = factor * total.prompt_tokens_to_send * price["input"] / 1e6
+        line = ("  estimated input cost of what is to send"
+                + (f" at the batch price (x{factor:g})" if "batch_discount" in price else "")
+                + f": ${cost_in:.4f}")
         if est.budget_tokens:
-            cost_out = to_send * est.budget_tokens * price["output"] / 1e6
+            cost_out = factor * to_send * est.budget_tokens * price["output"] / 1e6
             line += f"; output at most ${cost_out:.4f} ({est.budget_tokens} tokens a request)"
         lines.append(line)
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from stages.chat.batch.transport import BatchTransport
 from stages.chat.openai.transport import OpenAITransport
 from stages.chat.transport import ChatTransport
 from stages.core.config import OpenAIParams, Section
@@ -32,6 +33,8 @@ class OpenAIPredictor(ChatPredictor):
             raise ConfigError(f"params.yaml: {self.section}.model must name the served model")
 
     def make_transport(self) -> ChatTransport:
+        if self.params.batch.enabled:  # the Batch API: same requests, keys and cache
+            return BatchTransport(self.params, self.section)
         return OpenAITransport(self.params, self.section)
 
     def offline_transport(self) -> ChatTransport:

@@ -16,7 +16,7 @@ from typing import Any
 
 from stages.chat.reasoning import split_reply
 from stages.chat.transport import ChatReply
-from stages.core.config import ThinkSplit
+from stages.core.chat_params import ThinkSplit
 from stages.predictors import extract
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")

@@ -218,7 +218,11 @@ def price(params: dict[str, Any] | None, preds: pd.DataFrame) -> dict[str, float
     if not ok:
         raise ConfigError(f"params.yaml: predict.{backend}.price_per_mtok must be null or "
                           f"{{input: X, output: Y}} (USD per million tokens, >= 0), got {p!r}")
-    return {"input": float(p["input"]), "output": float(p["output"])}
+    priced = {"input": float(p["input"]), "output": float(p["output"])}
+    batch = (((params or {}).get("predict") or {}).get(backend) or {}).get("batch") or {}
+    if batch.get("enabled"):  # the Batch API's price: discount x the online price
+        priced["batch_discount"] = float(batch.get("discount", 0.5))
+    return priced
 
 
 def usage(preds: pd.DataFrame, per_mtok: dict[str, float] | None) -> dict[str, Any]:
@@ -231,6 +235,10 @@ def usage(preds: pd.DataFrame, per_mtok: dict[str, float] | None) -> dict[str, A
             total[key] += value
     if per_mtok is not None:
         # Reasoning tokens are billed inside completion_tokens, so they are not added again.
-        total["cost_usd"] = rounded((total["prompt_tokens"] * per_mtok["input"]
-                                    + total["completion_tokens"] * per_mtok["output"]) / 1e6)
+        factor = per_mtok.get("batch_discount", 1.0)
+        total["cost_usd"] = rounded(factor * (total["prompt_tokens"] * per_mtok["input"]
+                                              + total["completion_tokens"] * per_mtok["output"])
+                                    / 1e6)
+        if "batch_discount" in per_mtok:  # says which price applied: the batch one
+            total["cost_batch_discount"] = factor
     return total

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat.cache import ResponseCache
+from stages.chat.cache import DB_NAME, ResponseCache
 from stages.core.errors import StageError
 from stages.core.missing import missing_outputs, require_outputs
 from stages.core.shared import DVC_ROOT_ENV, project_root, shared_path
@@ -95,7 +95,7 @@ def test_shared_paths_resolve_against_dvc_root(tmp_path: Path,
     assert shared_path(tmp_path / "abs") == tmp_path / "abs"
     cache = ResponseCache(".rimo_cache/responses")
     cache.put("ab" * 32, {"q": 1}, {"texts": ["r"]})
-    assert (main / ".rimo_cache/responses/ab" / f"{'ab' * 32}.json").is_file()
+    assert (main / ".rimo_cache/responses" / DB_NAME).is_file()
     assert ResponseCache(None).root is None
     monkeypatch.setenv(DVC_ROOT_ENV, str(tmp_path / "gone"))  # stale: fall back to the cwd
     assert shared_path("c") == Path("c")

@@ -27,9 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from stages.chat.cache import FORMAT
+from stages.chat.cache import DB_NAME
+from stages.core.hashing import fingerprint
+from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
+from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import env, make_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
@@ -80,7 +84,9 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
     server = ChatServer(latency_s=LATENCY_S).start()
     repo = make_repo(tmp_path_factory.mktemp("queue") / "repo", mirror_dir, predict={
         "backend": "openai", "limit": 4,
-        "openai": {"base_url": server.base_url, "model": "m-a", "api_key_env": KEY_ENV,
+        # The whole section: dvc.yaml declares each predict.openai key it reads.
+        "openai": {**yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["predict"]["openai"],
+                   "base_url": server.base_url, "model": "m-a", "api_key_env": KEY_ENV,
                    "max_retries": 0, "timeout_s": 30, "concurrency": 1,
                    "cache_dir": ".rimo_cache/responses"}})  # relative: the default
     try:
@@ -159,15 +165,15 @@ def test_two_workers_share_one_cache_without_loss_or_needless_repeats(queued: di
           f"twice while both were in flight; queue wall time {queued['queue_s']:.1f} s")
     # Nothing lost, nothing torn: one complete entry per distinct request (m-a's and m-b's).
     cache = queued["repo"] / ".rimo_cache/responses"
-    entries = [p for p in cache.rglob("*") if p.is_file()]
-    assert not [p for p in entries if p.name.endswith(".tmp")]
+    assert {p.name for p in cache.iterdir()} <= {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"}
+    entries = cache_entries(cache)
     assert len(entries) == queued["baseline_requests"] + len(by_key)
     models: defaultdict[str, int] = defaultdict(int)
-    for path in entries:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        assert entry["format"] == FORMAT and path.name == f"{entry['key']}.json"
-        assert entry["response"]["texts"], path  # a complete reply, not an error
-        models[entry["request"]["request"]["model"]] += 1
+    for entry in entries:
+        assert entry.request is not None and entry.response is not None, entry.key
+        assert fingerprint(entry.request) == entry.key
+        assert entry.response["texts"], entry.key  # a complete reply, not an error
+        models[entry.request["request"]["model"]] += 1
     assert dict(models) == {"m-a": queued["baseline_requests"], "m-b": len(by_key)}
     # No queued run made a cache of its own in its temporary copy.
     assert not list((queued["repo"] / ".dvc/tmp").rglob(".rimo_cache"))

@@ -15,6 +15,7 @@ import pytest
 
 from stages.core.judge_record import read as read_judge
 from stages.judge.stage import judge
+from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
 from tests.judge_setup import (
     KEY_ENV,
@@ -32,8 +33,9 @@ pytestmark = [pytest.mark.chat_server(latency_s=0.02, hang_s=5.0), pytest.mark.s
 
 def cached_prompts(cache: Path) -> set[str]:
     prompts = set()
-    for entry in cache.rglob("*.json"):
-        messages = json.loads(entry.read_text())["request"]["request"]["messages"]
+    for entry in cache_entries(cache):
+        assert entry.request is not None, f"torn entry {entry.key}"
+        messages = entry.request["request"]["messages"]
         prompts.add(messages[-1]["content"])
     return prompts
 

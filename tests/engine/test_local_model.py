@@ -107,7 +107,6 @@ def test_bad_config_is_rejected() -> None:
 
 
 def test_local_backend_honours_samples(model_dir: Path, tmp_path: Path) -> None:
-    import json
 
     config = {"max_tokens": 8, "n_ctx": 1024, "temperature": 0.8, "seed": 3,
               "model_cache_dir": str(model_dir), "cache_dir": str(tmp_path / "cache")}
@@ -116,8 +115,9 @@ def test_local_backend_honours_samples(model_dir: Path, tmp_path: Path) -> None:
     preds = predictor.predict(ITEMS[:1])
     assert [(p.problem_id, p.sample, p.status) for p in preds] == [("t1", 0, "ok"),
                                                                    ("t1", 1, "ok")]
-    entries = [json.loads(p.read_text()) for p in sorted((tmp_path / "cache").rglob("*.json"))]
-    seeds = sorted(e["request"]["request"]["seed"] for e in entries)
+    from tests.cache_tools import cache_entries
+    entries = [e.request for e in cache_entries(tmp_path / "cache")]
+    seeds = sorted(e["request"]["seed"] for e in entries if e)
     assert seeds == [3, 4]  # sample j draws with seed + j
-    assert len({e["request"]["request"]["prompt"] for e in entries}) == 1  # same question
+    assert len({e["request"]["prompt"] for e in entries if e}) == 1  # same question
     assert all(p.details["usage"]["completion_tokens"] > 0 for p in preds)

@@ -17,6 +17,7 @@ from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.base import Prediction
+from tests.cache_tools import cache_text
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
 from tests.fake_provider import FakeProvider
@@ -215,6 +216,7 @@ def test_echoed_key_reaches_no_file(provider: Provider, tmp_path: Path) -> None:
         assert SECRET not in json.dumps([pred.error, pred.details, pred.prediction])
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
     assert files and not any(SECRET in f.read_text(errors="replace") for f in files)
+    assert SECRET not in cache_text(tmp_path / "cache")  # the compressed entries, decoded
 
 
 def test_wrong_key_stops_the_stage(provider: Provider, tmp_path: Path,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from stages.chat.cache import ResponseCache
+from stages.chat.cache import DB_NAME, Entry
 from stages.chat.redact import Redactor
 from stages.core.errors import StageError
 from stages.core.hashing import fingerprint
@@ -25,6 +25,7 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors import create_predictor
 from stages.predictors.base import Prediction
 from stages.predictors.openai_chat import OpenAIPredictor
+from tests.cache_tools import cache_entries, cache_text, compress, set_data
 from tests.chat_server import ChatServer, echo_reply
 
 KEY_ENV = "RIMO_TEST_API_KEY"
@@ -61,8 +62,8 @@ def run(config: dict[str, Any], items: list[Item]) -> dict[str, Prediction]:
     return {p.problem_id: p for p in preds}
 
 
-def cache_files(config: dict[str, Any]) -> list[Path]:
-    return sorted(Path(config["cache_dir"]).rglob("*.json"))
+def cache_files(config: dict[str, Any]) -> list[Entry]:
+    return cache_entries(config["cache_dir"])
 
 
 # --- answers, details, extraction ------------------------------------------------------------
@@ -78,9 +79,9 @@ def test_rimo_n_predictions_and_details(server: ChatServer, tmp_path: Path) -> N
     assert len(a.details["request_sha256"]) == 64
     # Timing lives in the cache entry, so identical runs give byte-identical predictions.
     assert "latency_s" not in a.details
-    entry = json.loads(ResponseCache(tmp_path / "cache").path(a.details["request_sha256"])
-                       .read_text())
-    assert entry["response"]["latency_s"] >= 0
+    (entry,) = [e for e in cache_entries(tmp_path / "cache")
+                if e.key == a.details["request_sha256"]]
+    assert entry.response is not None and entry.response["latency_s"] >= 0
     # No box: the call succeeded, the answer is empty (scored wrong), and the details say why.
     assert (b.status, b.prediction, b.details["extraction"]) == ("ok", "", "none")
     prompt = server.ok_records()[0].prompt
@@ -214,7 +215,8 @@ def test_second_run_is_served_from_cache(server: ChatServer, tmp_path: Path) -> 
     assert len(server.records) == sent  # zero requests
     # Byte-identical predictions: details are a function of the cached replies only.
     assert [asdict(second[k]) for k in sorted(second)] == [asdict(first[k]) for k in sorted(first)]
-    assert not list(Path(config["cache_dir"]).rglob("*.tmp"))
+    files = {p.name for p in Path(config["cache_dir"]).iterdir()}  # a bounded number of files
+    assert DB_NAME in files and files <= {DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal"}
 
 
 def test_cache_key_follows_request_not_operational_knobs(server: ChatServer,
@@ -237,16 +239,23 @@ def test_corrupt_cache_entry_is_a_miss_and_rewritten(server: ChatServer, tmp_pat
     items = gold_items(3)
     run(config, items)
     torn, wrong, other = cache_files(config)
-    torn.write_text(torn.read_text()[:40])  # a torn write
-    entry = json.loads(wrong.read_text())
-    entry["request"]["request"]["messages"][0]["content"] = "other"  # right name, wrong content
-    wrong.write_text(json.dumps(entry))
-    (other.parent / ".leftover.json.tmp").write_text("{")  # debris of a killed write
+    folder = config["cache_dir"]
+    assert torn.request is not None and wrong.request is not None and other.request is not None
+    good = compress({"request": torn.request, "response": torn.response})
+    set_data(folder, torn.key, good[:40])  # torn bytes: the zstd frame does not decode
+    flipped = bytearray(good)
+    flipped[len(flipped) // 2] ^= 0x20  # one flipped bit inside: the frame checksum fails
+    set_data(folder, other.key, bytes(flipped))
+    wrong.request["request"]["messages"][0]["content"] = "other"  # right key, wrong content
+    set_data(folder, wrong.key, compress({"request": wrong.request, "response": wrong.response}))
     server.reset()
     preds = run(config, items)
-    assert len(server.records) == 2
+    assert len(server.records) == 3
     assert all(p.status == "ok" for p in preds.values())
-    assert json.loads(torn.read_text())["key"] == torn.stem  # rewritten whole
+    again = {e.key: e for e in cache_files(config)}
+    assert set(again) == {torn.key, wrong.key, other.key}  # each rewritten whole
+    assert all(e.request is not None and fingerprint(e.request) == e.key
+               for e in again.values())
 
 
 def test_identical_requests_in_one_run_are_sent_once(server: ChatServer, tmp_path: Path) -> None:
@@ -319,8 +328,8 @@ def test_resume_after_sigkill_sends_no_answered_request_twice(server: ChatServer
     answered_before = len(server.ok_records())
     assert 10 <= answered_before < total_requests
     assert not (tmp_path / "out.json").exists()
-    for path in cache_files(config):  # no torn entries
-        assert json.loads(path.read_text())["key"] == path.stem
+    for entry in cache_files(config):  # no torn entries
+        assert entry.request is not None and fingerprint(entry.request) == entry.key
 
     server.hang_after = None
     subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL, timeout=120)
@@ -347,7 +356,7 @@ def test_api_key_never_written_anywhere(server: ChatServer, tmp_path: Path,
     by_id = {p.problem_id: p for p in preds}
     assert by_id["echo"].status == "error" and "[REDACTED]" in by_id["echo"].error
     dumped = json.dumps([asdict(p) for p in preds]) + json.dumps(predictor.identity())
-    files = "".join(p.read_text() for p in Path(tmp_path / "cache").rglob("*") if p.is_file())
+    files = cache_text(tmp_path / "cache")
     captured = capfd.readouterr()
     for text in (dumped, files, captured.out, captured.err):
         assert SECRET not in text and SECRET[8:20] not in text

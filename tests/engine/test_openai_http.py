@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat.cache import ResponseCache
+from stages.chat.cache import DB_NAME, ResponseCache
 from stages.chat.errors import (
     ConnectionFailed,
     HTTPStatusError,
@@ -157,9 +157,10 @@ def test_batched_fsync_covers_every_entry_once(tmp_path: Path) -> None:
     for i in range(5):
         cache.put(f"{i:02d}" * 32, {"q": i}, {"texts": [str(i)]})
     written = cache.take_unsynced()
-    assert sorted(p.name for p in written) == sorted(f"{f'{i:02d}' * 32}.json" for i in range(5))
+    assert written == [f"{i:02d}" * 32 for i in range(5)]
     cache.sync(written)
     assert cache.take_unsynced() == []  # nothing left to sync, nothing synced twice
     assert [cache.get(f"{i:02d}" * 32, {"q": i}) for i in range(5)] == [
         {"texts": [str(i)]} for i in range(5)]
-    assert not list((tmp_path / "cache").rglob(".*.tmp"))
+    assert {p.name for p in (tmp_path / "cache").iterdir()} <= {
+        DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"}

@@ -20,6 +20,7 @@ from stages.core.items import Item
 from stages.core.tracks import TRACK_N
 from stages.predict import predict
 from stages.predictors.openai_chat import OpenAIPredictor
+from tests.cache_tools import cache_entries as stored_entries
 from tests.chat_server import BlackHole, ChatServer
 from tests.factories import n_item as n_row
 from tests.factories import write_items
@@ -47,7 +48,7 @@ def free_port() -> int:
 
 
 def cache_entries(tmp_path: Path) -> int:
-    return len(list((tmp_path / "cache").rglob("*.json")))
+    return len(stored_entries(tmp_path / "cache"))
 
 
 def stage_items(tmp_path: Path, rows: list[dict]) -> Path:

@@ -15,7 +15,6 @@ metric (``stages.score.score``, provenance excluded).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -31,6 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from stages.chat.cache import DB_NAME, ResponseCache
 from stages.core.atomic import PAUSE_ENV
 from stages.core.hashing import fingerprint
 from stages.core.items import DOMAINS
@@ -125,28 +125,30 @@ def predict_cfg(openai_cfg: dict[str, Any]) -> dict[str, Any]:
 
 # --- checks ----------------------------------------------------------------------------------
 def cache_state(cache_dir: Path) -> tuple[set[str], list[Path]]:
-    """The prompts in the cache, after checking every entry is whole and under its own key.
+    """The prompts in the cache, after checking the database and that every entry is whole
+    and under its own key.
 
-    Returns (cached prompts, debris): the only other files allowed are the ``.*.tmp`` of a
-    write the kill interrupted, which the cache never reads.
+    Returns (cached prompts, debris): the only files allowed are the database, its WAL and
+    its shared-memory index; anything else is debris (none is expected).
     """
     prompts: set[str] = set()
-    debris = []
-    for path in sorted(p for p in cache_dir.rglob("*") if p.is_file()):
-        if path.name.startswith(".") and path.name.endswith(".tmp"):
-            debris.append(path)
-            continue
-        assert path.suffix == ".json", f"unexpected file in the cache: {path}"
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            pytest.fail(f"torn cache entry {path.relative_to(cache_dir)}: {exc}")
-        assert entry["key"] == path.stem, path
-        assert fingerprint(entry["request"]) == path.stem, f"{path}: key does not match request"
-        assert path.parent.name == path.stem[:2], path
-        texts = entry["response"]["texts"]
-        assert texts and all(isinstance(t, str) and t for t in texts), path
-        prompts.add(prompt_text(entry["request"]["request"]))
+    allowed = {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"}
+    debris = [p for p in cache_dir.rglob("*") if p.is_file() and p.name not in allowed]
+    cache = ResponseCache(cache_dir)
+    try:
+        conn = cache.connection()
+        if conn is None:  # killed before its first reply
+            return prompts, debris
+        assert [r[0] for r in conn.execute("PRAGMA integrity_check")] == ["ok"]
+        for entry in cache.entries():
+            if entry.request is None or entry.response is None:
+                pytest.fail(f"torn cache entry {entry.key}")
+            assert fingerprint(entry.request) == entry.key, f"{entry.key}: not its request's"
+            texts = entry.response["texts"]
+            assert texts and all(isinstance(t, str) and t for t in texts), entry.key
+            prompts.add(prompt_text(entry.request["request"]))
+    finally:
+        cache.close()
     return prompts, debris
 
 
@@ -329,6 +331,7 @@ def test_predict_survives_faults_and_sigkill_loop(server: ChatServer, tmp_path: 
     assert metrics_of(work, items_dir, out_dir) == ref_metrics
     cached, debris = cache_state(cache_dir)
     assert cached == ref_ok
+    assert not debris, debris
 
     # Nothing answered and cached before a kill was ever requested again.
     for kill in kills:

@@ -30,7 +30,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from stages.chat.cache import DB_NAME
 from stages.predict import predict
+from tests.cache_tools import cache_entries, cache_text
 from tests.chat_server import (
     ChatServer,
     Record,
@@ -75,6 +77,8 @@ def find_leaks(root: Path, key: str, extra: dict[str, str] | None = None) -> lis
             decoded = _parquet_text(path)
             assert decoded is not None, f"{where}: unreadable Parquet"
             blobs.append((f"{where} (decoded)", decoded))
+        if path.name == DB_NAME:  # compressed entries: look at them decoded too
+            blobs.append((f"{where} (decoded)", cache_text(path.parent).encode()))
     if (root / ".git").is_dir():  # loose objects are zlib-compressed, packs delta-encoded
         objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"],
                                  cwd=root, capture_output=True, check=True, timeout=60).stdout
@@ -231,7 +235,7 @@ def test_api_key_only_reaches_the_server(tmp_path: Path, mirror_dir: Path,
     echoed = [row for rows in tables for row in rows if "[REDACTED]" in str(row["prediction"])]
     assert len(echoed) == 1, "the echoed reply should be stored with the key masked"
     assert (repo / ".rimo_cache/responses").is_dir()
-    assert any((repo / ".rimo_cache/responses").rglob("*.json"))
+    assert cache_entries(repo / ".rimo_cache/responses")
     for name in ("reports/report.html", "reports/report.ipynb", "dvc.lock",
                  "reports/metrics.json"):
         assert (repo / name).is_file(), name

@@ -1,110 +1,185 @@
-"""The response cache removes a killed writer's temporary file, never a live writer's; its
-batched durability is one ``syncfs`` on Linux, an fsync per entry and folder elsewhere."""
+"""The SQLite response cache keeps every guarantee of the per-file one: a ``kill -9`` never
+loses a reply ``put`` returned from nor tears an entry; two processes writing one cache at
+once stay correct; a stored request must equal the asked one; a corrupt entry is a miss;
+opening creates nothing and scans nothing; ``sync`` makes the commits durable."""
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from stages.chat import cache as cache_module
-from stages.chat.cache import STALE_AFTER_S, ResponseCache, request_key
+from stages.chat.cache import DB_NAME, ResponseCache, labels, request_key
+from stages.core.hashing import fingerprint
+from tests.cache_tools import cache_entries, compress, set_data
 from tests.conftest import REPO_ROOT
 
-REQUEST = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
-KEY = request_key(REQUEST)
+REASONING = "Let me think step by step about the claim. " * 750  # ~32 KB, a reasoning reply
 
-# A writer that stops for good just before its rename, as a kill -9 would find it.
+
+def payload(i: int, model: str = "m") -> dict:
+    return {"endpoint": {"transport": "openai-chat", "base_url": "http://127.0.0.1:1/v1"},
+            "request": {"model": model, "messages": [{"role": "user", "content": f"q{i}"}]}}
+
+
+def response(i: int) -> dict:
+    return {"texts": [f"{REASONING}answer {i}"], "finish_reason": "stop"}
+
+
+# Writes entries start, start+1, ... and prints each index once its put has returned.
 _WRITER = textwrap.dedent("""
-    import os, sys, time
-    from stages.chat.cache import ResponseCache
-    os.replace = lambda *a: (print("ready", flush=True), time.sleep(600))
-    ResponseCache(sys.argv[1]).put(sys.argv[2], {"model": "m"}, {"text": "4"})
+    import sys
+    from tests.unit.test_cache import payload, response
+    from stages.chat.cache import ResponseCache, request_key
+    cache = ResponseCache(sys.argv[1])
+    start, stop = int(sys.argv[2]), int(sys.argv[3])
+    for i in range(start, stop):
+        cache.put(request_key(payload(i)), payload(i), response(i))
+        print(i, flush=True)
+    cache.sync()
 """)
 
 
-def temp_files(root: Path) -> list[Path]:
-    return sorted(root.glob("*/.*.tmp"))
+def writer(root: Path, start: int, stop: int) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(start), str(stop)],
+                            stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
 
 
-def test_a_killed_writers_temp_file_is_removed_on_the_next_start(tmp_path: Path) -> None:
-    root = tmp_path / "cache"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(root), KEY],
-                            stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    (orphan,) = temp_files(root)
-    assert str(proc.pid) in orphan.name
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+def check_whole(root: Path) -> set[int]:
+    """Every entry decodes, is under its own key and is the right reply; returns the indexes."""
     cache = ResponseCache(root)
-    assert temp_files(root) == []
-    assert cache.get(KEY, REQUEST) is None  # the killed write left no entry either
-    cache.put(KEY, REQUEST, {"text": "4"})
-    assert ResponseCache(root).get(KEY, REQUEST) == {"text": "4"}
+    conn = cache.connection()
+    assert conn is not None
+    assert [r[0] for r in conn.execute("PRAGMA integrity_check")] == ["ok"]
+    found = set()
+    for entry in cache.entries():
+        assert entry.request is not None and fingerprint(entry.request) == entry.key
+        i = int(entry.request["request"]["messages"][0]["content"][1:])
+        assert entry.response == response(i)
+        found.add(i)
+    cache.close()
+    return found
 
 
-def test_a_live_writers_temp_file_is_kept_and_an_old_one_removed(tmp_path: Path) -> None:
+def test_kill9_loop_loses_no_returned_put_and_tears_nothing(tmp_path: Path) -> None:
+    root, rng = tmp_path / "cache", random.Random(20)
+    returned: set[int] = set()
+    start = 0
+    for _ in range(6):
+        proc = writer(root, start, start + 100_000)
+        assert proc.stdout is not None
+        for _ in range(rng.randint(5, 60)):  # then kill it in the middle of its next puts
+            returned.add(int(proc.stdout.readline()))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        found = check_whole(root)
+        assert returned <= found, f"lost replies: {sorted(returned - found)[:5]}"
+        start = max(found) + 1
+    files = {p.name for p in root.iterdir()}
+    assert DB_NAME in files and files <= {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"}
+
+
+def test_two_processes_writing_one_cache_stay_correct(tmp_path: Path) -> None:
     root = tmp_path / "cache"
-    shard = root / KEY[:2]
-    shard.mkdir(parents=True)
-    live = shard / f".{KEY[:16]}.{os.getpid()}.abc123.tmp"  # this process: alive, young
-    live.write_bytes(b"{")
-    old = shard / f".{KEY[:16]}.{os.getpid()}.def456.tmp"  # alive, but older than the limit
-    old.write_bytes(b"{")
-    stamp = time.time() - STALE_AFTER_S - 60
-    os.utime(old, (stamp, stamp))
-    unnamed = shard / ".legacy-name.tmp"  # no pid in the name: only age can condemn it
-    unnamed.write_bytes(b"{")
-    entry = root / "ab" / f"{'ab' * 32}.json"
-    entry.parent.mkdir()
-    entry.write_text("{}")
-    ResponseCache(root)
-    assert temp_files(root) == sorted([live, unnamed])
-    assert entry.exists()
-    ResponseCache(None)  # a disabled cache touches nothing
-    assert live.exists()
+    # Overlapping ranges: 100..199 are written by both, at the same time.
+    procs = [writer(root, 0, 200), writer(root, 100, 300)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert [len(o.split()) for o in outs] == [200, 200]
+    assert check_whole(root) == set(range(300))
+    cache = ResponseCache(root)
+    assert len(cache) == 300
+    assert all(cache.get(request_key(payload(i)), payload(i)) == response(i) for i in range(300))
 
 
-def test_sync_is_one_syncfs_where_there_is_one_else_an_fsync_each(
+def test_the_stored_request_must_equal_the_asked_one(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    key = request_key(payload(1))
+    cache.put(key, payload(1), response(1))
+    assert cache.get(key, payload(2)) is None  # same key, another request: a miss
+    assert cache.get(key, payload(1)) == response(1)
+    assert (cache.hits, cache.misses) == (1, 1)
+
+
+@pytest.mark.parametrize("damage", ["torn", "flipped", "not zstd", "no response", "empty"])
+def test_a_corrupt_entry_is_a_miss_and_rewritten(tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    key = request_key(payload(1))
+    cache.put(key, payload(1), response(1))
+    good = compress({"request": payload(1), "response": response(1)})
+    bad = {"torn": good[: len(good) // 2], "flipped": good[:-9] + bytes([good[-9] ^ 1]) + good[-8:],
+           "not zstd": b"{\"request\": 1}", "no response": compress({"request": payload(1)}),
+           "empty": b""}[damage]
+    set_data(root, key, bad)
+    assert ResponseCache(root).get(key, payload(1)) is None
+    cache.put(key, payload(1), response(1))  # the re-fetched reply replaces it
+    assert ResponseCache(root).get(key, payload(1)) == response(1)
+
+
+def test_opening_creates_nothing_and_a_disabled_cache_stores_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    assert cache.get("ab" * 32, payload(1)) is None and len(cache) == 0
+    assert not root.exists()  # --estimate reads the cache and writes nothing
+    off = ResponseCache(None)
+    off.put("ab" * 32, payload(1), response(1))
+    assert off.get("ab" * 32, payload(1)) is None and off.root is None
+
+
+def test_entries_are_compressed_and_labelled(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    for i in range(3):
+        cache.put(request_key(payload(i)), payload(i), response(i))
+    (entry, *_) = cache.entries()
+    assert (entry.model, entry.endpoint) == ("m", "http://127.0.0.1:1/v1")
+    assert entry.stored < entry.size / 10  # repetitive text: far below a tenth
+    assert labels({"endpoint": {"transport": "llama-cpp-in-process", "model_sha256": "f" * 64},
+                   "request": {"prompt": "p"}}) == ("sha256:ffffffffffff", "llama-cpp-in-process")
+
+
+def test_sync_fsyncs_the_wal_the_database_and_the_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "cache"
     cache = ResponseCache(root)
-    keys = [f"{i:02x}" * 32 for i in (1, 2, 3)]
-
-    def put_all() -> None:
-        for k in keys:
-            cache.put(k, {"q": k}, {"texts": [k]})
-
-    if sys.platform.startswith("linux"):
-        assert cache_module._SYNCFS is not None  # the real call, on this machine
-        put_all()
-        cache.sync()
-        assert cache.take_unsynced() == []
-    synced: list[str] = []
-
-    def fake_syncfs(fd: int) -> int:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc") else "?")
-        return 0
-
-    monkeypatch.setattr(cache_module, "_SYNCFS", fake_syncfs)
-    put_all()
+    synced: list[Path] = []
+    monkeypatch.setattr(cache_module, "fsync_path", synced.append)
     cache.sync()
-    assert len(synced) == 1 and synced[0] in (str(root), "?")
-    cache.sync()  # nothing new: no call at all
-    assert len(synced) == 1
-
-    fsynced: list[Path] = []
-    monkeypatch.setattr(cache_module, "_SYNCFS", None)
-    monkeypatch.setattr(cache_module, "fsync_path", fsynced.append)
-    put_all()
+    assert synced == []  # nothing written: nothing to do
+    cache.put(request_key(payload(1)), payload(1), response(1))
     cache.sync()
-    entries = {cache.path(k) for k in keys}
-    assert sorted(fsynced) == sorted(entries | {p.parent for p in entries} | {root})
-    assert [cache.get(k, {"q": k}) for k in keys] == [{"texts": [k]} for k in keys]
+    assert synced == [root / f"{DB_NAME}-wal", root / DB_NAME, root]
+    assert cache.take_unsynced() == []
+    cache.sync()
+    assert len(synced) == 3
+    monkeypatch.undo()
+    cache.put(request_key(payload(2)), payload(2), response(2))
+    cache.sync()  # the real calls
+    assert [e.key for e in cache_entries(root)] == sorted(
+        request_key(payload(i)) for i in (1, 2))
+
+
+def test_a_readonly_cache_touches_no_file(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    writer_cache = ResponseCache(root)
+    writer_cache.put(request_key(payload(1)), payload(1), response(1))
+    # While a writer is connected (its WAL is there), a reader sees its commits.
+    live = ResponseCache(root, readonly=True)
+    assert live.get(request_key(payload(1)), payload(1)) == response(1)
+    live.close()
+    writer_cache.close()
+    before = {p.name: p.stat().st_mtime_ns for p in root.iterdir()}
+    assert set(before) == {DB_NAME}  # the last connection folded the WAL in
+    reader = ResponseCache(root, readonly=True)
+    assert reader.get(request_key(payload(1)), payload(1)) == response(1)
+    reader.put(request_key(payload(2)), payload(2), response(2))  # a no-op
+    reader.close()
+    assert {p.name: p.stat().st_mtime_ns for p in root.iterdir()} == before

@@ -35,6 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stages.chat.messages import split_system
 from stages.chat.provider_decision import ErrorDecision, retry_after_s
 
 PARAMS_SECTION = "predict.anthropic"
@@ -95,20 +96,11 @@ def create_kwargs(settings: Mapping[str, Any],
     API has no system role). A plain, JSON-able dict: the cache key hashes it.
     """
     s = _settings(settings)
-    system = [s["system_prompt"]] if s["system_prompt"] else []
-    turns: list[dict[str, str]] = []
-    for m in messages:
-        role, content = m["role"], m["content"]
-        if role == "system":
-            system.append(content)
-        elif role in ("user", "assistant"):
-            turns.append({"role": role, "content": content})
-        else:
-            raise ValueError(f"unknown chat role {role!r}")
+    system, turns = split_system(s["system_prompt"], messages)
     kwargs: dict[str, Any] = {"model": s["model"], "max_tokens": s["max_tokens"],
-                              "messages": turns}
+                              "messages": [{"role": r, "content": c} for r, c in turns]}
     if system:
-        kwargs["system"] = "\n\n".join(system)
+        kwargs["system"] = system
     if s["thinking"] is not None:
         kwargs["thinking"] = dict(s["thinking"])
     if s["effort"] is not None:

@@ -36,6 +36,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stages.chat.messages import split_system
 from stages.chat.provider_decision import ErrorDecision, retry_after_s
 
 PARAMS_SECTION = "predict.gemini"
@@ -90,22 +91,14 @@ def generate_kwargs(settings: Mapping[str, Any], messages: Sequence[Mapping[str,
     (https://ai.google.dev/api/caching#Content). A plain, JSON-able dict (the cache key).
     """
     s = _settings(settings)
-    system = [s["system_prompt"]] if s["system_prompt"] else []
-    contents: list[dict[str, Any]] = []
-    for m in messages:
-        role, content = m["role"], m["content"]
-        if role == "system":
-            system.append(content)
-        elif role in ("user", "assistant"):
-            contents.append({"role": "user" if role == "user" else "model",
-                             "parts": [{"text": content}]})
-        else:
-            raise ValueError(f"unknown chat role {role!r}")
+    system, turns = split_system(s["system_prompt"], messages)
+    contents = [{"role": "user" if r == "user" else "model", "parts": [{"text": c}]}
+                for r, c in turns]
     config: dict[str, Any] = {k: s[k] for k in _CONFIG_KEYS if s[k] is not None}
     if sample and "seed" in config:
         config["seed"] += sample
     if system:
-        config["system_instruction"] = "\n\n".join(system)
+        config["system_instruction"] = system
     if s["thinking_config"] is not None:
         config["thinking_config"] = dict(s["thinking_config"])
     config["automatic_continuation"] = False  # one engine request, one HTTP request

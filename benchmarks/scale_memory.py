@@ -1,0 +1,114 @@
+"""Peak RSS and wall time of each stage at growing k (issue 20), with and without reasoning text.
+
+The workload is RIMO itself (791 items, 1579 requests per sample) at ``predict.samples`` = k
+against the loopback fake server (its own process, zero latency), whose every reply carries
+``--reasoning-bytes`` of reasoning and ``--answer-bytes`` of answer (``tests/chat_server.py``'s
+reply-size option; 0 and 0: the short replies). Each k runs in a fresh copy of the project
+(``tests.pipeline_repo.make_repo``, a real git + DVC repo, fetch from the local mirror) with a
+cold response cache: fetch and validate, then predict, score, judge, report, each as its own
+``python -m stages`` process (peak RSS from ``wait4``: the process and the children it waited
+for, so the report's Jupyter kernel counts), then ``dvc commit`` to record the lock and
+``rimo-eval audit`` the same way.
+
+    .venv/bin/python benchmarks/scale_memory.py --k 1 4   # 32 KB reasoning + 2 KB answer
+    .venv/bin/python benchmarks/scale_memory.py --k 1 --reasoning-bytes 0 --answer-bytes 0
+
+The full goal (k = 64 with reasoning: 101,056 requests, 3.4 GB of text) needs about an hour of
+this machine and more memory than today's code has; run the sizes that finish, and read the
+per-request slope off the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timed import run_timed  # noqa: E402
+
+from tests.pipeline_repo import env as repo_env  # noqa: E402
+from tests.pipeline_repo import make_repo, sh  # noqa: E402
+
+STAGES = ("predict", "score", "judge", "report", "audit")  # judge: disabled, as by default
+
+
+@contextlib.contextmanager
+def server(reasoning: int, answer: int) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chat_server.py"),
+                             "--reasoning-bytes", str(reasoning), "--answer-bytes", str(answer)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def find_mirror() -> Path:
+    for c in (os.environ.get("RIMO_MIRROR", ""), "/work/shared/rimo/upstream"):
+        if c and (Path(c) / "RIMO-N.jsonl").is_file():
+            return Path(c)
+    raise SystemExit("RIMO upstream files not found (set RIMO_MIRROR)")
+
+
+def one_k(work: Path, base_url: str, k: int, concurrency: int) -> dict[str, dict[str, float]]:
+    defaults = yaml.safe_load((ROOT / "params.yaml").read_text())["predict"]["openai"]
+    repo = make_repo(work / f"k{k}", find_mirror(), predict={
+        "backend": "openai", "limit": None, "samples": k,
+        "openai": {**defaults, "base_url": base_url, "model": "bench", "api_key_env": None,
+                   "cache_dir": str(work / f"cache-k{k}"), "concurrency": concurrency,
+                   "timeout_s": 120.0}})
+    env = {**repo_env(), "TQDM_DISABLE": "1"}
+    rows: dict[str, dict[str, float]] = {}
+    for stage in ("fetch", "validate", *STAGES[:-1]):
+        done = run_timed([sys.executable, "-m", "stages", stage], repo, env, stderr_only=True)
+        if done.returncode != 0:
+            raise SystemExit(f"k={k} {stage} failed ({done.returncode}):\n{done.output[-3000:]}")
+        rows[stage] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib)}
+    sh(repo, "dvc", "commit", "-f", "-q")  # the lock of what just ran, for the audit
+    done = run_timed([sys.executable, "-m", "stages", "audit"], repo, env, stderr_only=True)
+    rows["audit"] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib),
+                     "exit": done.returncode}
+    facts = json.loads((repo / "reports/predict_run.json").read_text())
+    rows["predict"]["requests"] = int(facts["requests_sent"])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--reasoning-bytes", type=int, default=32768)
+    parser.add_argument("--answer-bytes", type=int, default=2048)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores; replies "
+          f"{args.reasoning_bytes} B reasoning + {args.answer_bytes} B answer", file=sys.stderr)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="rimo-scale-") as tmp, \
+            server(args.reasoning_bytes, args.answer_bytes) as base_url:
+        for k in args.k:
+            results[k] = one_k(Path(tmp), base_url, k, args.concurrency)
+            row = results[k]
+            print(f"k={k}: {row['predict']['requests']} requests; " + "; ".join(
+                f"{s} {row[s]['wall_s']} s, {row[s]['rss_mib']} MiB" for s in STAGES)
+                + ("" if row["audit"]["exit"] == 0 else f" (audit exit {row['audit']['exit']})"),
+                file=sys.stderr, flush=True)
+    print(json.dumps({"reasoning_bytes": args.reasoning_bytes,
+                      "answer_bytes": args.answer_bytes, "by_k": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The OpenAI Batch API transport (``transport``) and its durable records (``records``)."""

@@ -1,0 +1,42 @@
+"""Reading and damaging the response cache from tests, below its public API."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import zstandard
+
+from stages.chat.cache import DB_NAME, Entry, ResponseCache
+from stages.core.hashing import canonical_json
+
+
+def cache_entries(folder: str | os.PathLike[str]) -> list[Entry]:
+    """Every entry in key order (none when there is no database yet)."""
+    cache = ResponseCache(folder)
+    try:
+        return list(cache.entries())
+    finally:
+        cache.close()
+
+
+def cache_text(folder: str | os.PathLike[str]) -> str:
+    """Everything the cache holds, readable: each entry decoded, and every file's raw bytes
+    (so a secret can be looked for whether it was compressed or not)."""
+    decoded = [canonical_json([e.key, e.model, e.endpoint, e.request, e.response])
+               for e in cache_entries(folder)]
+    raw = [p.read_bytes().decode("latin-1") for p in Path(folder).rglob("*") if p.is_file()]
+    return "\n".join(decoded + raw)
+
+
+def set_data(folder: str | os.PathLike[str], key: str, data: bytes) -> None:
+    """Overwrite the stored bytes of one entry, as a disk fault or another program might."""
+    with sqlite3.connect(Path(folder) / DB_NAME) as conn:
+        assert conn.execute("UPDATE entries SET data = ? WHERE key = ?",
+                            (data, key)).rowcount == 1
+    conn.close()
+
+
+def compress(obj: object) -> bytes:
+    return zstandard.ZstdCompressor().compress(canonical_json(obj).encode("utf-8"))

@@ -1,0 +1,38 @@
+"""The Batch API's price: ``--estimate`` shows it, and the cost in metrics.json applies
+``predict.openai.batch.discount`` and says so (``cost_batch_discount``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from stages.score.samples import price, usage
+from tests.chat_server import ChatServer
+from tests.engine.test_estimate import cli, project, server  # noqa: F401
+
+
+def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> None:  # noqa: F811
+    root = project(tmp_path, server, samples=1, price_per_mtok={"input": 2.0, "output": 8.0},
+                   batch={"enabled": True, "discount": 0.5})
+    out = cli(root, "predict", "--estimate").stdout
+    assert "at the batch price (x0.5)" in out and "output at most $0.0044" in out  # 11x100x8/2
+    assert server.records == []
+    online = project(tmp_path / "o", server, samples=1,
+                     price_per_mtok={"input": 2.0, "output": 8.0})
+    assert "output at most $0.0088" in cli(online, "predict", "--estimate").stdout
+
+
+def test_metrics_cost_applies_and_names_the_batch_price() -> None:
+    preds = pd.DataFrame({"backend": ["openai"], "status": ["ok"], "details": [json.dumps(
+        {"usage": {"prompt_tokens": 1000, "completion_tokens": 500}, "requests": 1})]})
+    per_mtok = {"input": 2.0, "output": 10.0}
+    params = {"predict": {"openai": {"price_per_mtok": per_mtok,
+                                     "batch": {"enabled": True, "discount": 0.5}}}}
+    batch = usage(preds, price(params, preds))
+    assert batch["cost_usd"] == round(0.5 * (1000 * 2.0 + 500 * 10.0) / 1e6, 6)
+    assert batch["cost_batch_discount"] == 0.5
+    params["predict"]["openai"]["batch"]["enabled"] = False
+    online = usage(preds, price(params, preds))
+    assert online["cost_usd"] == 2 * batch["cost_usd"] and "cost_batch_discount" not in online

@@ -1,0 +1,119 @@
+"""``rimo-eval cache stats|prune|verify`` on a real cache database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stages.chat.cache import ResponseCache, request_key
+from stages.cli import main
+from stages.core.hashing import canonical_json
+from tests.cache_tools import compress, set_data
+from tests.conftest import REPO_ROOT
+from tests.unit.test_cache import payload, response
+
+DAY = 86400.0
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = main(["cache", *args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """Two models: m (3 entries, one 40 days old) and n (2 entries)."""
+    folder = tmp_path / "cache"
+    cache = ResponseCache(folder)
+    now = time.time()
+    for i, (model, age) in enumerate([("m", 40), ("m", 1), ("m", 0), ("n", 0), ("n", 0)]):
+        cache.put(request_key(payload(i, model)), payload(i, model), response(i),
+                  created=now - age * DAY)
+    cache.close()
+    return folder
+
+
+def test_stats_counts_entries_and_bytes_by_model_and_endpoint(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "stats", "--dir", str(root))
+    assert code == 0 and out["entries"] == 5
+    assert [(g["model"], g["endpoint"], g["entries"]) for g in out["by"]] == [
+        ("m", "http://127.0.0.1:1/v1", 3), ("n", "http://127.0.0.1:1/v1", 2)]
+    assert out["reply_bytes"] > 5 * len(response(0)["texts"][0]) > out["stored_bytes"] > 0
+    assert out["file_bytes"] >= out["stored_bytes"] and out["legacy_entries"] == 0
+    text = subprocess.run([sys.executable, "-m", "stages", "cache", "stats", "--dir", str(root)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    assert "5 entries" in text and "| m | http://127.0.0.1:1/v1 | 3 |" in text
+
+
+def test_prune_by_age_model_and_endpoint_with_a_dry_run(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(capsys, "prune", "--dir", str(root), "--older-than", "30d", "--dry-run")
+    assert code == 0 and out["dry_run"] and out["entries"] == 1
+    assert len(ResponseCache(root)) == 5  # a dry run deletes nothing
+    code, out = run_cli(capsys, "prune", "--dir", str(root), "--older-than", "30d")
+    assert code == 0 and out["entries"] == 1 and len(ResponseCache(root)) == 4
+    cache = ResponseCache(root)
+    assert cache.get(request_key(payload(0, "m")), payload(0, "m")) is None
+    assert cache.get(request_key(payload(1, "m")), payload(1, "m")) == response(1)
+    code, out = run_cli(capsys, "prune", "--dir", str(root), "--model", "n",
+                    "--endpoint", "http://127.0.0.1:1/v1")
+    assert out["entries"] == 2 and len(ResponseCache(root)) == 2
+    code, out = run_cli(capsys, "prune", "--dir", str(root), "--endpoint", "http://elsewhere/v1")
+    assert out["entries"] == 0 and len(ResponseCache(root)) == 2
+
+
+def test_prune_refuses_no_filter_and_a_bad_age(root: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cache", "prune", "--dir", str(root)]) == 1
+    assert "--older-than, --model, --endpoint or --keep-run" in capsys.readouterr().err
+    assert main(["cache", "prune", "--dir", str(root), "--older-than", "soon"]) == 1
+    assert "--older-than 'soon'" in capsys.readouterr().err
+    assert len(ResponseCache(root)) == 5
+
+
+def test_prune_keeps_the_entries_of_the_runs_named(root: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    keys = [request_key(payload(i, m)) for i, m in enumerate("mmmnn")]
+    run = tmp_path / "run" / "predictions"
+    run.mkdir(parents=True)
+    # A RIMO-N row (its key in details), a RIMO-P row (one key per part, one failed part).
+    details = [canonical_json({"request_sha256": keys[0], "raw_text": "x"}),
+               canonical_json({"parts": [{"request_sha256": keys[1]},
+                                         {"failed_request_sha256": keys[2]}]}), None]
+    pq.write_table(pa.table({"problem_id": ["a", "b", "c"], "details": details}),
+                   run / "rimo_n.parquet")
+    judge = tmp_path / "judge.parquet"
+    pq.write_table(pa.table({"request_sha256": [keys[3], None]}), judge)
+    code, out = run_cli(capsys, "prune", "--dir", str(root), "--keep-run", str(run.parent),
+                        "--keep-run", str(judge), "--dry-run")
+    assert code == 0 and out["entries"] == 1 and len(ResponseCache(root)) == 5
+    code, out = run_cli(capsys, "prune", "--dir", str(root), "--keep-run", str(run.parent),
+                        "--keep-run", str(judge))
+    assert out["entries"] == 1
+    assert [e.key for e in ResponseCache(root).entries()] == sorted(keys[:4])
+    assert main(["cache", "prune", "--dir", str(root), "--keep-run", str(tmp_path / "none")]) == 1
+    assert "no predictions or judge tables" in capsys.readouterr().err
+
+
+def test_verify_finds_and_deletes_bad_entries(root: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "verify", "--dir", str(root)) == (
+        0, {"entries": 5, "bad": [], "integrity": "ok", "deleted": 0})
+    torn, moved = request_key(payload(3, "n")), request_key(payload(4, "n"))
+    set_data(root, torn, b"\x28\xb5\x2f\xfd garbage")
+    set_data(root, moved, compress({"request": payload(9), "response": response(9)}))
+    code, out = run_cli(capsys, "verify", "--dir", str(root))
+    assert code == 1 and out["deleted"] == 0
+    assert sorted((b["key"], b["problem"][:14]) for b in out["bad"]) == sorted(
+        [(torn, "does not decod"), (moved, "stored under a")])
+    code, out = run_cli(capsys, "verify", "--dir", str(root), "--delete-bad")
+    assert code == 0 and out["deleted"] == 2 and len(ResponseCache(root)) == 3
+    assert run_cli(capsys, "verify", "--dir", str(root))[0] == 0

@@ -1,0 +1,65 @@
+"""The predictions tables are built and written a row group at a time: the same rows in the
+same order, deterministic bytes, and with one group the very bytes of a whole-table write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from stages.core import predictions
+from stages.core.hashing import fingerprint
+from stages.core.items import load_items
+from stages.core.predictions import build_table, predictions_path, write_table
+from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.predict import predict
+from stages.predictors import create_predictor
+from tests.factories import n_item, p_item, write_items
+
+
+def run(tmp_path: Path, name: str, samples: int) -> dict[str, bytes]:
+    predict({"backend": "oracle", "limit": None, "samples": samples}, tmp_path / "items",
+            tmp_path / name)
+    return {t: predictions_path(t, tmp_path / name).read_bytes() for t in TRACKS}
+
+
+@pytest.fixture
+def items(tmp_path: Path) -> Path:
+    write_items(tmp_path / "items", [n_item(f"n{i:02d}", str(i)) for i in range(10)],
+                [p_item(f"p{i:02d}", ["a", "b"]) for i in range(4)])
+    return tmp_path / "items"
+
+
+def test_row_groups_keep_order_and_bytes_are_deterministic(
+        tmp_path: Path, items: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = run(tmp_path, "whole", 3)  # 30 and 12 rows: one group each
+    monkeypatch.setattr(predictions, "ROW_GROUP_ROWS", 7)
+    first, second = run(tmp_path, "a", 3), run(tmp_path, "b", 3)
+    assert first == second  # byte-identical reruns
+    for track, rows in ((TRACK_N, 30), (TRACK_P, 12)):
+        path = predictions_path(track, tmp_path / "a")
+        meta = pq.ParquetFile(path).metadata
+        assert meta.num_row_groups == -(-rows // 7)
+        assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [
+            7] * (rows // 7) + ([rows % 7] if rows % 7 else [])
+        # The same table as the whole-table write, row for row, with its run id.
+        assert pq.read_table(path).equals(pq.read_table(predictions_path(track,
+                                                                         tmp_path / "whole")))
+        assert pq.read_schema(path).metadata == pq.read_schema(
+            predictions_path(track, tmp_path / "whole")).metadata
+    assert first != whole  # more row groups: other bytes, the same rows
+
+
+def test_one_group_is_the_bytes_of_a_whole_table_write(tmp_path: Path, items: Path) -> None:
+    streamed = run(tmp_path, "s", 1)
+    predictor = create_predictor("oracle", {})
+    loaded = {t: load_items(t, items) for t in TRACKS}
+    preds = {p.sample_key: p for p in predictor.predict([*loaded[TRACK_N], *loaded[TRACK_P]])}
+    identity = predictor.identity()
+    fp = fingerprint(identity)
+    run_id = predictions.run_id(fp, {t: loaded[t] for t in TRACKS}, 1)
+    for track in TRACKS:
+        write_table(build_table(track, loaded[track], preds, identity, fp, 1, run_id),
+                    tmp_path / f"{track}.parquet")
+        assert (tmp_path / f"{track}.parquet").read_bytes() == streamed[track]
