@@ -17,7 +17,7 @@ import pytest
 
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
-from tests.engine.test_estimate import cli, project, server  # noqa: F401
+from tests.engine.test_estimate import cli, project
 from tests.fake_batch import forward
 
 THINK = "<think>Maybe \\boxed{999}? No.</think>"
@@ -47,7 +47,7 @@ def predictions(root: Path) -> dict[str, list[object]]:
             for t in ("rimo_n", "rimo_p")}
 
 
-def test_export_import_loop_matches_an_online_run(server: ChatServer, tmp_path: Path) -> None:  # noqa: F811
+def test_export_import_loop_matches_an_online_run(server: ChatServer, tmp_path: Path) -> None:
     root = project(tmp_path / "batch", server, samples=2)
     sizes = []
     for round_ in range(6):
@@ -72,7 +72,7 @@ def test_export_import_loop_matches_an_online_run(server: ChatServer, tmp_path: 
 
 
 def test_an_unknown_custom_id_stops_the_import_with_nothing_written(
-        server: ChatServer, tmp_path: Path) -> None:  # noqa: F811
+        server: ChatServer, tmp_path: Path) -> None:
     root = project(tmp_path, server, samples=1)
     cli(root, "predict", "--export-batch", "in.jsonl")
     run_batch(server, root / "in.jsonl", root / "out.jsonl")
@@ -92,7 +92,7 @@ def test_an_unknown_custom_id_stops_the_import_with_nothing_written(
 
 
 @pytest.mark.parametrize("backend", ["oracle"])
-def test_batch_files_refuse_a_backend_without_requests(server: ChatServer, tmp_path: Path,  # noqa: F811
+def test_batch_files_refuse_a_backend_without_requests(server: ChatServer, tmp_path: Path,
                                                        backend: str) -> None:
     root = project(tmp_path, server, samples=1)
     params = (root / "params.yaml").read_text().replace("backend: openai", f"backend: {backend}")

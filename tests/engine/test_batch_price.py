@@ -10,10 +10,10 @@ import pandas as pd
 
 from stages.score.samples import price, usage
 from tests.chat_server import ChatServer
-from tests.engine.test_estimate import cli, project, server  # noqa: F401
+from tests.engine.test_estimate import cli, project
 
 
-def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> None:  # noqa: F811
+def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> None:
     root = project(tmp_path, server, samples=1, price_per_mtok={"input": 2.0, "output": 8.0},
                    batch={"enabled": True, "discount": 0.5})
     out = cli(root, "predict", "--estimate").stdout
