@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stages.chat.batch.transport import BatchTransport
 from stages.chat.openai.transport import OpenAITransport
 from stages.chat.transport import ChatTransport
 from stages.core.config import OpenAIParams, Section
@@ -34,6 +33,10 @@ class OpenAIPredictor(ChatPredictor):
 
     def make_transport(self) -> ChatTransport:
         if self.params.batch.enabled:  # the Batch API: same requests, keys and cache
+            # Imported here: it loads the official openai client, which an online run of
+            # this backend never needs (tests/engine/test_openai_http.py).
+            from stages.chat.batch.transport import BatchTransport
+
             return BatchTransport(self.params, self.section)
         return OpenAITransport(self.params, self.section)
 
