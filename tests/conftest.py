@@ -12,6 +12,7 @@ import pytest
 
 from stages.core.artifacts import UPSTREAM_NAMES
 from tests.chat_server import ChatServer
+from tests.fake_batch import FakeBatchServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_FILES = UPSTREAM_NAMES
@@ -90,3 +91,14 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Pa
             sh(repo, "dvc", "repro")
             built.touch()
     return repo
+
+
+@pytest.fixture(name="fake")
+def fake_batch_api() -> Iterator[FakeBatchServer]:
+    """The batch tests' ``fake``: a fake OpenAI Batch API in front of a fake chat server (a
+    module may define a ``fake`` of its own, as the provider tests do)."""
+    chat = ChatServer().start()
+    srv = FakeBatchServer(chat).start()
+    yield srv
+    srv.stop()
+    chat.stop()

@@ -7,7 +7,6 @@ answered 200 submitted again and never two live batches with the same request.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,10 @@ from stages.core.tracks import TRACKS
 from stages.predict import predict as predict_stage
 from stages.score.stage import score
 from stages.validate.stage import run as validate_run
-from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_batch_kill import Driver
 from tests.engine.test_batch_transport import KEY_ENV, config, predict
 from tests.fake_batch import FakeBatchServer
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchServer]:
-    chat = ChatServer().start()
-    srv = FakeBatchServer(chat).start()
-    yield srv
-    srv.stop()
-    chat.stop()
 
 
 @pytest.mark.slow

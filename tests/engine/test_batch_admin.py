@@ -5,27 +5,16 @@ requests again."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from stages.cli import main
-from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_batch_kill import ITEMS, Driver, no_double_pay
 from tests.engine.test_batch_transport import KEY_ENV, config
 from tests.fake_batch import FakeBatchServer
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchServer]:
-    chat = ChatServer().start()
-    srv = FakeBatchServer(chat).start()
-    yield srv
-    srv.stop()
-    chat.stop()
 
 
 def params_file(tmp_path: Path, fake: FakeBatchServer) -> Path:

@@ -4,22 +4,10 @@ file upload, a batch through its states, output and error files, cancel, and its
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import openai
-import pytest
 
-from tests.chat_server import ChatServer
 from tests.fake_batch import FakeBatchServer
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchServer]:
-    chat = ChatServer().start()
-    srv = FakeBatchServer(chat).start()
-    yield srv
-    srv.stop()
-    chat.stop()
 
 
 def lines(*prompts: str) -> bytes:

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ import pytest
 
 from stages.chat.batch.records import RecordStore
 from stages.core.items import Item
-from tests.chat_server import ChatServer
 from tests.engine.test_batch_transport import KEY_ENV, config, n_item, p_item, predict
 from tests.fake_batch import FakeBatchServer
 
@@ -36,15 +34,6 @@ preds = OpenAIPredictor(config).predict(items)
 json.dump([asdict(p) for p in preds], open(out_path, "w"), sort_keys=True)
 """
 ITEMS = [*(n_item(i) for i in range(5)), p_item(0, 3), p_item(1, 2)]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchServer]:
-    chat = ChatServer().start()
-    srv = FakeBatchServer(chat).start()
-    yield srv
-    srv.stop()
-    chat.stop()
 
 
 class Driver:

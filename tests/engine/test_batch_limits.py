@@ -5,7 +5,6 @@ endpoint stops at the probe, before any upload."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,6 @@ from stages.core.errors import StageError
 from tests.chat_server import BlackHole, ChatServer
 from tests.engine.test_batch_transport import ITEMS, KEY_ENV, config, n_item, predict
 from tests.fake_batch import FakeBatchServer
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchServer]:
-    chat = ChatServer().start()
-    srv = FakeBatchServer(chat).start()
-    yield srv
-    srv.stop()
-    chat.stop()
 
 
 @pytest.fixture(autouse=True)

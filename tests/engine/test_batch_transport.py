@@ -5,7 +5,6 @@ cache both ways, RIMO-P in rounds, follow-ups for the error file, failed batches
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,19 +16,9 @@ from stages.core.errors import StageError
 from stages.core.items import Item
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predictors.openai_chat import OpenAIPredictor
-from tests.chat_server import ChatServer
 from tests.fake_batch import FakeBatchServer
 
 KEY_ENV = "RIMO_TEST_API_KEY"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchServer]:
-    chat = ChatServer().start()
-    srv = FakeBatchServer(chat).start()
-    yield srv
-    srv.stop()
-    chat.stop()
 
 
 def config(fake: FakeBatchServer, cache: Path, batch: bool = True, **batch_opts: Any
