@@ -20,6 +20,7 @@ import struct
 import subprocess
 import termios
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from stages.commands.compare.revisions import RunFiles, resolve
 from stages.commands.summary import EXP_SHOW_VIEW
 from stages.core.artifacts import plot_path
 from stages.core.tracks import TRACK_N, TRACK_P
+from tests.browser import chromium
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, env, make_repo, sh
 
@@ -255,12 +257,6 @@ def test_summary_without_metrics_names_the_file(tmp_path: Path) -> None:
     assert "reports/metrics.json: not found: run `dvc repro`, or if a failed" in proc.stderr
 
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-# Hermetic: any name but localhost fails to resolve, so a CDN script could not load.
-BROWSER_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-extensions", "--window-size=1200,1500",
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
 # Per chart: its title, the x-axis labels, the legend entries and the marks vega drew.
 CHARTS = """
 return [...document.querySelectorAll('svg.marks')].map(svg => ({
@@ -275,23 +271,9 @@ return [...document.querySelectorAll('svg.marks')].map(svg => ({
 
 
 @pytest.fixture(scope="module")
-def browser() -> Any:
-    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
-        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(f"needs {', '.join(missing)}: apt-get install chromium chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in BROWSER_FLAGS:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    yield driver
-    driver.quit()
+def browser() -> Iterator[Any]:
+    with chromium(1200, 1500, console_log=True) as driver:
+        yield driver
 
 
 def test_plots_diff_draws_every_experiment_with_intervals_offline(

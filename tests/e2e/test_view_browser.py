@@ -12,9 +12,7 @@ Needs /usr/bin/chromium and /usr/bin/chromedriver; RIMO_EVAL_NO_BROWSER=1 skips.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,16 +24,11 @@ import pytest
 from stages.commands.view.model import build
 from stages.commands.view.site import write_site
 from stages.core.tracks import TRACK_N, TRACK_P
+from tests.browser import chromium
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import env, make_repo, sh
 from tests.view_runs import HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, build_runs, small_run
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-default-apps", "--disable-extensions", "--window-size=1400,1000",
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
 SPY = """
 window.__rimo_dialogs = [];
 for (const name of ["alert", "confirm", "prompt", "print", "open"]) {
@@ -66,27 +59,8 @@ return hits;
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
-    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
-        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(f"the browser test needs {', '.join(missing)}: apt-get install chromium "
-                    "chromium-driver (or set RIMO_EVAL_NO_BROWSER=1 to skip it)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    options.unhandled_prompt_behavior = "ignore"
-    with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
-        for flag in [*FLAGS, f"--user-data-dir={profile}"]:
-            options.add_argument(flag)
-        browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-        try:
-            browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": SPY})
-            yield browser
-        finally:
-            browser.quit()
+    with chromium(1400, 1000, spy=SPY) as browser:
+        yield browser
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +278,8 @@ def test_served_site_loads_only_its_own_files(driver: Any, runs: dict[str, Any])
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("view: serving http://127.0.0.1:"), line
-        # The browser resolves no host name but localhost (FLAGS), an IP literal included.
+        # The browser resolves no host name but localhost (tests/browser.py), an IP literal
+        # included.
         url = line.split()[2].replace("//127.0.0.1:", "//localhost:")
         origin = url.rsplit("/", 1)[0] + "/"
         for key in [f"{TRACK_P}:{runs['hostile_p']}", f"{TRACK_N}:{runs['hostile_n'][0]}"]:

@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,16 +29,9 @@ from matplotlib import image as mpimg
 
 from stages.core.config import load_params
 from stages.report import stage as R
+from tests.browser import chromium
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import XSS_TEXT, make_report_inputs
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-default-apps", "--disable-extensions", "--window-size=1280,1000",
-         # Hermetic: the CDN scripts nbconvert links (MathJax, require.js) fail at once.
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
 
 # Model text for a failing RIMO-P item, on top of the fixtures' RIMO-N XSS_TEXT.
 PAYLOAD_P = ('</pre></td></tr></table><script>alert("p")</script>'
@@ -107,29 +98,8 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
-    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
-        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(f"the browser test needs {', '.join(missing)}: apt-get install chromium "
-                    "chromium-driver (or set RIMO_EVAL_NO_BROWSER=1 to skip it)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.fail("the browser test needs selenium: pip install selenium==4.51.0")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    options.unhandled_prompt_behavior = "ignore"  # a dialog stays open, to be detected
-    with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
-        for flag in [*FLAGS, f"--user-data-dir={profile}"]:
-            options.add_argument(flag)
-        browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-        try:
-            browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": SPY})
-            yield browser
-        finally:
-            browser.quit()
+    with chromium(1280, 1000, spy=SPY) as browser:
+        yield browser
 
 
 def load(driver: Any, path: Path) -> None:

@@ -1,0 +1,58 @@
+"""Headless Debian Chromium for the browser tests (report, view, leaderboard, dvc plots).
+
+Hermetic: no host name but localhost resolves, so a page that tried a CDN or any other remote
+load would fail at once. ``RIMO_EVAL_NO_BROWSER=1`` skips the tests; without chromium,
+chromedriver or selenium they fail, naming what to install.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--disable-default-apps", "--disable-extensions",
+         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
+
+
+@contextmanager
+def chromium(width: int, height: int, spy: str | None = None,
+             console_log: bool = False) -> Iterator[Any]:
+    """A WebDriver for a fresh profile. ``spy`` runs before any script of every page (the tests
+    use it to record dialogs instead of opening them); ``console_log`` keeps the console."""
+    if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
+        pytest.skip("RIMO_EVAL_NO_BROWSER=1")
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"the browser test needs {', '.join(missing)}: apt-get install chromium "
+                    "chromium-driver (or set RIMO_EVAL_NO_BROWSER=1 to skip it)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("the browser test needs selenium: pip install selenium==4.51.0")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    options.unhandled_prompt_behavior = "ignore"  # a dialog stays open, to be detected
+    if console_log:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
+        for flag in [*FLAGS, f"--window-size={width},{height}", f"--user-data-dir={profile}"]:
+            options.add_argument(flag)
+        browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+        try:
+            if spy is not None:
+                browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
+                                        {"source": spy})
+            yield browser
+        finally:
+            browser.quit()
