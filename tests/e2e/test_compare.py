@@ -26,30 +26,12 @@ from stages.commands.compare.command import (
 )
 from stages.core.errors import ConfigError, DataError
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.stage import SCORE_FILES, score
-from tests.factories import n_item, p_item, write_items
+from tests.factories import n_item, p_item
 from tests.pipeline_repo import make_repo, sh
 from tests.replay_files import replay_rows, write_jsonl
+from tests.scored_runs import scored_side
 
 # --- flips and the table on small real score tables --------------------------------------------
-
-
-def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
-                preds: list[tuple[str, str, Any]]) -> Side:
-    """Run the real predict (replay) and score stages on small items; read what they wrote."""
-    items = root / name / "items"
-    write_items(items, n_rows, p_rows)
-    replay = root / name / "replay.jsonl"
-    replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
-                              for t, i, p in preds))
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, items, root / name / "preds")
-    metrics = score({"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}, items,
-                    root / name / "preds", root / name / "scores", root / name / "metrics.json",
-                    root / name / "plots")
-    scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])
-              for t in (TRACK_N, TRACK_P)}
-    return Side(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)), scores)
 
 
 N_ITEMS = [n_item("2001a1", "12"), n_item("2001a2", "-3"), n_item("2001c1", "7", "combinatorics"),

@@ -4,7 +4,6 @@ chart, on small real score tables made by the real predict (replay) and score st
 from __future__ import annotations
 
 import base64
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,13 +12,12 @@ import pandas as pd
 import pytest
 
 from stages.cli import build_parser
-from stages.commands.compare.command import Revision, Side, compare_sides
+from stages.commands.compare.command import Side, compare_sides
 from stages.commands.compare.details import attach_p_texts, params_diff, snippet
 from stages.commands.compare.render import FLIPS, render_html, render_markdown
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.stage import SCORE_FILES, score
-from tests.factories import n_item, p_item, write_items
+from tests.factories import n_item, p_item
+from tests.scored_runs import scored_side
 
 N_ITEMS = [n_item(f"2001a{i}", str(i)) for i in range(1, 8)]
 P_ITEMS = [p_item("2001g1", ["g1", "g2"]), p_item("2001n1", ["n1", "n2", "n3"])]
@@ -27,20 +25,9 @@ P_ITEMS = [p_item("2001g1", ["g1", "g2"]), p_item("2001n1", ["n1", "n2", "n3"])]
 
 def side(root: Path, name: str, preds: list[tuple[str, str, Any]]
          ) -> tuple[Side, pd.DataFrame, pd.DataFrame]:
-    items = root / name / "items"
-    write_items(items, N_ITEMS, P_ITEMS)
-    replay = root / name / "replay.jsonl"
-    replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
-                              for t, i, p in preds))
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, items, root / name / "preds")
-    metrics = score({"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}, items,
-                    root / name / "preds", root / name / "scores", root / name / "metrics.json",
-                    root / name / "plots")
-    scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])
-              for t in (TRACK_N, TRACK_P)}
-    run = Side(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)), scores)
+    run = scored_side(root, name, N_ITEMS, P_ITEMS, preds)
     return (run, pd.read_parquet(root / name / "preds/rimo_p.parquet"),
-            pd.read_parquet(items / "rimo_p.parquet"))
+            pd.read_parquet(root / name / "items/rimo_p.parquet"))
 
 
 @pytest.fixture(scope="module")

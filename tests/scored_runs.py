@@ -1,0 +1,33 @@
+"""A scored side of a comparison, made by the real replay predict and score stages on small
+items (compare's tests, end to end and unit)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stages.commands.compare.revisions import Revision, Side
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.predict import predict
+from stages.score.stage import SCORE_FILES, score
+from tests.factories import write_items
+
+
+def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
+                preds: list[tuple[str, str, Any]]) -> Side:
+    """Run the real predict (replay) and score stages on small items; read what they wrote."""
+    items = root / name / "items"
+    write_items(items, n_rows, p_rows)
+    replay = root / name / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
+                              for t, i, p in preds))
+    predict({"backend": "replay", "replay": {"path": str(replay)}}, items, root / name / "preds")
+    metrics = score({"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}, items,
+                    root / name / "preds", root / name / "scores", root / name / "metrics.json",
+                    root / name / "plots")
+    scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])
+              for t in (TRACK_N, TRACK_P)}
+    return Side(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)), scores)
