@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stages.chat.messages import split_system
+from stages.chat.messages import split_system, with_defaults
 from stages.chat.provider_decision import ErrorDecision, retry_after_s
 
 PARAMS_SECTION = "predict.anthropic"
@@ -75,12 +75,7 @@ FINISH_REASONS = {
 
 
 def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = set(settings) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"{PARAMS_SECTION}: unknown keys {sorted(unknown)}")
-    merged = {**DEFAULTS, **settings}
-    if not merged["model"]:
-        raise ValueError(f"{PARAMS_SECTION}.model is required")
+    merged = with_defaults(settings, DEFAULTS, PARAMS_SECTION)
     if not isinstance(merged["max_tokens"], int) or merged["max_tokens"] < 1:
         raise ValueError(f"{PARAMS_SECTION}.max_tokens must be a positive integer "
                          "(the Messages API requires it)")

@@ -36,7 +36,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stages.chat.messages import split_system
+from stages.chat.messages import split_system, with_defaults
 from stages.chat.provider_decision import ErrorDecision, retry_after_s
 
 PARAMS_SECTION = "predict.gemini"
@@ -68,12 +68,7 @@ BLOCKED = {"SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT"
 
 
 def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = set(settings) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"{PARAMS_SECTION}: unknown keys {sorted(unknown)}")
-    merged = {**DEFAULTS, **settings}
-    if not merged["model"]:
-        raise ValueError(f"{PARAMS_SECTION}.model is required")
+    merged = with_defaults(settings, DEFAULTS, PARAMS_SECTION)
     thinking = merged["thinking_config"]
     if thinking is not None and (not isinstance(thinking, Mapping)
                                  or set(thinking) - _THINKING_KEYS):
