@@ -127,4 +127,4 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     return Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
                {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks}, preds,
                {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks},
-               None, {t: details_by_sample(preds[t]) for t in tracks})
+               None, {t: details_by_sample(preds[t], t) for t in tracks})

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,6 +39,9 @@ class Prediction:
     # Backend-specific record of how the prediction came about (raw text, usage, latency...).
     details: dict[str, Any] = field(default_factory=dict)
     sample: int = 0  # 0-based index of this sample among the item's predict.samples
+    # Set once the long texts are taken out of ``details`` (``stages.core.text_spool``): then
+    # ``details`` is light and these hold the reasoning and raw text, or where to read them.
+    texts: StoredTexts | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -56,7 +59,7 @@ _COMMON = [
     ("item_hash", pa.string()),  # content hash of the item the prediction answers
     ("status", pa.string()),  # ok | missing | error
     ("error", pa.string()),
-    ("details", pa.string()),  # canonical JSON of backend-specific details
+    ("details", pa.string()),  # canonical JSON of backend-specific details, texts apart
     ("backend", pa.string()),
     ("backend_params", pa.string()),  # canonical JSON of the backend's params
     ("fingerprint", pa.string()),  # sha256 of backend identity (params, templates, version)
@@ -64,10 +67,114 @@ _COMMON = [
 ]
 # The run id is also in each file's schema metadata, so an empty table (limit 0) carries one.
 RUN_ID_META = b"rimo_eval.run_id"
+
+# The long texts of a reply live in columns of their own, out of ``details``, so a stage that
+# needs no reasoning (score, compare, audit, the report) never reads or parses it (issue 20):
+# ``reasoning`` (the server's reasoning field and any think block) and ``raw_text`` (the reply
+# as sent, only where it differs from ``details.text``, the answer searched for a box). RIMO-N:
+# a string or null; RIMO-P: a list with one entry (string or null) per part asked.
+REASONING = "reasoning"
+RAW_TEXT = "raw_text"
+TEXT_COLUMNS = (REASONING, RAW_TEXT)
+
+
+def _texts(kind: pa.DataType) -> list[tuple[str, pa.DataType]]:
+    return [(REASONING, kind), (RAW_TEXT, kind)]
+
+
 PREDICTION_SCHEMAS = {
-    TRACK_N: pa.schema([*_COMMON[:4], ("prediction", pa.string()), *_COMMON[4:]]),
-    TRACK_P: pa.schema([*_COMMON[:4], ("prediction", pa.list_(pa.string())), *_COMMON[4:]]),
+    TRACK_N: pa.schema([*_COMMON[:4], ("prediction", pa.string()), *_COMMON[4:7],
+                        *_texts(pa.string()), *_COMMON[7:]]),
+    TRACK_P: pa.schema([*_COMMON[:4], ("prediction", pa.list_(pa.string())), *_COMMON[4:7],
+                        *_texts(pa.list_(pa.string())), *_COMMON[7:]]),
 }
+
+
+def _pop_texts(details: dict[str, Any]) -> tuple[str | None, str | None]:
+    """``details`` without its reasoning and raw text, which are returned; a raw text equal to
+    the answer text is dropped (``join_texts`` restores it). Keys of another type stay."""
+    reasoning = details.get(REASONING)
+    raw = details.get(RAW_TEXT)
+    if isinstance(reasoning, str) or reasoning is None:
+        details.pop(REASONING, None)
+    else:
+        reasoning = None
+    if isinstance(raw, str):
+        details.pop(RAW_TEXT)
+        raw = None if raw == details.get("text") else raw
+    else:
+        raw = None
+    return reasoning, raw
+
+
+def split_texts(track: str, details: dict[str, Any]
+                ) -> tuple[dict[str, Any], Any, Any]:
+    """``(details, reasoning, raw_text)`` as the table stores them (see ``REASONING``); the
+    given dict is not changed."""
+    if track != TRACK_P:
+        light = dict(details)
+        return (light, *_pop_texts(light))
+    parts = details.get("parts")
+    if not isinstance(parts, list):
+        return dict(details), None, None
+    light_parts, reasoning, raw = [], [], []
+    for part in parts:
+        light = dict(part) if isinstance(part, dict) else part
+        texts = _pop_texts(light) if isinstance(light, dict) else (None, None)
+        light_parts.append(light)
+        reasoning.append(texts[0])
+        raw.append(texts[1])
+    return {**details, "parts": light_parts}, reasoning, raw
+
+
+def join_texts(track: str, details: dict[str, Any], reasoning: Any, raw_text: Any
+               ) -> dict[str, Any]:
+    """The details with their texts back in (the shape of files written before the split, which
+    pass through unchanged): for readers that show whole transcripts."""
+
+    def join(d: dict[str, Any], r: Any, raw: Any) -> dict[str, Any]:
+        out = dict(d)
+        if r is not None:
+            out[REASONING] = r
+        if raw is not None:
+            out[RAW_TEXT] = raw
+        elif RAW_TEXT not in out and isinstance(out.get("text"), str):
+            out[RAW_TEXT] = out["text"]
+        return out
+
+    if track != TRACK_P:
+        return join(details, reasoning, raw_text)
+    parts = details.get("parts")
+    if not isinstance(parts, list) or reasoning is None:
+        return details
+    raws = list(raw_text) if raw_text is not None else [None] * len(parts)
+    return {**details, "parts": [join(p, r, w) if isinstance(p, dict) else p
+                                 for p, r, w in zip(parts, list(reasoning), raws,
+                                                    strict=False)]}
+
+
+class StoredTexts(Protocol):
+    """A prediction's ``(reasoning, raw_text)`` as ``split_texts`` returns them."""
+
+    def read(self) -> tuple[Any, Any]: ...
+
+
+@dataclass(frozen=True)
+class InlineTexts:
+    """Texts kept in memory (short ones, or none)."""
+
+    reasoning: Any
+    raw_text: Any
+
+    def read(self) -> tuple[Any, Any]:
+        return self.reasoning, self.raw_text
+
+
+def split_prediction(pred: Prediction) -> tuple[dict[str, Any], Any, Any]:
+    """``split_texts`` of a prediction, reading texts already set apart where they are."""
+    if pred.texts is None:
+        return split_texts(pred.track, pred.details)
+    return (pred.details, *pred.texts.read())
 
 
 def lone_surrogate(value: str | list[str] | None) -> tuple[str, int] | None:
@@ -119,6 +226,7 @@ def table_groups(track: str, items: Sequence[Item],
     for item in sorted(items, key=lambda it: it.problem_id):
         for j in range(samples):
             pred = preds[(*item.key, j)]
+            details, reasoning, raw_text = split_prediction(pred)
             rows.append({
                 "track": track,
                 "problem_id": item.problem_id,
@@ -127,7 +235,9 @@ def table_groups(track: str, items: Sequence[Item],
                 "prediction": pred.prediction,
                 "status": pred.status,
                 "error": pred.error,
-                "details": canonical_json(pred.details),
+                "details": canonical_json(details),
+                REASONING: reasoning,
+                RAW_TEXT: raw_text,
                 "backend": backend,
                 "backend_params": params,
                 "fingerprint": fp,
@@ -163,12 +273,18 @@ def read_run_id(path: str | os.PathLike[str]) -> str | None:
     return value.decode() if value else None
 
 
-def read_predictions(track: str, out_dir: str | os.PathLike[str] = PREDICTIONS_DIR
-                     ) -> pd.DataFrame:
+def light_columns(path: str | os.PathLike[str]) -> list[str]:
+    """Every column of a predictions file but the long texts (``TEXT_COLUMNS``)."""
+    return [c for c in pq.read_schema(path).names if c not in TEXT_COLUMNS]
+
+
+def read_predictions(track: str, out_dir: str | os.PathLike[str] = PREDICTIONS_DIR,
+                     texts: bool = False) -> pd.DataFrame:
+    """A predictions table; without the reasoning and raw-text columns unless ``texts``."""
     import pandas as pd  # lazily: predict writes tables with pyarrow and needs no pandas
 
     path = predictions_path(track, out_dir)
     if not path.exists():
         raise DataError(f"{path}: predictions not found (run the predict stage first)")
-    return pd.read_parquet(path)
+    return pd.read_parquet(path, columns=None if texts else light_columns(path))
 

@@ -46,9 +46,14 @@ def rows_of(track: str) -> list[dict[str, Any]]:
         if track == TRACK_N:
             text = "" if i % 7 == 0 else f"{i}\u00b2 \\frac{{1}}{{2}}"
             value: Any = None if i % 5 == 0 else text
+            reasoning: Any = None if i % 3 == 0 else f"think {i} 😀 \\boxed{{{i}}}"
+            raw: Any = None if i % 2 else f"<think>{i}</think> {text}"
         else:
             value = None if i % 5 == 0 else [f"part {k}: ∎ {'x' * (k * 300)}" for k in range(i % 4)]
-        rows.append({**common(i), "track": track, "prediction": value})
+            reasoning = None if i % 5 == 0 else [None if k % 2 else f"r{k} ∑" for k in range(i % 4)]
+            raw = None if i % 5 == 0 else [None] * (i % 4)
+        rows.append({**common(i), "track": track, "prediction": value, "reasoning": reasoning,
+                     "raw_text": raw})
     return rows
 
 

@@ -20,6 +20,7 @@ from stages.core.artifacts import RAW_DIR
 from stages.core.config import PredictParams, coerce
 from stages.core.errors import StageError
 from stages.core.hashing import fingerprint, sha256_file
+from stages.core.predictions import light_columns
 from stages.core.provenance import predictions_identity
 from stages.core.tracks import TRACK_N
 from stages.score.stage import SCORE_SCHEMAS, join_predictions, score_n, score_p
@@ -105,7 +106,7 @@ def check_predictions(ledger: Ledger, root: Path, track: str, items: pd.DataFram
     if not path.is_file():
         ledger.broke("predictions.items", shown, f"{shown}: missing (run `dvc repro`)")
         return None
-    preds = pd.read_parquet(path)
+    preds = pd.read_parquet(path, columns=light_columns(path))  # no reasoning texts
     ident = predictions_identity(preds)
     ledger.verdict(not any("+" in (v or "") for v in ident.values()), "predictions.one_run",
                    shown, f"{shown}: one backend and fingerprint",
