@@ -33,6 +33,7 @@ from stages.core.predictions import (
     table_schema,
     write_groups,
 )
+from stages.core.text_spool import TextSpool
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors import Prediction, Predictor
 from stages.predictors.chat_predictor import ChatPredictor
@@ -82,10 +83,10 @@ def _unicode_safe(pred: Prediction) -> Prediction:
                       sample=pred.sample)
 
 
-def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, samples: int = 1
-            ) -> dict[tuple[str, str, int], Prediction]:
+def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, samples: int = 1,
+            spool: TextSpool | None = None) -> dict[tuple[str, str, int], Prediction]:
     """Exactly one prediction per requested (item, sample); one the backend skipped is
-    'missing'."""
+    'missing'. With a ``spool``, each one's long texts wait there for the table."""
     wanted = {it.key: it for it in items}
     out: dict[tuple[str, str, int], Prediction] = {}
     for pred in preds:
@@ -101,7 +102,10 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
             raise DataError(f"backend {backend}: two predictions for {pred.track} "
                              f"{pred.problem_id} sample {pred.sample}")
         _check_prediction(pred, item)
-        out[pred.sample_key] = _unicode_safe(pred)
+        pred = _unicode_safe(pred)
+        if spool is not None:
+            spool.park(pred)
+        out[pred.sample_key] = pred
     for key in sorted({(*k, j) for k in wanted for j in range(samples)} - out.keys()):
         out[key] = Prediction(key[0], key[1], None, status=STATUS_MISSING,
                               error="no prediction from backend", sample=key[2])
@@ -179,8 +183,21 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     print(f"predict: backend {backend} (fingerprint {fp[:12]}) on "
           + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
           + (f", {k} samples each" if k > 1 else ""), file=sys.stderr)
+    # Beside the outputs (their disk, not a tmpfs), not in them: a failed run leaves no folder.
+    with TextSpool(out_dir.parent) as spool:
+        predictor.spool = spool
+        try:
+            return _run(params, predictor, sample, requested, identity, out_dir, run_path)
+        finally:
+            predictor.spool = None
+
+
+def _run(params: PredictParams, predictor: Predictor, sample: dict[str, list[Item]],
+         requested: list[Item], identity: dict[str, Any], out_dir: Path,
+         run_path: Path | None) -> dict[str, Any]:
+    backend, k, fp = params.backend, predictor.samples, fingerprint(identity)
     started = time.monotonic()
-    preds = collect(predictor.predict(requested), requested, backend, k)
+    preds = collect(predictor.predict(requested), requested, backend, k, predictor.spool)
     wall_s = time.monotonic() - started
     # Too many failed requests fail the stage here, before anything is written.
     errors = check_error_budget(preds.values(), params.allow_errors,

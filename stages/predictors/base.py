@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stages.core.config import Section
 from stages.core.items import Item
@@ -17,6 +17,9 @@ from stages.core.predictions import (  # noqa: F401
     STATUSES,
     Prediction,
 )
+
+if TYPE_CHECKING:
+    from stages.core.text_spool import TextSpool
 
 
 class Predictor(ABC):
@@ -31,6 +34,9 @@ class Predictor(ABC):
     known_keys: frozenset[tuple[str, str]] | None = None
     # k = predict.samples, set by the stage: yield samples 0..k-1 per item (Prediction.sample).
     samples: int = 1
+    # Set by the stage: a backend that returns its predictions only at the end (the chat
+    # engine) parks each finished one's long texts there, so a k = 64 run holds light records.
+    spool: TextSpool | None = None
 
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         # The keys the file set, as plain data (a built-in backend gets its typed section).

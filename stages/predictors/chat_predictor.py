@@ -150,6 +150,7 @@ class _Protocol:
         self.samples = predictor.samples
         self.think = predictor.think
         self.system_prompt: str | None = predictor.params.system_prompt
+        self.spool = predictor.spool
         self.errors = 0
 
     async def all(self, items: list[Item]) -> list[Prediction]:
@@ -169,6 +170,8 @@ class _Protocol:
         pred.sample = sample
         if pred.status == STATUS_ERROR:
             self.errors += 1
+        if self.spool is not None:
+            self.spool.park(pred)  # its texts to disk until the table is written
         return pred
 
     async def rimo_n(self, item: Item, sample: int) -> Prediction:
