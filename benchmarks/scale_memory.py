@@ -8,7 +8,8 @@ reply-size option; 0 and 0: the short replies). Each k runs in a fresh copy of t
 cold response cache: fetch and validate, then predict, score, judge, report, each as its own
 ``python -m stages`` process (peak RSS from ``wait4``: the process and the children it waited
 for, so the report's Jupyter kernel counts), then ``dvc commit`` to record the lock and
-``rimo-eval audit`` the same way.
+``rimo-eval audit`` the same way; then the run is committed and ``compare``, ``leaderboard`` and
+``view`` read it at two revisions (HEAD and the workspace: two runs of the same size).
 
     .venv/bin/python benchmarks/scale_memory.py --k 1 4   # 32 KB reasoning + 2 KB answer
     .venv/bin/python benchmarks/scale_memory.py --k 1 --reasoning-bytes 0 --answer-bytes 0
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +44,7 @@ from tests.pipeline_repo import env as repo_env  # noqa: E402
 from tests.pipeline_repo import make_repo, sh  # noqa: E402
 
 STAGES = ("predict", "score", "judge", "report", "audit")  # judge: disabled, as by default
+TOOLS = ("compare", "leaderboard", "view")  # over two runs: HEAD and the workspace
 
 
 @contextlib.contextmanager
@@ -82,6 +85,18 @@ def one_k(work: Path, base_url: str, k: int, concurrency: int) -> dict[str, dict
     done = run_timed([sys.executable, "-m", "stages", "audit"], repo, env, stderr_only=True)
     rows["audit"] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib),
                      "exit": done.returncode}
+    # Two runs for the commands that read several: the run committed (HEAD) and the workspace,
+    # the same files at two revisions, read through DVC as any two runs are.
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-qm", f"k={k} run")
+    for name, args in (("compare", ["HEAD", "workspace"]), ("leaderboard", ["HEAD", "workspace"]),
+                       ("view", ["HEAD", "workspace", "--out", str(work / f"view-k{k}")])):
+        done = run_timed([sys.executable, "-m", "stages", name, *args], repo, env,
+                         stderr_only=True)
+        if done.returncode != 0:
+            raise SystemExit(f"k={k} {name} failed ({done.returncode}):\n{done.output[-3000:]}")
+        rows[name] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib)}
+    shutil.rmtree(work / f"view-k{k}", ignore_errors=True)
     facts = json.loads((repo / "reports/predict_run.json").read_text())
     rows["predict"]["requests"] = int(facts["requests_sent"])
     return rows
@@ -103,7 +118,7 @@ def main() -> None:
             results[k] = one_k(Path(tmp), base_url, k, args.concurrency)
             row = results[k]
             print(f"k={k}: {row['predict']['requests']} requests; " + "; ".join(
-                f"{s} {row[s]['wall_s']} s, {row[s]['rss_mib']} MiB" for s in STAGES)
+                f"{s} {row[s]['wall_s']} s, {row[s]['rss_mib']} MiB" for s in (*STAGES, *TOOLS))
                 + ("" if row["audit"]["exit"] == 0 else f" (audit exit {row['audit']['exit']})"),
                 file=sys.stderr, flush=True)
     print(json.dumps({"reasoning_bytes": args.reasoning_bytes,

@@ -10,7 +10,7 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -139,6 +139,15 @@ class RunFiles:
             raise DataError(f"{path.as_posix()}: not readable at {self.where} ({why}): was the "
                             f"pipeline run and its results committed there, and is the DVC "
                             f"cache complete (`dvc pull`, `dvc exp pull`)?") from exc
+
+    def open(self, path: Path) -> BinaryIO:
+        """A seekable binary file (a table read in parts); the caller closes it."""
+        from dvc.exceptions import DvcException
+
+        try:
+            return self.fs.open(path.as_posix(), "rb")
+        except (FileNotFoundError, DvcException) as exc:
+            raise DataError(f"{path.as_posix()}: not readable at {self.where} ({exc})") from exc
 
     def read_json(self, path: Path, required: bool = True) -> dict[str, Any] | None:
         """A JSON object; None for an optional file the revision does not have."""

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from stages.commands.compare.revisions import WORKSPACE, resolve
-from stages.commands.view.load import load_run
-from stages.commands.view.model import build
-from stages.commands.view.site import write_site
+from stages.commands.view.load import Run, load_run
+from stages.commands.view.model import Site
+from stages.commands.view.site import write_stream
 from stages.core.errors import ConfigError
 
 DEFAULT_OUT = Path("reports/view")  # the default of --out (stages/cli.py)
@@ -28,9 +28,15 @@ def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
     names = names or [WORKSPACE]
     if len(set(names)) != len(names):
         raise ConfigError(f"view: a run is named twice in {names}")
-    runs = [load_run(root, resolve(root, name)) for name in names]
-    index, payloads, words = build(runs)
-    return write_site(out, index, payloads, words)
+    runs: list[Run] = []
+    try:
+        for name in names:
+            runs.append(load_run(root, resolve(root, name)))
+        site = Site(runs)
+        return write_stream(out, site.payloads(), lambda: (site.index(), site.words))
+    finally:
+        for run in runs:
+            run.close()
 
 
 def serve(folder: Path, port: int) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from stages.commands.compare.revisions import Revision, RunFiles
+from stages.commands.view.texts import TextCursor
 from stages.core.artifacts import (
     JUDGE_METRICS_PATH,
     JUDGE_TABLE,
@@ -19,6 +21,7 @@ from stages.core.artifacts import (
     scores_path,
 )
 from stages.core.missing import require_outputs
+from stages.core.predictions import RAW_TEXT, REASONING, TEXT_COLUMNS, join_texts
 from stages.core.tracks import TRACKS
 
 
@@ -27,10 +30,14 @@ class Run:
     revision: Revision
     metrics: dict[str, Any]
     items: dict[str, pd.DataFrame]
-    predictions: dict[str, pd.DataFrame]
+    predictions: dict[str, pd.DataFrame]  # without the text columns (and details: below)
     scores: dict[str, pd.DataFrame]
     judge: pd.DataFrame | None = None  # data/judge/rimo_p.parquet where a judge ran
+    # Each sample's details as the table stores them (light); the long texts, where the table
+    # keeps them apart, are read an item at a time from ``texts`` (``sample_details``).
     details: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+    texts: dict[str, TextCursor] = field(default_factory=dict)
+    files: RunFiles | None = None  # held open while ``texts`` read from it
 
     @property
     def label(self) -> str:
@@ -42,35 +49,80 @@ class Run:
                  if len(s) and "sample" in s.columns]
         return max(sizes, default=1)
 
+    def sample_details(self, track: str, pid: str, sample: int) -> dict[str, Any]:
+        """One sample's details with its reasoning and raw text in."""
+        details = self.details[track].get((pid, sample), {})
+        cursor = self.texts.get(track)
+        return details if cursor is None else join_texts(track, details,
+                                                         *cursor.get(pid, sample))
+
+    def close(self) -> None:
+        for cursor in self.texts.values():
+            cursor.close()
+        self.texts.clear()
+        if self.files is not None:
+            self.files.close()
+            self.files = None
+
 
 def needed(revision: Revision) -> list[Path]:
     return [p for t in TRACKS for p in (items_path(t), predictions_path(t), scores_path(t))]
 
 
 def load_run(root: Path, revision: Revision) -> Run:
-    """Everything the site shows of one run. A table not in the local DVC cache is an error
-    naming every absent file and the ``dvc pull`` / ``dvc exp pull`` that brings it."""
+    """Everything the site shows of one run, but the long texts, which it reads as it goes
+    (``Run.close`` when done). A table not in the local DVC cache is an error naming every
+    absent file and the ``dvc pull`` / ``dvc exp pull`` that brings it."""
     require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
                     only=needed(revision))
-    with RunFiles(root, revision) as files:
+    files = RunFiles(root, revision)
+    try:
         metrics = files.read_json(METRICS_PATH) or {}
         items = {t: files.read_parquet(items_path(t)) for t in TRACKS}
-        preds = {t: files.read_parquet(predictions_path(t)) for t in TRACKS}
+        handles = {t: pq.ParquetFile(files.open(predictions_path(t))) for t in TRACKS}
+        preds = {t: files.read_parquet(predictions_path(t), [
+            c for c in handles[t].schema_arrow.names if c not in TEXT_COLUMNS]) for t in TRACKS}
         scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}
         # The opt-in judge's table exists only where reports/judge.json says the judge ran.
         ran = (files.read_json(JUDGE_METRICS_PATH, False) or {}).get("enabled") is True
         judge = files.read_parquet(JUDGE_TABLE) if ran else None
+    except BaseException:
+        files.close()
+        raise
     if judge is not None and not len(judge):
         judge = None
-    details = {t: details_by_sample(frame) for t, frame in preds.items()}
-    return Run(revision, metrics, items, preds, scores, judge, details)
+    details = {t: details_by_sample(frame, t) for t, frame in preds.items()}
+    # Tables from before the texts had columns of their own keep them in details.
+    texts = {t: TextCursor(f) for t, f in handles.items()
+             if set(TEXT_COLUMNS) <= set(f.schema_arrow.names)}
+    preds = {t: frame.drop(columns=["details"]) for t, frame in preds.items()}
+    return Run(revision, metrics, items, preds, scores, judge, details, texts, files)
 
 
-def details_by_sample(preds: pd.DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
-    """Each row's ``details`` JSON, by (problem_id, sample)."""
-    samples = preds["sample"] if "sample" in preds.columns else [0] * len(preds)
-    return {(str(pid), int(s)): _details(raw)
-            for pid, s, raw in zip(preds["problem_id"], samples, preds["details"], strict=True)}
+def details_by_sample(preds: pd.DataFrame, track: str
+                      ) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each row's ``details`` JSON with its reasoning and raw text joined back in, by
+    (problem_id, sample)."""
+    n = len(preds)
+    samples = preds["sample"] if "sample" in preds.columns else [0] * n
+    if REASONING not in preds.columns:  # read without them, or from before they had columns
+        return {(str(pid), int(s)): _details(d)
+                for pid, s, d in zip(preds["problem_id"], samples, preds["details"],
+                                     strict=True)}
+    reasoning = preds[REASONING]
+    raw = preds[RAW_TEXT] if RAW_TEXT in preds.columns else [None] * n
+    return {(str(pid), int(s)): join_texts(track, _details(d), _plain(r), _plain(w))
+            for pid, s, d, r, w in zip(preds["problem_id"], samples, preds["details"],
+                                       reasoning, raw, strict=True)}
+
+
+def _plain(value: Any) -> Any:
+    """A cell as Python: a list column's arrays become lists; a missing value None."""
+    if value is None or isinstance(value, str):
+        return value
+    if hasattr(value, "tolist"):
+        return [v if isinstance(v, str) else None for v in value.tolist()]
+    return None
 
 
 def _details(raw: Any) -> dict[str, Any]:

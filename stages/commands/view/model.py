@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pandas as pd
@@ -206,7 +206,7 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
         present = [f for f in FLAGS if f in run.scores[track].columns]
         samples = []
         for r in rows[i].get(pid, []):
-            details = run.details[track].get((pid, int(r["sample"])), {})
+            details = run.sample_details(track, pid, int(r["sample"]))
             error = errors[i].get((pid, int(r["sample"])))
             if error and "error" not in details:
                 details = {**details, "error": error}  # the predictions table's reason
@@ -267,47 +267,69 @@ def pair_flips(a: Run, b: Run) -> dict[str, Any]:
 # --- the whole site -----------------------------------------------------------------------------
 
 
+class Site:
+    """The site of ``runs``, made an item at a time: iterate ``payloads()`` (each is written
+    and dropped before the next is made, so a k = 64 reasoning run is never held whole), then
+    ``index()`` and ``words`` (each item's search words, in index order) are complete."""
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        self.runs = runs
+        items: dict[tuple[str, str], dict[str, Any]] = {}
+        for run in runs:
+            for track in TRACKS:
+                for r in run.items[track].to_dict("records"):
+                    items.setdefault((track, str(r["problem_id"])), r)
+        self._items = items
+        # The tables' own order (track, then problem id): the texts are read forward in it.
+        self._order = sorted(items, key=lambda k: (TRACKS.index(k[0]), k[1]))
+        self._rows = {t: [rows_by_item(run.scores[t]) for run in runs] for t in TRACKS}
+        self._preds = {t: [_prediction_index(run, t) for run in runs] for t in TRACKS}
+        self._errors = {t: [{k: _text(v) for k, v in _prediction_index(run, t, "error").items()
+                             if _text(v)} for run in runs] for t in TRACKS}
+        self._judges = [_judge_index(run) for run in runs]
+        self.index_items: list[dict[str, Any]] = []
+        self.words: list[str] = []
+
+    def payloads(self) -> Iterator[dict[str, Any]]:
+        runs, no_judge = self.runs, [{} for _ in self.runs]
+        self.index_items, self.words = [], []
+        for n, (track, pid) in enumerate(self._order):
+            item, rows, preds = self._items[(track, pid)], self._rows[track], self._preds[track]
+            payload = item_payload(track, item, runs, rows, preds, self._errors[track],
+                                   self._judges if track == TRACK_P else no_judge)
+            outcomes, masks = [], []
+            texts = [_text(item.get("problem")), *map(str, _list(item.get("sub_problems")))]
+            for i, samples in enumerate(payload["runs"]):
+                outcomes.append("".join(s["o"] for s in samples) if samples else "-")
+                masks.append(sorted({f for s in samples or [] for f in s["flags"]},
+                                    key=FLAGS.index))
+                for r in rows[i].get(pid, []):
+                    d = runs[i].sample_details(track, pid, int(r["sample"]))
+                    texts += [_text(d.get("text") or d.get("raw_text")),
+                              _text(d.get("reasoning"))]
+                    p = preds[i].get((pid, int(r["sample"])))
+                    texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
+            self.index_items.append({"key": payload["key"], "track": track, "id": pid,
+                                     "domain": payload["domain"], "parts": payload["parts"],
+                                     "o": outcomes, "f": masks, "n": n,
+                                     "gold": payload.get("gold")})
+            self.words.append(search_text(payload, texts))
+            yield payload
+
+    def index(self) -> dict[str, Any]:
+        runs = self.runs
+        pairs = {f"{i}-{j}": pair_flips(runs[i], runs[j])
+                 for i in range(len(runs)) for j in range(i + 1, len(runs))}
+        return {"version": 1, "runs": [header(r) for r in runs], "items": self.index_items,
+                "flags": list(FLAGS), "pairs": pairs}
+
+
 def build(runs: Sequence[Run]) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
-    """The index, the item payloads (in index order) and each item's search words."""
-    items: dict[tuple[str, str], dict[str, Any]] = {}
-    for run in runs:
-        for track in TRACKS:
-            for r in run.items[track].to_dict("records"):
-                items.setdefault((track, str(r["problem_id"])), r)
-    order = sorted(items, key=lambda k: (TRACKS.index(k[0]), k[1]))
-    rows = {t: [rows_by_item(run.scores[t]) for run in runs] for t in TRACKS}
-    preds = {t: [_prediction_index(run, t) for run in runs] for t in TRACKS}
-    errors = {t: [{k: _text(v) for k, v in _prediction_index(run, t, "error").items()
-                   if _text(v)} for run in runs] for t in TRACKS}
-    judges = [_judge_index(run) for run in runs]
-    no_judge: list[dict[tuple[str, int], dict[int, dict[str, Any]]]] = [{} for _ in runs]
-    index_items, payloads, words = [], [], []
-    for n, (track, pid) in enumerate(order):
-        item = items[(track, pid)]
-        payload = item_payload(track, item, runs, rows[track], preds[track], errors[track],
-                               judges if track == TRACK_P else no_judge)
-        outcomes, masks = [], []
-        texts = [_text(item.get("problem")), *map(str, _list(item.get("sub_problems")))]
-        for i, samples in enumerate(payload["runs"]):
-            outcomes.append("".join(s["o"] for s in samples) if samples else "-")
-            masks.append(sorted({f for s in samples or [] for f in s["flags"]},
-                                key=FLAGS.index))
-            for r in rows[track][i].get(pid, []):
-                d = runs[i].details[track].get((pid, int(r["sample"])), {})
-                texts += [_text(d.get("text") or d.get("raw_text")), _text(d.get("reasoning"))]
-                p = preds[track][i].get((pid, int(r["sample"])))
-                texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
-        index_items.append({"key": payload["key"], "track": track, "id": pid,
-                            "domain": payload["domain"], "parts": payload["parts"],
-                            "o": outcomes, "f": masks, "n": n,
-                            "gold": payload.get("gold")})
-        payloads.append(payload)
-        words.append(search_text(payload, texts))
-    pairs = {f"{i}-{j}": pair_flips(runs[i], runs[j])
-             for i in range(len(runs)) for j in range(i + 1, len(runs))}
-    index = {"version": 1, "runs": [header(r) for r in runs], "items": index_items,
-             "flags": list(FLAGS), "pairs": pairs}
-    return index, payloads, words
+    """The index, the item payloads (in index order) and each item's search words, held
+    whole (small runs and tests; ``view`` writes a ``Site`` as it is made)."""
+    site = Site(runs)
+    payloads = list(site.payloads())
+    return site.index(), payloads, site.words
 
 
-__all__ = ["FLAGS", "build", "header", "item_key", "item_payload", "outcome", "pair_flips"]
+__all__ = ["FLAGS", "Site", "build", "header", "item_key", "item_payload", "outcome", "pair_flips"]

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,17 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def write_site(out: Path, index: dict[str, Any], payloads: list[dict[str, Any]],
+def write_site(out: Path, index: dict[str, Any], payloads: Iterable[dict[str, Any]],
                words: list[str]) -> dict[str, int]:
     """Write the site to ``out`` (replaced whole); return counts of what was written."""
+    return write_stream(out, payloads, lambda: (index, words))
+
+
+def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
+                 finish: Callable[[], tuple[dict[str, Any], list[str]]]) -> dict[str, int]:
+    """``write_site`` with the payloads written as they come (one item's every run and sample
+    at a time, so a k = 64 reasoning run is never held whole) and the index and search words,
+    which only the last payload completes, asked of ``finish`` after them."""
     katex = katex_dir()
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -63,11 +72,14 @@ def write_site(out: Path, index: dict[str, Any], payloads: list[dict[str, Any]],
             _write(tmp / "katex" / name, (katex / name).read_bytes())
         for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
             _write(tmp / "katex/fonts" / font.name, font.read_bytes())
+        count = 0
+        for n, payload in enumerate(payloads):
+            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
+            count += 1
+        index, words = finish()
         chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
         _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,
                                                        "search_chunk": SEARCH_CHUNK}))
-        for n, payload in enumerate(payloads):
-            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
         for c in range(chunks):
             _write(tmp / f"data/search/{c:03d}.js",
                    script("search", c, words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK]))
@@ -86,8 +98,8 @@ def write_site(out: Path, index: dict[str, Any], payloads: list[dict[str, Any]],
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return {"items": len(payloads), "files": sum(1 for p in out.rglob("*") if p.is_file()),
+    return {"items": count, "files": sum(1 for p in out.rglob("*") if p.is_file()),
             "bytes": size}
 
 
-__all__ = ["katex_dir", "script", "write_site"]
+__all__ = ["katex_dir", "script", "write_site", "write_stream"]

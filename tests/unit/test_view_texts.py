@@ -1,0 +1,62 @@
+"""``view`` reads the long texts an item at a time, forward through the predictions table's
+row groups, and gets each sample's own texts back (issue 20)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from stages.commands.view import texts
+from stages.commands.view.texts import TextCursor
+from stages.core import predictions
+from stages.core.predictions import predictions_path
+from stages.core.tracks import TRACK_N, TRACK_P
+from stages.predict import predict
+from tests.factories import n_item, p_item, write_items
+from tests.view_runs import write_jsonl
+
+
+@pytest.fixture
+def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_items(tmp_path / "items", [n_item(f"n{i:02d}", str(i)) for i in range(9)],
+                [p_item(f"p{i:02d}", ["a", "b"]) for i in range(3)])
+    rows = [{"track": TRACK_N, "problem_id": f"n{i:02d}", "sample": j, "prediction": str(i)}
+            for i in range(9) for j in range(3)]
+    rows += [{"track": TRACK_P, "problem_id": f"p{i:02d}", "sample": j, "prediction": ["a", "b"]}
+             for i in range(3) for j in range(3)]
+    write_jsonl(tmp_path / "replay.jsonl", rows)
+    monkeypatch.setattr(predictions, "ROW_GROUP_ROWS", 4)  # items straddle row groups
+    predict({"backend": "replay", "replay": {"path": str(tmp_path / "replay.jsonl")},
+             "samples": 3, "limit": None}, tmp_path / "items", tmp_path / "preds")
+    # Give every row texts of its own, as a reasoning model's run has.
+    for track in (TRACK_N, TRACK_P):
+        path = predictions_path(track, tmp_path / "preds")
+        table = pq.read_table(path)
+        out = table.to_pylist()
+        for row in out:
+            tag = f"{row['problem_id']}/{row['sample']}"
+            if track == TRACK_N:
+                row["reasoning"], row["raw_text"] = f"think {tag}", f"raw {tag}"
+            else:
+                row["reasoning"], row["raw_text"] = [f"think {tag} a", None], [None, None]
+        pq.write_table(table.from_pylist(out, schema=table.schema), path, row_group_size=4)
+    return tmp_path / "preds"
+
+
+def test_each_sample_gets_its_own_texts_read_forward(
+        tables: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(texts, "BATCH_ROWS", 5)  # batches cut across items too
+    path = predictions_path(TRACK_N, tables)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 7
+    cursor = TextCursor(pq.ParquetFile(path))
+    for i in range(9):
+        for j in (2, 0, 1):  # samples in any order within an item
+            assert cursor.get(f"n{i:02d}", j) == (f"think n{i:02d}/{j}", f"raw n{i:02d}/{j}")
+    assert cursor.get("n04", 1) == ("think n04/1", "raw n04/1")  # back: read again
+    assert cursor.get("n04x", 0) == (None, None)  # an item the run lacks has none
+    assert cursor.get("n05", 3) == (None, None)  # so does a sample it lacks
+    cursor.close()
+    p = TextCursor(pq.ParquetFile(predictions_path(TRACK_P, tables)))
+    assert p.get("p01", 2) == (["think p01/2 a", None], [None, None])
