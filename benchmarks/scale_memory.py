@@ -74,13 +74,15 @@ def one_k(work: Path, base_url: str, k: int, concurrency: int) -> dict[str, dict
         "openai": {**defaults, "base_url": base_url, "model": "bench", "api_key_env": None,
                    "cache_dir": str(work / f"cache-k{k}"), "concurrency": concurrency,
                    "timeout_s": 120.0}})
-    env = {**repo_env(), "TQDM_DISABLE": "1"}
+    env = {**repo_env(), "TQDM_DISABLE": "1",
+           "RIMO_EVAL_KATEX_DIR": str(ROOT / "node_modules/katex/dist")}
     rows: dict[str, dict[str, float]] = {}
     for stage in ("fetch", "validate", *STAGES[:-1]):
         done = run_timed([sys.executable, "-m", "stages", stage], repo, env, stderr_only=True)
         if done.returncode != 0:
             raise SystemExit(f"k={k} {stage} failed ({done.returncode}):\n{done.output[-3000:]}")
-        rows[stage] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib)}
+        rows[stage] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib),
+                       "cpu_s": round(done.cpu_s, 1)}
     sh(repo, "dvc", "commit", "-f", "-q")  # the lock of what just ran, for the audit
     done = run_timed([sys.executable, "-m", "stages", "audit"], repo, env, stderr_only=True)
     rows["audit"] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib),
@@ -99,6 +101,9 @@ def one_k(work: Path, base_url: str, k: int, concurrency: int) -> dict[str, dict
     shutil.rmtree(work / f"view-k{k}", ignore_errors=True)
     facts = json.loads((repo / "reports/predict_run.json").read_text())
     rows["predict"]["requests"] = int(facts["requests_sent"])
+    # The client's CPU per request, the whole process (start-up, tables) included.
+    rows["predict"]["cpu_ms_per_request"] = round(
+        1000 * rows["predict"]["cpu_s"] / max(1, rows["predict"]["requests"]), 3)
     return rows
 
 

@@ -15,6 +15,7 @@ class Timed:
     rss_mib: float  # peak, from wait4: the child's own, not the benchmark's
     returncode: int
     output: str
+    cpu_s: float = 0.0  # user + system CPU of the child (and the children it waited for)
 
 
 def run_timed(command: list[str], cwd: Path, env: dict[str, str], *,
@@ -31,4 +32,5 @@ def run_timed(command: list[str], cwd: Path, env: dict[str, str], *,
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Timed(wall, usage.ru_maxrss / 1024, proc.returncode, output)
+    return Timed(wall, usage.ru_maxrss / 1024, proc.returncode, output,
+                 usage.ru_utime + usage.ru_stime)

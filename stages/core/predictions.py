@@ -204,6 +204,19 @@ def run_id(fp: str, sample: dict[str, Sequence[Item]], samples: int = 1) -> str:
 # k = 64 run never holds a whole table (its rows, their JSON and the Arrow copy) at once. A
 # k = 1 table (at most 456 rows) is one group, as before.
 ROW_GROUP_ROWS = 1024
+# A group also ends once its long texts reach this many characters: building one holds its
+# rows, their JSON and the Arrow copy at once, so 1024 rows of reasoning replies (100 MB of
+# RIMO-P text) took about 500 MB, and allocator fragmentation let it grow group by group.
+# Text lengths are part of the inputs, so where the groups end stays deterministic.
+ROW_GROUP_TEXT_CHARS = 8 * 2**20
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(len(v) for v in value if isinstance(v, str))
+    return 0
 
 
 def table_schema(track: str, run: str) -> pa.Schema:
@@ -214,7 +227,8 @@ def table_groups(track: str, items: Sequence[Item],
                  preds: dict[tuple[str, str, int], Prediction], identity: dict[str, Any],
                  fp: str, samples: int = 1, run: str | None = None,
                  rows_per_group: int | None = None) -> Iterator[pa.Table]:
-    """The table in row groups of ``rows_per_group`` rows, sorted by (problem_id, sample), so
+    """The table in row groups of ``rows_per_group`` rows (fewer where the texts are long:
+    ``ROW_GROUP_TEXT_CHARS``), sorted by (problem_id, sample), so
     the file is byte-stable. ``run`` defaults to a run id of this table's items alone
     (one-track callers). An empty table is one empty group."""
     run = run or run_id(fp, {track: items}, samples)
@@ -222,7 +236,7 @@ def table_groups(track: str, items: Sequence[Item],
     schema = table_schema(track, run)
     backend, params = identity["backend"], canonical_json(identity.get("params", {}))
     rows: list[dict[str, Any]] = []
-    emitted = False
+    emitted, chars = False, 0
     for item in sorted(items, key=lambda it: it.problem_id):
         for j in range(samples):
             pred = preds[(*item.key, j)]
@@ -243,9 +257,10 @@ def table_groups(track: str, items: Sequence[Item],
                 "fingerprint": fp,
                 "run_id": run,
             })
-            if len(rows) == rows_per_group:
+            chars += _chars(reasoning) + _chars(raw_text)
+            if len(rows) == rows_per_group or chars >= ROW_GROUP_TEXT_CHARS:
                 yield table_from_rows(rows, schema)
-                rows, emitted = [], True
+                rows, emitted, chars = [], True, 0
     if rows or not emitted:
         yield table_from_rows(rows, schema)
 

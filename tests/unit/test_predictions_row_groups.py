@@ -63,3 +63,19 @@ def test_one_group_is_the_bytes_of_a_whole_table_write(tmp_path: Path, items: Pa
         write_table(build_table(track, loaded[track], preds, identity, fp, 1, run_id),
                     tmp_path / f"{track}.parquet")
         assert (tmp_path / f"{track}.parquet").read_bytes() == streamed[track]
+
+
+def test_long_texts_end_a_group_early(tmp_path: Path, items: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = load_items(TRACK_N, items)
+    preds = {(*it.key, j): predictions.Prediction(
+        TRACK_N, it.problem_id, "1", sample=j,
+        details={"text": "1", "raw_text": "1", "reasoning": "r" * (100 + j)})
+        for it in loaded for j in range(2)}
+    monkeypatch.setattr(predictions, "ROW_GROUP_TEXT_CHARS", 250)
+    groups = list(predictions.table_groups(TRACK_N, loaded, preds, {"backend": "t"}, "f", 2))
+    # 100 + 101 + 100 chars reach 250 at the third row: groups of 3, the last of the 20 rows 2.
+    assert [g.num_rows for g in groups] == [3] * 6 + [2]
+    again = list(predictions.table_groups(TRACK_N, loaded, preds, {"backend": "t"}, "f", 2))
+    assert all(a.equals(b) for a, b in zip(groups, again, strict=True))
+    assert groups[0].column("reasoning").to_pylist() == ["r" * 100, "r" * 101, "r" * 100]
