@@ -24,8 +24,10 @@ TAGS = {"p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol"
         "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
         "span", "div", "s", "del"}
 MATH_CLASSES = {"math", "inline", "display"}
-# Rendered texts are cached: k samples of one item often repeat a reply verbatim.
-CACHE_SIZE = 65536
+# Rendered texts are cached: k samples of one item often repeat a reply verbatim. The site is
+# built item by item, so a few items' worth is enough; 65,536 entries held the inputs and HTML
+# of every reasoning text of a k = 64 run (issue 20).
+CACHE_SIZE = 512
 
 
 def _bracket_display(state: StateInline, silent: bool) -> bool:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from stages.core.predictions import RAW_TEXT, REASONING
 
-BATCH_ROWS = 256  # rows read at once: 256 replies of 34 KB are about 9 MB
+BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are about 12 MB
 NO_TEXTS: tuple[Any, Any] = (None, None)
 
 
