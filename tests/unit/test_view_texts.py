@@ -3,13 +3,14 @@ row groups, and gets each sample's own texts back (issue 20)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from stages.commands.view import texts
-from stages.commands.view.texts import TextCursor
+from stages.commands.view.texts import DetailsCursor
 from stages.core import predictions
 from stages.core.predictions import predictions_path
 from stages.core.tracks import TRACK_N, TRACK_P
@@ -37,9 +38,11 @@ def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         out = table.to_pylist()
         for row in out:
             tag = f"{row['problem_id']}/{row['sample']}"
+            row["details"] = json.dumps({"tag": tag})
             if track == TRACK_N:
                 row["reasoning"], row["raw_text"] = f"think {tag}", f"raw {tag}"
             else:
+                row["details"] = json.dumps({"parts": [{"text": "a"}, {"text": "b"}]})
                 row["reasoning"], row["raw_text"] = [f"think {tag} a", None], [None, None]
         pq.write_table(table.from_pylist(out, schema=table.schema), path, row_group_size=4)
     return tmp_path / "preds"
@@ -50,13 +53,20 @@ def test_each_sample_gets_its_own_texts_read_forward(
     monkeypatch.setattr(texts, "BATCH_ROWS", 5)  # batches cut across items too
     path = predictions_path(TRACK_N, tables)
     assert pq.ParquetFile(path).metadata.num_row_groups == 7
-    cursor = TextCursor(pq.ParquetFile(path))
+    cursor = DetailsCursor(pq.ParquetFile(path), TRACK_N)
+
+    def pair(d: dict) -> tuple:
+        return d.get("reasoning"), d.get("raw_text")
+
     for i in range(9):
         for j in (2, 0, 1):  # samples in any order within an item
-            assert cursor.get(f"n{i:02d}", j) == (f"think n{i:02d}/{j}", f"raw n{i:02d}/{j}")
-    assert cursor.get("n04", 1) == ("think n04/1", "raw n04/1")  # back: read again
-    assert cursor.get("n04x", 0) == (None, None)  # an item the run lacks has none
-    assert cursor.get("n05", 3) == (None, None)  # so does a sample it lacks
+            d = cursor.get(f"n{i:02d}", j)
+            assert pair(d) == (f"think n{i:02d}/{j}", f"raw n{i:02d}/{j}")
+            assert d["tag"] == f"n{i:02d}/{j}"  # the light details, read with them
+    assert pair(cursor.get("n04", 1)) == ("think n04/1", "raw n04/1")  # back: read again
+    assert cursor.get("n04x", 0) == {}  # an item the run lacks has none
+    assert cursor.get("n05", 3) == {}  # so does a sample it lacks
     cursor.close()
-    p = TextCursor(pq.ParquetFile(predictions_path(TRACK_P, tables)))
-    assert p.get("p01", 2) == (["think p01/2 a", None], [None, None])
+    p = DetailsCursor(pq.ParquetFile(predictions_path(TRACK_P, tables)), TRACK_P)
+    parts = p.get("p01", 2)["parts"]
+    assert [q.get("reasoning") for q in parts] == ["think p01/2 a", None]

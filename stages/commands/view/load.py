@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from stages.commands.compare.revisions import Revision, RunFiles
-from stages.commands.view.texts import TextCursor
+from stages.commands.view.texts import DetailsCursor, parse_details
 from stages.core.artifacts import (
     JUDGE_METRICS_PATH,
     JUDGE_TABLE,
@@ -33,10 +32,10 @@ class Run:
     predictions: dict[str, pd.DataFrame]  # without the text columns (and details: below)
     scores: dict[str, pd.DataFrame]
     judge: pd.DataFrame | None = None  # data/judge/rimo_p.parquet where a judge ran
-    # Each sample's details as the table stores them (light); the long texts, where the table
-    # keeps them apart, are read an item at a time from ``texts`` (``sample_details``).
+    # Each sample's details, texts in: read an item at a time from the tables (``cursors``),
+    # or, for a run made in memory (tests), from ``details``.
     details: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
-    texts: dict[str, TextCursor] = field(default_factory=dict)
+    cursors: dict[str, DetailsCursor] = field(default_factory=dict)
     files: RunFiles | None = None  # held open while ``texts`` read from it
 
     @property
@@ -51,15 +50,15 @@ class Run:
 
     def sample_details(self, track: str, pid: str, sample: int) -> dict[str, Any]:
         """One sample's details with its reasoning and raw text in."""
-        details = self.details[track].get((pid, sample), {})
-        cursor = self.texts.get(track)
-        return details if cursor is None else join_texts(track, details,
-                                                         *cursor.get(pid, sample))
+        cursor = self.cursors.get(track)
+        if cursor is not None:
+            return cursor.get(pid, sample)
+        return self.details[track].get((pid, sample), {})
 
     def close(self) -> None:
-        for cursor in self.texts.values():
+        for cursor in self.cursors.values():
             cursor.close()
-        self.texts.clear()
+        self.cursors.clear()
         if self.files is not None:
             self.files.close()
             self.files = None
@@ -79,9 +78,10 @@ def load_run(root: Path, revision: Revision) -> Run:
     try:
         metrics = files.read_json(METRICS_PATH) or {}
         items = {t: files.read_parquet(items_path(t)) for t in TRACKS}
-        handles = {t: pq.ParquetFile(files.open(predictions_path(t))) for t in TRACKS}
-        preds = {t: files.read_parquet(predictions_path(t), [
-            c for c in handles[t].schema_arrow.names if c not in TEXT_COLUMNS]) for t in TRACKS}
+        # The sample's details and texts are read as the site is built (``DetailsCursor``).
+        cursors = {t: DetailsCursor(pq.ParquetFile(files.open(predictions_path(t))), t)
+                   for t in TRACKS}
+        preds = {t: _light(files, predictions_path(t), cursors[t].names) for t in TRACKS}
         scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}
         # The opt-in judge's table exists only where reports/judge.json says the judge ran.
         ran = (files.read_json(JUDGE_METRICS_PATH, False) or {}).get("enabled") is True
@@ -91,12 +91,14 @@ def load_run(root: Path, revision: Revision) -> Run:
         raise
     if judge is not None and not len(judge):
         judge = None
-    details = {t: details_by_sample(frame, t) for t, frame in preds.items()}
-    # Tables from before the texts had columns of their own keep them in details.
-    texts = {t: TextCursor(f) for t, f in handles.items()
-             if set(TEXT_COLUMNS) <= set(f.schema_arrow.names)}
-    preds = {t: frame.drop(columns=["details"]) for t, frame in preds.items()}
-    return Run(revision, metrics, items, preds, scores, judge, details, texts, files)
+    return Run(revision, metrics, items, preds, scores, judge, {}, cursors, files)
+
+
+def _light(files: RunFiles, path: Path, names: list[str]) -> pd.DataFrame:
+    """The columns the grid needs, read from the file in place (never the whole file)."""
+    with files.open(path) as handle:
+        return pd.read_parquet(handle, columns=[c for c in names
+                                                if c not in (*TEXT_COLUMNS, "details")])
 
 
 def details_by_sample(preds: pd.DataFrame, track: str
@@ -106,12 +108,12 @@ def details_by_sample(preds: pd.DataFrame, track: str
     n = len(preds)
     samples = preds["sample"] if "sample" in preds.columns else [0] * n
     if REASONING not in preds.columns:  # read without them, or from before they had columns
-        return {(str(pid), int(s)): _details(d)
+        return {(str(pid), int(s)): parse_details(d)
                 for pid, s, d in zip(preds["problem_id"], samples, preds["details"],
                                      strict=True)}
     reasoning = preds[REASONING]
     raw = preds[RAW_TEXT] if RAW_TEXT in preds.columns else [None] * n
-    return {(str(pid), int(s)): join_texts(track, _details(d), _plain(r), _plain(w))
+    return {(str(pid), int(s)): join_texts(track, parse_details(d), _plain(r), _plain(w))
             for pid, s, d, r, w in zip(preds["problem_id"], samples, preds["details"],
                                        reasoning, raw, strict=True)}
 
@@ -123,16 +125,6 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return [v if isinstance(v, str) else None for v in value.tolist()]
     return None
-
-
-def _details(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, str) or not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 __all__ = ["Run", "details_by_sample", "load_run", "needed"]

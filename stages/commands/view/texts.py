@@ -1,22 +1,23 @@
-"""A predictions table's long texts (reasoning, raw text), read forward one item at a time.
+"""A predictions table's per-sample details, long texts included, read forward an item at a
+time.
 
 The site is built item by item in the tables' own order (by problem id, then sample), so the
-texts of a k = 64 reasoning run (3.4 GB) are never all in memory: only the record batch being
-read and the current item's samples are (issue 20).
+details and texts of a k = 64 reasoning run (3.4 GB of text) are never all in memory: only the
+record batch being read and the current item's samples are (issue 20).
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from stages.core.predictions import RAW_TEXT, REASONING
+from stages.core.predictions import RAW_TEXT, REASONING, TEXT_COLUMNS, join_texts
 
 BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are about 12 MB
-NO_TEXTS: tuple[Any, Any] = (None, None)
 
 
 def _plain(value: Any) -> Any:
@@ -28,31 +29,47 @@ def _plain(value: Any) -> Any:
     return None
 
 
-class TextCursor:
-    """``get(problem_id, sample)`` -> ``(reasoning, raw_text)``, for problem ids asked in
-    ascending order (asking for an earlier one reads the file again from its start)."""
+def parse_details(raw: Any) -> dict[str, Any]:
+    """A ``details`` cell as a dict ({} for none or for what is not a JSON object)."""
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
-    def __init__(self, file: pq.ParquetFile) -> None:
-        self._file = file
+
+class DetailsCursor:
+    """``get(problem_id, sample)`` -> that sample's details with its reasoning and raw text
+    joined back in, for problem ids asked in ascending order (asking for an earlier one reads
+    the file again from its start). Tables from before the texts had columns of their own keep
+    them in ``details``, which then passes through as stored."""
+
+    def __init__(self, file: pq.ParquetFile, track: str) -> None:
+        self._file, self._track = file, track
+        self.names: list[str] = file.schema_arrow.names
+        self._texts = set(TEXT_COLUMNS) <= set(self.names)
+        self._columns = ["problem_id", "sample", "details",
+                         *(TEXT_COLUMNS if self._texts else ())]
         self._start()
 
     def _start(self) -> None:
-        columns = ["problem_id", "sample", REASONING, RAW_TEXT]
         self._batches: Iterator[Any] = self._file.iter_batches(batch_size=BATCH_ROWS,
-                                                               columns=columns)
+                                                               columns=self._columns)
         self._ahead: deque[dict[str, Any]] = deque()
         self._pid: str | None = None
-        self._current: dict[int, tuple[Any, Any]] = {}
+        self._current: dict[int, dict[str, Any]] = {}
 
     def close(self) -> None:
         self._file.close(force=True)  # and the file it reads
 
-    def get(self, pid: str, sample: int) -> tuple[Any, Any]:
+    def get(self, pid: str, sample: int) -> dict[str, Any]:
         if pid != self._pid:
             if self._pid is not None and pid < self._pid:
                 self._start()
             self._advance(pid)
-        return self._current.get(sample, NO_TEXTS)
+        return self._current.get(sample, {})
 
     def _advance(self, pid: str) -> None:
         self._pid, self._current = pid, {}
@@ -68,8 +85,11 @@ class TextCursor:
                 return
             self._ahead.popleft()
             if str(row["problem_id"]) == pid:
-                self._current[int(row["sample"])] = (_plain(row[REASONING]),
-                                                     _plain(row[RAW_TEXT]))
+                details = parse_details(row["details"])
+                if self._texts:
+                    details = join_texts(self._track, details, _plain(row[REASONING]),
+                                         _plain(row[RAW_TEXT]))
+                self._current[int(row["sample"])] = details
 
 
-__all__ = ["TextCursor"]
+__all__ = ["DetailsCursor", "parse_details"]
