@@ -20,7 +20,9 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over ``sta
   ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
   honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
   ``TransportError(message, kind)``; messages go through ``stages.chat.redact`` first.
-- What remains: Message Batches (out of scope until the Batch issue lands).
+- Message Batches (``predict.anthropic.batch``): ``stages.chat.batch.anthropic`` sends these
+  same ``create_kwargs`` as each request's ``params`` and reads a result with ``parse_message``
+  (``succeeded``) or ``classify_result_error`` (``errored``: ``classify_status``, as online).
 - API version. anthropic 2.16.0 sends ``anthropic-version: 2026-10-21``, under which
   ``temperature``, ``top_p`` and ``top_k`` are a 400 even at their defaults
   (https://platform.claude.com/docs/en/api/migration-2026-10-21). They default to ``null``
