@@ -17,13 +17,18 @@ before the create, and a Message Batch carries no metadata, so: the record (stat
 killed between the two left a record that may or may not have a batch. The next run lists the
 batches (newest first) created since the record was written (``SKEW_S`` earlier, for the
 provider's clock) with the same number of requests and no record of ours holding them; an
-ended one is told apart by its results (their ``custom_id``\\ s are our keys, or not). Exactly
-one candidate: it is adopted (polled and collected, never made again). None: the create never
-arrived; the record is dropped and the keys go into a new batch. Several (say, another run
-made a batch of the same size meanwhile): the stage stops, naming the record file and the
-candidates, rather than guess; they are told apart once they end, or ``rimo-eval predict
---batch-cancel`` cancels them. The create itself is never retried by the SDK (a retry after a
-lost answer would make a second batch); the reads are.
+ended one is told apart by its results (are their custom_ids our keys?).
+
+- Exactly one candidate: it is adopted (polled and collected, never made again). Were it
+  another run's after all, its results hold none of our keys, which then go into a follow-up
+  batch: a round lost, nothing paid twice.
+- None: the create never arrived; the record is dropped and the keys go into a new batch.
+- Several (another run made a batch of the same size meanwhile): the stage stops, naming the
+  record file and the candidates, rather than guess; they are told apart once they end, or
+  ``rimo-eval predict --batch-cancel`` cancels them (and the next run adopts ours).
+
+The create itself is never retried by the SDK (a retry after a lost answer would make a second
+batch); the reads are.
 """
 
 from __future__ import annotations
