@@ -7,6 +7,8 @@ and the key in no file."""
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -133,3 +135,24 @@ def test_the_key_reaches_no_file_and_the_fake_got_it(fake: FakeMessageBatches,
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
     assert files and not any(SECRET in f.read_text(errors="replace") for f in files)
     assert SECRET not in cache_text(tmp_path / "c") and SECRET not in json.dumps(out)
+
+
+def test_api_version_goes_on_the_create_and_sampling_keys_follow_it(
+        fake: FakeMessageBatches, tmp_path: Path) -> None:
+    cfg = {**config(fake, tmp_path / "c"), "temperature": 0.5}
+    with pytest.raises(StageError, match=r"predict\.anthropic\.temperature"):
+        predict(cfg, [n_item(0)])  # the SDK's API version refuses temperature
+    old = predict({**cfg, "api_version": "2023-06-01"}, [n_item(0)])
+    assert json.loads(old)[0]["status"] == "ok"
+    assert fake.model.records[-1].headers["anthropic-version"] == "2023-06-01"
+    assert fake.model.records[-1].body["temperature"] == 0.5
+
+
+def test_the_fake_takes_either_key_header_and_refuses_none(fake: FakeMessageBatches) -> None:
+    url = f"{fake.base_url}/v1/messages/batches"
+    for headers in ({"x-api-key": "k1"}, {"Authorization": "Bearer k2"}):
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers)) as resp:
+            assert json.loads(resp.read())["data"] == []
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(url)
+    assert info.value.code == 401 and fake.keys_seen == ["k1", "k2"]
