@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 
 from stages.core.config import load_params
+from stages.predict import estimate
 from stages.score.samples import price, usage
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_estimate import cli, project
+from tests.factories import small_benchmark
 
 
 def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> None:
@@ -42,3 +44,16 @@ def test_metrics_cost_applies_and_names_the_batch_price(backend: str) -> None:
     params["predict"][backend]["batch"]["enabled"] = False
     online = usage(preds, price(params, preds))
     assert online["cost_usd"] == 2 * batch["cost_usd"] and "cost_batch_discount" not in online
+
+
+def test_estimate_shows_the_message_batches_price(tmp_path: Path) -> None:
+    small_benchmark(tmp_path / "items")
+    section = {"model": "claude-fake", "api_key_env": None, "cache_dir": str(tmp_path / "c"),
+               "max_tokens": 100, "price_per_mtok": {"input": 2.0, "output": 8.0}}
+    cfg = {"backend": "anthropic", "limit": None, "anthropic": section}
+    online = estimate(cfg, tmp_path / "items")
+    assert "batch price" not in online and "output at most $0.0088" in online  # 11x100x8
+    batched = {**section, "batch": {"enabled": True}}  # discount 0.5 by default
+    out = estimate({**cfg, "anthropic": batched}, tmp_path / "items")
+    assert "at the batch price (x0.5)" in out and "output at most $0.0044" in out
+    assert not (tmp_path / "c").exists()  # sends nothing, writes nothing
