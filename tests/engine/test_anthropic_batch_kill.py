@@ -8,6 +8,7 @@ the stage naming them, and ``--batch-status`` / ``--batch-cancel`` show and sett
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def no_double_pay(fake: FakeMessageBatches) -> None:
     assert set(fake.answered_ok().values()) == {1} and len(fake.answered_ok()) == REQUESTS
 
 
+def in_one_batch_each(fake: FakeMessageBatches) -> None:
+    """With no faults, the fake saw each request in exactly one batch, kills or not."""
+    seen = Counter(c for e in fake.log if e["event"] == "create" for c in e["custom_ids"])
+    assert len(seen) == REQUESTS and set(seen.values()) == {1}
+
+
 def uninterrupted(fake: FakeMessageBatches, tmp_path: Path) -> str:
     log, fake.log = fake.log, []  # its own batches stay out of the killed run's checks
     try:
@@ -61,6 +68,7 @@ def test_kill_9_at_each_step_resumes_without_paying_twice(
     assert len(made) == (0 if phase == "precreate" else 1)
     out = run.finish()
     no_double_pay(fake)
+    in_one_batch_each(fake)
     if made:  # the killed run's batch is the one collected: found again, never made twice
         assert store(tmp_path).load()[0].batch_id == made[0]
     assert len(fake.batches) == 3
@@ -77,6 +85,7 @@ def test_kill_9_repeatedly_in_every_round(fake: FakeMessageBatches, tmp_path: Pa
         assert len({tuple(fake._custom_ids(b)) for b in fake.live()}) == len(fake.live())
     out = run.finish()
     no_double_pay(fake)
+    in_one_batch_each(fake)
     assert json.dumps(out, sort_keys=True) == uninterrupted(fake, tmp_path)
 
 
