@@ -119,8 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
              "write nothing")
     batch = stage_parsers["predict"].add_mutually_exclusive_group()
     batch.add_argument("--batch-status", action="store_true",
-                       help="list the live OpenAI batches of the cache's records (ids, states, "
-                            "counts); send no request")
+                       help="list the live batches (OpenAI, or Anthropic's with backend "
+                            "anthropic) of the cache's records (ids, states, counts); send no "
+                            "request")
     batch.add_argument("--batch-cancel", action="store_true",
                        help="cancel those live batches (the next predict collects what they "
                             "answered and asks the rest again)")

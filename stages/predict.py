@@ -152,10 +152,13 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
 
 
 def batch_admin(cfg: PredictParams | dict[str, Any], cancel: bool = False) -> str:
-    """``--batch-status`` / ``--batch-cancel`` (stages.chat.batch.admin)."""
+    """``--batch-status`` / ``--batch-cancel`` (stages.chat.batch.admin): the anthropic
+    section's batches when ``predict.backend`` is anthropic, else the openai section's."""
     from stages.chat.batch.admin import batch_admin as admin
 
-    return admin(_params(cfg).openai, cancel=cancel)
+    params = _params(cfg)
+    section = "anthropic" if params.backend == "anthropic" else "openai"
+    return admin(getattr(params, section), f"predict.{section}", cancel=cancel)
 
 
 def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,

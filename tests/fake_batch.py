@@ -16,117 +16,53 @@ Output and error files are JSONL of ``{"id", "custom_id", "response": {"status_c
 
 Modes (server-wide, changeable between runs): ``expire_next``: the next batch to finish
 ``expired`` with only its first half answered; ``fail_next``: the next create is a batch that
-``failed`` validation (``errors`` naming line 1); custom_ids whose request's
-prompt holds ``[[batch5xx:K]]`` get HTTP 500 in the first K batches that hold them;
-``flaky_every``: every n-th line of each batch gets HTTP 500 the first time its request is
-seen.
+``failed`` validation (``errors`` naming line 1); ``[[batch5xx:K]]`` and ``flaky_every``
+(``batch_fake_base``) get HTTP 500.
 
-``hold``: kinds (``upload``, ``create``, ``retrieve``, ``content``) whose next request is held
-unanswered (an upload or create after it took effect) until ``release()`` or ``stop()``;
-``held`` is set meanwhile, so a test can kill the client at that phase.
-
-``log``: every event (``create``, ``answer`` with status, ``cancel``), and ``violations``:
-a create holding a request that is in another live batch, or one already answered 200.
+``hold`` (``batch_fake_base``): ``upload``, ``create`` (both after they took effect),
+``retrieve``, ``content``. ``log`` and ``violations``: ``batch_fake_base``.
 """
 
 from __future__ import annotations
 
 import email.parser
 import email.policy
-import itertools
 import json
 import re
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.batch_fake_base import BatchFake, JSONHandler, forward
 from tests.chat_server import ChatServer, prompt_text
 
 LIVE = ("validating", "in_progress", "finalizing", "cancelling")
 _STEPS = ("validating", "in_progress", "finalizing", "completed")
-_FIVEXX = re.compile(r"\[\[batch5xx:(\d+)\]\]")
 
 
 @dataclass
-class FakeBatchServer:
+class FakeBatchServer(BatchFake):
+    LIVE = LIVE
     chat: ChatServer
-    advance_every: int = 1
-    expire_next: bool = False
     fail_next: bool = False
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
-    log: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    hold: set[str] = field(default_factory=set)
-    flaky_every: int | None = None  # every n-th line of a batch: HTTP 500 the first time
 
     def __post_init__(self) -> None:
-        self._lock = threading.RLock()
-        self._ids = itertools.count(1)
-        self._lines: dict[str, list[dict[str, Any]]] = {}  # batch id -> its requests
-        self._retrieves: Counter[str] = Counter()
-        self._seen_5xx: Counter[str] = Counter()
+        super().__post_init__()
         self._failing: set[str] = set()
-        self._httpd: ThreadingHTTPServer | None = None
-        self.held = threading.Event()
-        self._release = threading.Event()
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> FakeBatchServer:
-        self._httpd = _Quiet(("127.0.0.1", 0), _handler(self))
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    def release(self) -> None:
-        self._release.set()
-
-    def _maybe_hold(self, kind: str) -> None:
-        with self._lock:
-            if kind not in self.hold:
-                return
-            self.hold.discard(kind)
-            self._release.clear()
-            self.held.set()
-        self._release.wait(120)
-        self.held.clear()
-
-    # -- inspection ------------------------------------------------------------------------
-    def answered_ok(self) -> Counter[str]:
-        """How many times each custom_id was answered 200 (over all batches)."""
-        return Counter(e["custom_id"] for e in self.log
-                       if e["event"] == "answer" and e["status"] == 200)
-
-    def live(self) -> list[str]:
-        with self._lock:
-            return [b for b, obj in self.batches.items() if obj["status"] in LIVE]
-
-    def finish_all(self) -> None:
-        """Complete every live batch now (the provider finished while nobody polled)."""
-        with self._lock:
-            for batch_id in self.live():
-                self._finish(batch_id, "completed")
+    def _end(self, bid: str) -> None:
+        self._finish(bid, "completed")
 
     # -- the API ---------------------------------------------------------------------------
-    def _new_id(self, prefix: str) -> str:
-        return f"{prefix}-{next(self._ids):06d}"
-
     def upload(self, purpose: str, filename: str, data: bytes) -> dict[str, Any]:
         with self._lock:
             fid = self._new_id("file")
@@ -142,14 +78,6 @@ class FakeBatchServer:
                 return 404, {"error": {"message": f"No such File object: {fid}"}}
             lines = [json.loads(line) for line in self.files[fid]["_data"].splitlines() if line]
             bid = self._new_id("batch")
-            ids = [line["custom_id"] for line in lines]
-            live_ids = {c for b in self.live() for c in self._custom_ids(b)}
-            done = set(self.answered_ok())
-            for cid in ids:
-                if cid in live_ids:
-                    self.violations.append(f"{bid}: {cid} is in another live batch")
-                if cid in done:
-                    self.violations.append(f"{bid}: {cid} was already answered 200")
             obj = {"id": bid, "object": "batch", "endpoint": body.get("endpoint"),
                    "input_file_id": fid, "completion_window": body.get("completion_window"),
                    "status": "validating", "created_at": int(time.time()),
@@ -159,8 +87,7 @@ class FakeBatchServer:
             if self.fail_next:
                 self.fail_next = False
                 self._failing.add(bid)  # fails validation on its first retrieve
-            self.batches[bid], self._lines[bid] = obj, lines
-            self.log.append({"event": "create", "batch": bid, "custom_ids": ids})
+            self._register(bid, obj, lines)
             return 200, obj
 
     def retrieve(self, bid: str) -> dict[str, Any] | None:
@@ -190,11 +117,8 @@ class FakeBatchServer:
             obj = self.batches.get(bid)
             if obj is not None and obj["status"] in LIVE:
                 obj["status"] = "cancelling"
-                self.log.append({"event": "cancel", "batch": bid})
+                self._cancelled(bid)
             return obj
-
-    def _custom_ids(self, bid: str) -> list[str]:
-        return [line["custom_id"] for line in self._lines[bid]]
 
     def _finish(self, bid: str, status: str) -> None:
         obj, lines = self.batches[bid], self._lines[bid]
@@ -211,8 +135,7 @@ class FakeBatchServer:
                             "error": {"code": code, "message": f"not processed ({status})"}})
                 continue
             status_code, body = self._answer(cid, line["body"], n)
-            self.log.append({"event": "answer", "batch": bid, "custom_id": cid,
-                             "status": status_code})
+            self._answered(bid, cid, status_code)
             entry = {"id": f"req-{bid}-{n}", "custom_id": cid,
                      "response": {"status_code": status_code, "request_id": f"r{n}",
                                   "body": body}, "error": None}
@@ -225,37 +148,9 @@ class FakeBatchServer:
                 obj[kind] = self.upload("batch_output", f"{bid}_{kind}.jsonl", data)["id"]
 
     def _answer(self, cid: str, body: dict[str, Any], n: int = 1) -> tuple[int, Any]:
-        if self.flaky_every and n % self.flaky_every == 0 and cid not in self._seen_5xx:
-            self._seen_5xx[cid] += 1
-            return 500, {"error": {"message": "flaky", "type": "server"}}
-        match = _FIVEXX.search(prompt_text(body))
-        if match:
-            self._seen_5xx[cid] += 1
-            if self._seen_5xx[cid] <= int(match.group(1)):
-                return 500, {"error": {"message": "The server had an error", "type": "server"}}
+        if self._injected_5xx(cid, prompt_text(body), n):
+            return 500, {"error": {"message": "The server had an error", "type": "server"}}
         return forward(self.chat.base_url + "/chat/completions", json.dumps(body).encode())
-
-
-class _Quiet(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a held reply to a client killed meanwhile: the broken pipe is the point
-
-
-def forward(url: str, data: bytes | None) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=data, method="POST" if data else "GET",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw)
-        except ValueError:
-            return exc.code, {"error": {"message": raw.decode(errors="replace")}}
 
 
 def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]]:
@@ -269,28 +164,7 @@ def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, byt
 
 
 def _handler(fake: FakeBatchServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _body(self) -> bytes:
-            return self.rfile.read(int(self.headers.get("Content-Length", 0)))
-
-        def _json(self, code: int, obj: Any) -> None:
-            self._send(code, json.dumps(obj).encode(), "application/json")
-
-        def _send(self, code: int, data: bytes, ctype: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _missing(self) -> None:
-            self._json(404, {"error": {"message": f"not found: {self.path}"}})
-
+    class Handler(JSONHandler):
         def do_GET(self) -> None:
             path = self.path.split("?")[0].rstrip("/")
             if m := re.fullmatch(r"/v1/files/([\w-]+)/content", path):

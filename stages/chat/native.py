@@ -78,6 +78,11 @@ class NativeTransport(RetryingTransport):
     async def _attempt(self, request: dict[str, Any]) -> ChatReply:
         started = time.monotonic()
         response = await self._guard(self._call(request), request)
+        return self.reply_of(response, time.monotonic() - started)
+
+    def reply_of(self, response: Any, latency_s: float) -> ChatReply:
+        """The reply in an SDK response (online, or a batch's result), or the engine's error
+        for it: a refusal (``item``), no content (``retry``), a malformed shape."""
         try:
             parsed = self._parse(response)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -87,7 +92,7 @@ class NativeTransport(RetryingTransport):
             raise engine_error(ErrorDecision(action, parsed["error"], kind=parsed["error_kind"],
                                              cause="malformed" if parsed["retryable"] else None))
         return ChatReply([parsed["text"]], [parsed["finish_reason"]], parsed["usage"],
-                         parsed["model"], time.monotonic() - started, [parsed["reasoning"]])
+                         parsed["model"], latency_s, [parsed["reasoning"]])
 
     def _final_error(self, exc: EngineError, attempt: int, request: dict[str, Any]
                      ) -> StageError | TransportError:

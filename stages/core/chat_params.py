@@ -91,18 +91,27 @@ class ChatParams(EngineParams):
         return value
 
 
-class BatchParams(Section):
-    """predict.openai.batch: send through the OpenAI Batch API (stages/chat/batch). Operational:
-    the replies, so the predictions, are those of the online path."""
+class MessageBatchParams(Section):
+    """predict.anthropic.batch: send through Anthropic's Message Batches
+    (stages/chat/batch/anthropic.py). Operational: the replies, so the predictions, are those
+    of the online path."""
 
     enabled: bool = False
     poll_s: PosNumber = 30.0  # between retrieves of a live batch
+    max_requests: PosInt = 100_000  # per batch (Anthropic's documented limit)
+    max_bytes: PosInt = 256_000_000  # per create request (Anthropic: 256 MB)
+    max_resubmits: NonNegInt = 2  # follow-up batches for a request not answered
+    fallback_online: bool = False  # then send it online instead of failing it
+    discount: Annotated[Number, Field(ge=0, le=1)] = 0.5  # batch price = discount x price
+
+
+class BatchParams(MessageBatchParams):
+    """predict.openai.batch: send through the OpenAI Batch API (stages/chat/batch). Operational:
+    the replies, so the predictions, are those of the online path."""
+
     completion_window: str = "24h"
     max_requests: PosInt = 50_000  # per batch (OpenAI's documented limit)
     max_bytes: PosInt = 200_000_000  # per input file (OpenAI: 200 MB)
-    max_resubmits: NonNegInt = 2  # follow-up batches for a request in the error file
-    fallback_online: bool = False  # then send it online instead of failing it
-    discount: Annotated[Number, Field(ge=0, le=1)] = 0.5  # batch price = discount x price
 
 
 class OpenAIParams(ChatParams):
@@ -141,6 +150,7 @@ class AnthropicParams(NativeChatParams):
     effort: str | None = None  # output_config.effort, for models that take it
     api_version: str | None = None  # the anthropic-version header; null: the SDK's
     api_key_env: str | None = "ANTHROPIC_API_KEY"
+    batch: MessageBatchParams = MessageBatchParams()
 
 
 class GeminiParams(NativeChatParams):

@@ -40,6 +40,13 @@ class AnthropicPredictor(_NativePredictor):
     name = "anthropic"
     params_model = AnthropicParams
 
+    def make_transport(self) -> ChatTransport:
+        if self.params.batch.enabled:  # Message Batches: same requests, keys and cache
+            from stages.chat.batch.anthropic import AnthropicBatchTransport
+
+            return AnthropicBatchTransport(self.params, self.section)
+        return self._transport(self.params)
+
     def _transport(self, params: Any) -> ChatTransport:
         from stages.chat.anthropic.transport import AnthropicTransport  # the SDK loads late
         return AnthropicTransport(params, self.section)

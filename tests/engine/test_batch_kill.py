@@ -19,6 +19,7 @@ import pytest
 
 from stages.chat.batch.records import RecordStore
 from stages.core.items import Item
+from tests.batch_fake_base import BatchFake
 from tests.engine.test_batch_transport import KEY_ENV, config, n_item, p_item, predict
 from tests.fake_batch import FakeBatchServer
 
@@ -26,27 +27,31 @@ DRIVER = """
 import json, sys
 from dataclasses import asdict
 from stages.core.items import Item
-from stages.predictors.openai_chat import OpenAIPredictor
+from {module} import {predictor} as Predictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
-items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
-                 "sub_solutions": tuple(d["sub_solutions"])}) for d in json.load(open(items_path))]
-preds = OpenAIPredictor(config).predict(items)
+items = [Item(**{{**d, "sub_problems": tuple(d["sub_problems"]),
+                 "sub_solutions": tuple(d["sub_solutions"])}}) for d in json.load(open(items_path))]
+preds = Predictor(config).predict(items)
 json.dump([asdict(p) for p in preds], open(out_path, "w"), sort_keys=True)
 """
 ITEMS = [*(n_item(i) for i in range(5)), p_item(0, 3), p_item(1, 2)]
 
 
 class Driver:
-    def __init__(self, tmp_path: Path, cfg: dict[str, Any], items: list[Item]) -> None:
+    """A predict in a child process, to kill at a held phase of a fake batch API."""
+
+    def __init__(self, tmp_path: Path, cfg: dict[str, Any], items: list[Item],
+                 predictor: str = "stages.predictors.openai_chat:OpenAIPredictor") -> None:
         (tmp_path / "config.json").write_text(json.dumps(cfg))
         (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
-        (tmp_path / "driver.py").write_text(DRIVER)
+        module, name = predictor.split(":")
+        (tmp_path / "driver.py").write_text(DRIVER.format(module=module, predictor=name))
         self.out = tmp_path / "out.json"
         self.argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "config.json"),
                      str(tmp_path / "items.json"), str(self.out)]
         self.env = {**os.environ, KEY_ENV: "sk-test"}
 
-    def kill_at(self, fake: FakeBatchServer, phase: str) -> None:
+    def kill_at(self, fake: BatchFake, phase: str) -> None:
         fake.hold = {phase}
         proc = subprocess.Popen(self.argv, env=self.env, stderr=subprocess.DEVNULL)
         try:

@@ -1,5 +1,5 @@
 """The Batch API's price: ``--estimate`` shows it, and the cost in metrics.json applies
-``predict.openai.batch.discount`` and says so (``cost_batch_discount``)."""
+``predict.<backend>.batch.discount`` (openai, anthropic) and says so (``cost_batch_discount``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,15 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from stages.core.config import load_params
+from stages.predict import estimate
 from stages.score.samples import price, usage
 from tests.chat_server import ChatServer
+from tests.conftest import REPO_ROOT
 from tests.engine.test_estimate import cli, project
+from tests.factories import small_benchmark
 
 
 def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> None:
@@ -24,15 +29,31 @@ def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> N
     assert "output at most $0.0088" in cli(online, "predict", "--estimate").stdout
 
 
-def test_metrics_cost_applies_and_names_the_batch_price() -> None:
-    preds = pd.DataFrame({"backend": ["openai"], "status": ["ok"], "details": [json.dumps(
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])  # Batch API, Message Batches
+def test_metrics_cost_applies_and_names_the_batch_price(backend: str) -> None:
+    preds = pd.DataFrame({"backend": [backend], "status": ["ok"], "details": [json.dumps(
         {"usage": {"prompt_tokens": 1000, "completion_tokens": 500}, "requests": 1})]})
     per_mtok = {"input": 2.0, "output": 10.0}
-    params = {"predict": {"openai": {"price_per_mtok": per_mtok,
-                                     "batch": {"enabled": True, "discount": 0.5}}}}
+    defaults = load_params(REPO_ROOT / "params.yaml").predict
+    discount = getattr(defaults, backend).batch.discount  # params.yaml's: 0.5 for both
+    params = {"predict": {backend: {"price_per_mtok": per_mtok,
+                                    "batch": {"enabled": True, "discount": discount}}}}
     batch = usage(preds, price(params, preds))
     assert batch["cost_usd"] == round(0.5 * (1000 * 2.0 + 500 * 10.0) / 1e6, 6)
     assert batch["cost_batch_discount"] == 0.5
-    params["predict"]["openai"]["batch"]["enabled"] = False
+    params["predict"][backend]["batch"]["enabled"] = False
     online = usage(preds, price(params, preds))
     assert online["cost_usd"] == 2 * batch["cost_usd"] and "cost_batch_discount" not in online
+
+
+def test_estimate_shows_the_message_batches_price(tmp_path: Path) -> None:
+    small_benchmark(tmp_path / "items")
+    section = {"model": "claude-fake", "api_key_env": None, "cache_dir": str(tmp_path / "c"),
+               "max_tokens": 100, "price_per_mtok": {"input": 2.0, "output": 8.0}}
+    cfg = {"backend": "anthropic", "limit": None, "anthropic": section}
+    online = estimate(cfg, tmp_path / "items")
+    assert "batch price" not in online and "output at most $0.0088" in online  # 11x100x8
+    batched = {**section, "batch": {"enabled": True}}  # discount 0.5 by default
+    out = estimate({**cfg, "anthropic": batched}, tmp_path / "items")
+    assert "at the batch price (x0.5)" in out and "output at most $0.0044" in out
+    assert not (tmp_path / "c").exists()  # sends nothing, writes nothing

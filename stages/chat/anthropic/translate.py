@@ -20,7 +20,9 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over ``sta
   ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
   honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
   ``TransportError(message, kind)``; messages go through ``stages.chat.redact`` first.
-- What remains: Message Batches (out of scope until the Batch issue lands).
+- Message Batches (``predict.anthropic.batch``): ``stages.chat.batch.anthropic`` sends these
+  same ``create_kwargs`` as each request's ``params`` and reads a result with ``parse_message``
+  (``succeeded``) or ``classify_result_error`` (``errored``: ``classify_status``, as online).
 - API version. anthropic 2.16.0 sends ``anthropic-version: 2026-10-21``, under which
   ``temperature``, ``top_p`` and ``top_k`` are a 400 even at their defaults
   (https://platform.claude.com/docs/en/api/migration-2026-10-21). They default to ``null``
@@ -196,6 +198,14 @@ def named_parameter(message: str, sent: Mapping[str, Any]) -> str | None:
     return None
 
 
+# error.type -> its HTTP status (https://platform.claude.com/docs/en/api/errors): a Message
+# Batches result that ``errored`` carries the type only.
+ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401,
+                "billing_error": 402, "permission_error": 403, "not_found_error": 404,
+                "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+                "timeout_error": 504, "overloaded_error": 529}
+
+
 def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) -> ErrorDecision:
     """An exception from ``messages.create`` as a decision; ``sent``: its keyword arguments."""
     import json
@@ -211,11 +221,27 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
         return ErrorDecision("retry", f"malformed response body: {exc}", cause="malformed")
     if not isinstance(exc, anthropic.APIStatusError):
         return ErrorDecision("item", f"{name}: {exc}")
-    status = exc.status_code
-    message = exc.api_message or str(exc)
-    text = f"HTTP {status} {exc.type or ''}: {message}".replace("  ", " ")
-    wait = retry_after_s(exc.response.headers)
-    code = getattr(exc, "error_code", None)
+    return classify_status(exc.status_code, exc.type, exc.api_message or str(exc), sent,
+                           getattr(exc, "error_code", None),
+                           retry_after_s(exc.response.headers))
+
+
+def classify_result_error(error: Any, sent: Mapping[str, Any] | None = None) -> ErrorDecision:
+    """The ``error`` of an ``errored`` Message Batches result (an ErrorResponse, or its JSON)
+    as ``classify_error`` decides the same error online (a 529 ``overloaded_error``: retry)."""
+    inner = _get(error, "error") or error
+    kind = _get(inner, "type")
+    message = str(_get(inner, "message") or kind or "errored")
+    code = _get(_get(inner, "details"), "error_code")
+    return classify_status(ERROR_STATUS.get(str(kind), 500), kind, message, sent, code)
+
+
+def classify_status(status: int, kind: str | None, message: str,
+                    sent: Mapping[str, Any] | None = None, code: str | None = None,
+                    wait: float | None = None) -> ErrorDecision:
+    """An API error (HTTP ``status``, ``error.type`` ``kind``, ``error.details.error_code``
+    ``code``) as a decision."""
+    text = f"HTTP {status} {kind or ''}: {message}".replace("  ", " ")
     if code in _FATAL_CODES:
         return ErrorDecision("fatal", f"{_FATAL_CODES[code]}: {text}", status)
     if status in (408, 409, 429) or status >= 500:  # 529 is overloaded_error

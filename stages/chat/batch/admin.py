@@ -1,53 +1,65 @@
 """``rimo-eval predict --batch-status`` / ``--batch-cancel``: the live batches of the cache
-folder's records (``records``), with their ids, the provider's state and request counts, and
-cancelling them. A cancelled batch stays recorded: the next ``predict`` collects what it had
-answered into the cache and asks the rest again (a follow-up batch)."""
+folder's records (``records``) of the backend's section (``predict.openai`` or
+``predict.anthropic``), with their ids, the provider's state and request counts, and cancelling
+them. A cancelled batch stays recorded: the next ``predict`` collects what it had answered into
+the cache and asks the rest again (a follow-up batch)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from stages.chat.batch.records import RecordStore
-from stages.chat.batch.transport import make_client, records_root
-from stages.chat.openai.transport import OPENAI_BASE_URL
-from stages.core.config import OpenAIParams
+from stages.chat.batch.rounds import BatchRounds
 from stages.core.errors import ConfigError, StageError
 
-SECTION = "predict.openai"
+
+def make_batch_transport(params: Any, section: str) -> BatchRounds:
+    """The batch transport of a backend's section (its SDK loads here, late)."""
+    if section == "predict.anthropic":
+        from stages.chat.batch.anthropic import AnthropicBatchTransport
+
+        return AnthropicBatchTransport(params, section)
+    from stages.chat.batch.transport import BatchTransport
+
+    return BatchTransport(params, section)
 
 
-def batch_admin(params: OpenAIParams | None, cancel: bool = False) -> str:
+def batch_admin(params: Any, section: str = "predict.openai", cancel: bool = False) -> str:
     if params is None or params.cache_dir is None:
-        raise ConfigError(f"params.yaml: {SECTION}.cache_dir holds the batch records; it is "
+        raise ConfigError(f"params.yaml: {section}.cache_dir holds the batch records; it is "
                           "not set")
-    return asyncio.run(_admin(params, cancel))
+    return asyncio.run(_admin(make_batch_transport(params, section), cancel))
 
 
-async def _admin(params: OpenAIParams, cancel: bool) -> str:
-    assert params.cache_dir is not None
-    store = RecordStore(records_root(params.cache_dir))
-    live = store.live()
+async def _admin(transport: BatchRounds, cancel: bool) -> str:
+    store = transport.records
+    try:
+        records = store.load()
+    except ValueError as exc:
+        raise StageError(f"{transport.section}.batch: {exc}") from None
+    live = [r for r in records if r.state in ("uploaded", "creating", "live")]
     if not live:
+        await transport.aclose()
         return f"no live batches (records in {store.root})"
-    client = make_client(params, SECTION, (params.base_url or OPENAI_BASE_URL).rstrip("/"))
     lines = [f"{'batch':<28} {'round':>5} {'requests':>8}  state"]
     try:
         for record in live:
-            if record.batch_id is None:  # uploaded, create not confirmed: found on next run
-                lines.append(f"{'(file ' + str(record.file_id) + ')':<28} {record.round:>5} "
-                             f"{len(record.keys):>8}  uploaded, not yet created")
-                continue
-            try:
-                batch = await (client.batches.cancel(record.batch_id) if cancel
-                               else client.batches.retrieve(record.batch_id))
-            except Exception as exc:  # the provider refused: say which batch
-                raise StageError(f"batch {record.batch_id}: {type(exc).__name__}: {exc}"
-                                 [:400]) from None
-            counts = batch.request_counts
-            done = (f", {counts.completed}/{counts.total} done, {counts.failed} failed"
-                    if counts else "")
-            lines.append(f"{batch.id:<28} {record.round:>5} {len(record.keys):>8}  "
-                         f"{batch.status}{done}")
+            ids = [record.batch_id] if record.batch_id else []
+            if not ids:  # the create was not confirmed: the next run finds it
+                ids = await transport.candidates(record, records)
+                where = f"(file {record.file_id})" if record.file_id else "(not recorded)"
+                lines.append(f"{where:<28} {record.round:>5} {len(record.keys):>8}  "
+                             f"{record.state}, create not confirmed"
+                             + (f"; candidates: {', '.join(ids)}" if ids else ""))
+            for batch_id in ids:
+                try:
+                    polled = await (transport.cancel(batch_id) if cancel
+                                    else transport.poll(batch_id))
+                except Exception as exc:  # the provider refused: say which batch
+                    raise StageError(transport.online._redact(
+                        f"batch {batch_id}: {type(exc).__name__}: {exc}")[:400]) from None
+                lines.append(f"{polled.batch_id:<28} {record.round:>5} {len(record.keys):>8}  "
+                             f"{polled.status}{polled.counts}")
     finally:
-        await client.close()
+        await transport.aclose()
     return "\n".join(lines)

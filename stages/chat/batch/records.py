@@ -1,10 +1,13 @@
 """Durable batch records: what makes a batch run resumable after a ``kill -9`` without paying
-twice. One JSON file per batch under ``<cache_dir>/batches/``, written atomically with fsync
-(``stages.core.atomic``) at each step, so a kill leaves the previous step's record or the next:
+twice. One JSON file per batch under ``<cache_dir>/batches/`` (Anthropic's: ``.../anthropic/``),
+written atomically with fsync (``stages.core.atomic``) at each step, so a kill leaves the
+previous step's record or the next:
 
-``uploading``  the request keys (and their cache payloads) chosen, before any upload;
+``uploading``  the request keys (and their cache payloads) chosen, before any upload (OpenAI);
 ``uploaded``   the uploaded input file's id, BEFORE ``batches.create`` (a kill between the create
                and the next write is found again by that file id: ``batches.list``);
+``creating``   the keys, BEFORE the one create call of an API without an upload (Anthropic's
+               Message Batches: a kill after it is found again by listing, see ``anthropic``);
 ``live``       the batch id: a restart polls this batch, never a second one for its keys;
 ``collected``  its replies are in the response cache (``status``: the provider's end state).
 
@@ -26,7 +29,7 @@ from typing import Any
 from stages.core.atomic import write_json
 
 FORMAT = 1
-STATES = ("uploading", "uploaded", "live", "collected")
+STATES = ("uploading", "uploaded", "creating", "live", "collected")
 
 
 @dataclass
@@ -44,11 +47,11 @@ class BatchRecord:
     @property
     def submitted(self) -> bool:
         """The provider may hold a batch of these requests (so they count as submitted)."""
-        return self.state in ("uploaded", "live", "collected")
+        return self.state in ("uploaded", "creating", "live", "collected")
 
 
 class RecordStore:
-    """The records of one cache folder (``root`` = ``<cache_dir>/batches``)."""
+    """The records of one cache folder and provider (``root``: ``rounds.records_root``)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -78,9 +81,11 @@ class RecordStore:
     def path(self, record_id: str) -> Path:
         return self.root / f"{record_id}.json"
 
-    def new(self, keys: dict[str, dict[str, Any]], round_: int) -> BatchRecord:
+    def new(self, keys: dict[str, dict[str, Any]], round_: int, state: str = "uploading"
+            ) -> BatchRecord:
         # Time first, so records list in creation order; random so two runs never collide.
-        record = BatchRecord(f"{time.time_ns():020d}-{secrets.token_hex(4)}", round_, keys)
+        record = BatchRecord(f"{time.time_ns():020d}-{secrets.token_hex(4)}", round_, keys,
+                             state)
         self.save(record)
         return record
 
@@ -106,4 +111,4 @@ class RecordStore:
         return records
 
     def live(self) -> list[BatchRecord]:
-        return [r for r in self.load() if r.state in ("uploaded", "live")]
+        return [r for r in self.load() if r.state in ("uploaded", "creating", "live")]
