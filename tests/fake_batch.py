@@ -46,6 +46,7 @@ class FakeBatchServer(BatchFake):
     LIVE = LIVE
     chat: ChatServer
     fail_next: bool = False
+    lose_next_create: bool = False  # the next create is made, but answered with a 500
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -88,6 +89,9 @@ class FakeBatchServer(BatchFake):
                 self.fail_next = False
                 self._failing.add(bid)  # fails validation on its first retrieve
             self._register(bid, obj, lines)
+            if self.lose_next_create:
+                self.lose_next_create = False
+                return 500, {"error": {"message": "the answer to this create was lost"}}
             return 200, obj
 
     def retrieve(self, bid: str) -> dict[str, Any] | None:

@@ -134,3 +134,14 @@ def test_a_failed_batch_stops_the_stage_naming_the_line(fake: FakeBatchServer, t
     fake.fail_next = True
     with pytest.raises(StageError, match=r"failed validation: line 1: The model 'fake-model'"):
         predict(config(fake, tmp_path / "b"), ITEMS[:2])
+
+
+def test_a_create_whose_answer_was_lost_is_found_and_never_sent_twice(
+        fake: FakeBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    items = ITEMS[:4]  # RIMO-N only: one round, one batch
+    online = predict(config(fake, tmp_path / "o", batch=False), items)
+    fake.lose_next_create = True  # made, but the client hears a 500 (max_retries: 1)
+    batched = predict(config(fake, tmp_path / "b"), items)
+    assert len(fake.batches) == 1  # found in the list, not created again
+    assert json.loads(batched) == json.loads(online)

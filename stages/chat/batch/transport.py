@@ -12,6 +12,7 @@ client does the HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -56,6 +57,8 @@ class BatchTransport(BatchRounds):
         super().__init__(online, params, section, records_root(params.cache_dir or ""))
         self.online: OpenAITransport = online
         self.client = make_client(params, section, online.base_url)
+        self._create_tries = params.max_retries + 1
+        self._backoff_s, self._backoff_max_s = params.backoff_initial_s, params.backoff_max_s
         # What the last retrieve of each batch said that its outcomes need.
         self._failures: dict[str, str] = {}  # batch id -> why it failed validation
         self._files: dict[str, tuple[str | None, str | None]] = {}  # -> output, error file
@@ -69,11 +72,28 @@ class BatchTransport(BatchRounds):
                                               purpose="batch")
         record.file_id, record.state = file.id, "uploaded"
         self.records.save(record)  # BEFORE create: a kill after it is found by file id
-        batch = await self.client.batches.create(
-            input_file_id=file.id, endpoint=ENDPOINT,  # type: ignore[arg-type]
-            completion_window=self.settings.completion_window,  # type: ignore[arg-type]
-            metadata={"rimo_record": record.id})
-        return batch.id
+        # The SDK would retry a create whose answer was lost and make a second batch of the
+        # same requests: each create is sent once, and after a failure the batch list says
+        # whether it went through before it is sent again.
+        once = self.client.with_options(max_retries=0)
+        for attempt in range(self._create_tries):
+            try:
+                batch = await once.batches.create(
+                    input_file_id=file.id, endpoint=ENDPOINT,  # type: ignore[arg-type]
+                    completion_window=self.settings.completion_window,  # type: ignore[arg-type]
+                    metadata={"rimo_record": record.id})
+                return batch.id
+            except (openai.APIConnectionError, openai.APIStatusError) as exc:
+                status = getattr(exc, "status_code", None)
+                if status is not None and status < 500 and status not in (408, 409, 429):
+                    raise
+                found = await self.find_batch(record, [])
+                if found is not None:
+                    return found
+                if attempt + 1 == self._create_tries:
+                    raise
+                await asyncio.sleep(min(self._backoff_max_s, self._backoff_s * 2 ** attempt))
+        raise AssertionError("unreachable")
 
     async def poll(self, batch_id: str) -> Polled:
         batch = await self.client.batches.retrieve(batch_id)
