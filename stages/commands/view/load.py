@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from stages.commands.compare.revisions import Revision, RunFiles
-from stages.commands.view.texts import DetailsCursor, parse_details
+from stages.commands.view.texts import DetailsCursor, parse_details, plain_texts
 from stages.core.artifacts import (
     JUDGE_METRICS_PATH,
     JUDGE_TABLE,
@@ -113,18 +113,9 @@ def details_by_sample(preds: pd.DataFrame, track: str
                                      strict=True)}
     reasoning = preds[REASONING]
     raw = preds[RAW_TEXT] if RAW_TEXT in preds.columns else [None] * n
-    return {(str(pid), int(s)): join_texts(track, parse_details(d), _plain(r), _plain(w))
+    return {(str(pid), int(s)): join_texts(track, parse_details(d), plain_texts(r), plain_texts(w))
             for pid, s, d, r, w in zip(preds["problem_id"], samples, preds["details"],
                                        reasoning, raw, strict=True)}
-
-
-def _plain(value: Any) -> Any:
-    """A cell as Python: a list column's arrays become lists; a missing value None."""
-    if value is None or isinstance(value, str):
-        return value
-    if hasattr(value, "tolist"):
-        return [v if isinstance(v, str) else None for v in value.tolist()]
-    return None
 
 
 __all__ = ["Run", "details_by_sample", "load_run", "needed"]

@@ -20,10 +20,13 @@ from stages.core.predictions import RAW_TEXT, REASONING, TEXT_COLUMNS, join_text
 BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are about 12 MB
 
 
-def _plain(value: Any) -> Any:
-    """A cell as ``split_texts`` returns it: a string, a list (RIMO-P) or None."""
+def plain_texts(value: Any) -> Any:
+    """A text cell as ``split_texts`` returns it: a string, a list (RIMO-P; Arrow gives a list,
+    pandas an array) or None."""
     if value is None or isinstance(value, str):
         return value
+    if hasattr(value, "tolist"):
+        value = value.tolist()
     if isinstance(value, list):
         return [v if isinstance(v, str) else None for v in value]
     return None
@@ -87,9 +90,9 @@ class DetailsCursor:
             if str(row["problem_id"]) == pid:
                 details = parse_details(row["details"])
                 if self._texts:
-                    details = join_texts(self._track, details, _plain(row[REASONING]),
-                                         _plain(row[RAW_TEXT]))
+                    details = join_texts(self._track, details, plain_texts(row[REASONING]),
+                                         plain_texts(row[RAW_TEXT]))
                 self._current[int(row["sample"])] = details
 
 
-__all__ = ["DetailsCursor", "parse_details"]
+__all__ = ["DetailsCursor", "parse_details", "plain_texts"]
