@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -23,7 +23,10 @@ class ChatReply:
     reasoning: list[str | None] = field(default_factory=list)  # the server's reasoning field
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # ``asdict`` by hand: its recursive deep copy was 60 µs of every request (issue 20).
+        return {"texts": list(self.texts), "finish_reasons": list(self.finish_reasons),
+                "usage": dict(self.usage), "model": self.model, "latency_s": self.latency_s,
+                "reasoning": list(self.reasoning)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ChatReply:
