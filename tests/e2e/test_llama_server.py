@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from stages.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
+from stages.core.predictions import join_texts
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.chat_server import free_port
 from tests.need import need
@@ -86,7 +87,10 @@ def test_dvc_exp_run_against_llama_cpp_server(llama_server: str, tmp_path: Path,
     assert n_row["status"] == "ok" and p_row["status"] == "ok", (n_row["error"], p_row["error"])
     assert n_row["backend"] == "openai"
     n_details, p_details = json.loads(n_row["details"]), json.loads(p_row["details"])
-    assert n_details["raw_text"].strip(), "the server returned no text"
+    # The reply as sent is in its own column where it differs from the answer text.
+    texts = [v if isinstance(v, str) else None for v in (n_row["reasoning"], n_row["raw_text"])]
+    raw = join_texts(TRACK_N, n_details, *texts)["raw_text"]
+    assert raw.strip(), "the server returned no text"
     assert n_details["model"] == "gemma-3-270m"
     assert n_details["finish_reason"] in ("stop", "length")
     assert 0 < n_details["usage"]["completion_tokens"] <= MAX_TOKENS
