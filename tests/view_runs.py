@@ -100,7 +100,8 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     import pyarrow.parquet as pq
 
     from stages.commands.compare.revisions import Revision
-    from stages.commands.view.load import Run, details_by_sample
+    from stages.commands.view.load import Run
+    from stages.commands.view.texts import DetailsCursor
     from stages.core.artifacts import items_path, predictions_path, scores_path
     from stages.predict import predict
     from stages.score.stage import score
@@ -127,4 +128,5 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     return Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
                {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks}, preds,
                {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks},
-               None, {t: details_by_sample(preds[t], t) for t in tracks})
+               None, {t: DetailsCursor(pq.ParquetFile(predictions_path(t, base / "preds")), t)
+                      for t in tracks})

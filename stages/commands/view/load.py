@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from stages.commands.compare.revisions import Revision, RunFiles
-from stages.commands.view.texts import DetailsCursor, parse_details, plain_texts
+from stages.commands.view.texts import DetailsCursor
 from stages.core.artifacts import (
     JUDGE_METRICS_PATH,
     JUDGE_TABLE,
@@ -20,7 +20,7 @@ from stages.core.artifacts import (
     scores_path,
 )
 from stages.core.missing import require_outputs
-from stages.core.predictions import RAW_TEXT, REASONING, TEXT_COLUMNS, join_texts
+from stages.core.predictions import TEXT_COLUMNS
 from stages.core.tracks import TRACKS
 
 
@@ -32,11 +32,9 @@ class Run:
     predictions: dict[str, pd.DataFrame]  # without the text columns (and details: below)
     scores: dict[str, pd.DataFrame]
     judge: pd.DataFrame | None = None  # data/judge/rimo_p.parquet where a judge ran
-    # Each sample's details, texts in: read an item at a time from the tables (``cursors``),
-    # or, for a run made in memory (tests), from ``details``.
-    details: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+    # Each sample's details, texts in, read an item at a time from the predictions tables.
     cursors: dict[str, DetailsCursor] = field(default_factory=dict)
-    files: RunFiles | None = None  # held open while ``texts`` read from it
+    files: RunFiles | None = None  # held open while the cursors read from it
 
     @property
     def label(self) -> str:
@@ -51,9 +49,7 @@ class Run:
     def sample_details(self, track: str, pid: str, sample: int) -> dict[str, Any]:
         """One sample's details with its reasoning and raw text in."""
         cursor = self.cursors.get(track)
-        if cursor is not None:
-            return cursor.get(pid, sample)
-        return self.details[track].get((pid, sample), {})
+        return {} if cursor is None else cursor.get(pid, sample)
 
     def close(self) -> None:
         for cursor in self.cursors.values():
@@ -91,7 +87,7 @@ def load_run(root: Path, revision: Revision) -> Run:
         raise
     if judge is not None and not len(judge):
         judge = None
-    return Run(revision, metrics, items, preds, scores, judge, {}, cursors, files)
+    return Run(revision, metrics, items, preds, scores, judge, cursors, files)
 
 
 def _light(files: RunFiles, path: Path, names: list[str]) -> pd.DataFrame:
@@ -101,21 +97,4 @@ def _light(files: RunFiles, path: Path, names: list[str]) -> pd.DataFrame:
                                                 if c not in (*TEXT_COLUMNS, "details")])
 
 
-def details_by_sample(preds: pd.DataFrame, track: str
-                      ) -> dict[tuple[str, int], dict[str, Any]]:
-    """Each row's ``details`` JSON with its reasoning and raw text joined back in, by
-    (problem_id, sample)."""
-    n = len(preds)
-    samples = preds["sample"] if "sample" in preds.columns else [0] * n
-    if REASONING not in preds.columns:  # read without them, or from before they had columns
-        return {(str(pid), int(s)): parse_details(d)
-                for pid, s, d in zip(preds["problem_id"], samples, preds["details"],
-                                     strict=True)}
-    reasoning = preds[REASONING]
-    raw = preds[RAW_TEXT] if RAW_TEXT in preds.columns else [None] * n
-    return {(str(pid), int(s)): join_texts(track, parse_details(d), plain_texts(r), plain_texts(w))
-            for pid, s, d, r, w in zip(preds["problem_id"], samples, preds["details"],
-                                       reasoning, raw, strict=True)}
-
-
-__all__ = ["Run", "details_by_sample", "load_run", "needed"]
+__all__ = ["Run", "load_run", "needed"]

@@ -21,12 +21,9 @@ BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are ab
 
 
 def plain_texts(value: Any) -> Any:
-    """A text cell as ``split_texts`` returns it: a string, a list (RIMO-P; Arrow gives a list,
-    pandas an array) or None."""
+    """A text cell as ``split_texts`` returns it: a string, a list (RIMO-P) or None."""
     if value is None or isinstance(value, str):
         return value
-    if hasattr(value, "tolist"):
-        value = value.tolist()
     if isinstance(value, list):
         return [v if isinstance(v, str) else None for v in value]
     return None
@@ -95,4 +92,4 @@ class DetailsCursor:
                 self._current[int(row["sample"])] = details
 
 
-__all__ = ["DetailsCursor", "parse_details", "plain_texts"]
+__all__ = ["DetailsCursor", "parse_details"]
