@@ -37,7 +37,7 @@ async def _admin(transport: BatchRounds, cancel: bool) -> str:
         records = store.load()
     except ValueError as exc:
         raise StageError(f"{transport.section}.batch: {exc}") from None
-    live = [r for r in records if r.state in ("uploaded", "creating", "live")]
+    live = [r for r in records if r.open]
     if not live:
         await transport.aclose()
         return f"no live batches (records in {store.root})"

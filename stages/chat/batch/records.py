@@ -49,6 +49,11 @@ class BatchRecord:
         """The provider may hold a batch of these requests (so they count as submitted)."""
         return self.state in ("uploaded", "creating", "live", "collected")
 
+    @property
+    def open(self) -> bool:
+        """Not yet collected, and the provider may hold it (what ``--batch-status`` lists)."""
+        return self.state in ("uploaded", "creating", "live")
+
 
 class RecordStore:
     """The records of one cache folder and provider (``root``: ``rounds.records_root``)."""
@@ -109,6 +114,3 @@ class RecordStore:
                 raise ValueError(f"{path}: unknown batch record format or state")
             records.append(record)
         return records
-
-    def live(self) -> list[BatchRecord]:
-        return [r for r in self.load() if r.state in ("uploaded", "creating", "live")]
