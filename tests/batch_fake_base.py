@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
+from tests.chat_server import serve_in_thread, shut_down
+
 _FIVEXX = re.compile(r"\[\[batch5xx:(\d+)\]\]")
 
 
@@ -65,16 +67,12 @@ class BatchFake:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> Any:
-        self._httpd = _Quiet(("127.0.0.1", 0), self.handler())
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+        self._httpd = serve_in_thread(_Quiet(("127.0.0.1", 0), self.handler()))
         return self
 
     def stop(self) -> None:
         self._release.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+        shut_down(self._httpd)
 
     @property
     def port(self) -> int:

@@ -83,6 +83,7 @@ _BOUND = range(max(1024, _LOW - 12000), max(1024, _LOW - 6000))
 _HANDED = range(max(1024, _LOW - 6000), _LOW)
 _random = random.SystemRandom()
 T = TypeVar("T")
+S = TypeVar("S", bound=ThreadingHTTPServer)
 
 
 def bind_loopback(make: Callable[[tuple[str, int]], T], ports: range = _BOUND) -> T:
@@ -94,6 +95,20 @@ def bind_loopback(make: Callable[[tuple[str, int]], T], ports: range = _BOUND) -
             if exc.errno != errno.EADDRINUSE:
                 raise
     raise RuntimeError(f"no free loopback port in {ports}")
+
+
+def serve_in_thread(httpd: S) -> S:
+    """``httpd`` serving in a daemon thread (polling shutdown every 50 ms)."""
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    return httpd
+
+
+def shut_down(httpd: ThreadingHTTPServer | None) -> None:
+    """Stop ``serve_in_thread``'s server and close its socket (None: never started)."""
+    if httpd is not None:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def free_ports(n: int) -> list[int]:
@@ -177,17 +192,13 @@ class ChatServer:
     def start(self, port: int = 0) -> ChatServer:
         """``port``: reuse a dead server's port, so that the base URL (and cache keys) match."""
         handler = _make_handler(self)
-        self._httpd = (_Server(("127.0.0.1", port), handler) if port
-                       else bind_loopback(lambda addr: _Server(addr, handler)))
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+        self._httpd = serve_in_thread(_Server(("127.0.0.1", port), handler) if port
+                                      else bind_loopback(lambda addr: _Server(addr, handler)))
         return self
 
     def stop(self) -> None:
         self._stop.set()  # releases hanging handlers
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+        shut_down(self._httpd)
 
     @property
     def base_url(self) -> str:

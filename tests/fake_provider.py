@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.chat_server import _directives, _first_k, _Server
+from tests.chat_server import _directives, _first_k, _Server, serve_in_thread, shut_down
 
 try:  # ports below the ephemeral range (safe beside Jupyter kernels under xdist), once there
     from tests.chat_server import bind_loopback  # type: ignore[attr-defined]
@@ -133,17 +133,13 @@ class FakeProvider:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, port: int = 0) -> FakeProvider:
         handler = _make_handler(self)
-        self._httpd = (_Server(("127.0.0.1", port), handler) if port
-                       else bind_loopback(lambda addr: _Server(addr, handler)))
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+        self._httpd = serve_in_thread(_Server(("127.0.0.1", port), handler) if port
+                                      else bind_loopback(lambda addr: _Server(addr, handler)))
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+        shut_down(self._httpd)
 
     def __enter__(self) -> FakeProvider:
         return self.start()
