@@ -190,15 +190,16 @@ def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     with TextSpool(out_dir.parent) as spool:
         predictor.spool = spool
         try:
-            return _run(params, predictor, sample, requested, identity, out_dir, run_path)
+            return _run(params, predictor, sample, requested, identity, fp, out_dir,
+                        run_path)
         finally:
             predictor.spool = None
 
 
 def _run(params: PredictParams, predictor: Predictor, sample: dict[str, list[Item]],
-         requested: list[Item], identity: dict[str, Any], out_dir: Path,
+         requested: list[Item], identity: dict[str, Any], fp: str, out_dir: Path,
          run_path: Path | None) -> dict[str, Any]:
-    backend, k, fp = params.backend, predictor.samples, fingerprint(identity)
+    backend, k = params.backend, predictor.samples
     started = time.monotonic()
     preds = collect(predictor.predict(requested), requested, backend, k, predictor.spool)
     wall_s = time.monotonic() - started
