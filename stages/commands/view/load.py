@@ -74,13 +74,10 @@ def load_run(root: Path, revision: Revision) -> Run:
     try:
         metrics = files.read_json(METRICS_PATH) or {}
         items = {t: files.read_parquet(items_path(t)) for t in TRACKS}
-        # The grid's columns now; each sample's details and texts as the site is built
-        # (``DetailsCursor``), from the same open file, never read whole.
-        tables = {t: pq.ParquetFile(files.open(predictions_path(t))) for t in TRACKS}
-        preds = {t: f.read(columns=[c for c in f.schema_arrow.names
-                                    if c not in (*TEXT_COLUMNS, "details")]).to_pandas()
-                 for t, f in tables.items()}
-        cursors = {t: DetailsCursor(f, t) for t, f in tables.items()}
+        # The sample's details and texts are read as the site is built (``DetailsCursor``).
+        cursors = {t: DetailsCursor(pq.ParquetFile(files.open(predictions_path(t))), t)
+                   for t in TRACKS}
+        preds = {t: _light(files, predictions_path(t), cursors[t].names) for t in TRACKS}
         scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}
         # The opt-in judge's table exists only where reports/judge.json says the judge ran.
         ran = (files.read_json(JUDGE_METRICS_PATH, False) or {}).get("enabled") is True
@@ -91,6 +88,13 @@ def load_run(root: Path, revision: Revision) -> Run:
     if judge is not None and not len(judge):
         judge = None
     return Run(revision, metrics, items, preds, scores, judge, cursors, files)
+
+
+def _light(files: RunFiles, path: Path, names: list[str]) -> pd.DataFrame:
+    """The columns the grid needs, read from the file in place (never the whole file)."""
+    with files.open(path) as handle:
+        return pd.read_parquet(handle, columns=[c for c in names
+                                                if c not in (*TEXT_COLUMNS, "details")])
 
 
 __all__ = ["Run", "load_run", "needed"]

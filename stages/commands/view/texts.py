@@ -48,7 +48,8 @@ class DetailsCursor:
 
     def __init__(self, file: pq.ParquetFile, track: str) -> None:
         self._file, self._track = file, track
-        self._texts = set(TEXT_COLUMNS) <= set(file.schema_arrow.names)
+        self.names: list[str] = file.schema_arrow.names
+        self._texts = set(TEXT_COLUMNS) <= set(self.names)
         self._columns = ["problem_id", "sample", "details",
                          *(TEXT_COLUMNS if self._texts else ())]
         self._start()
