@@ -19,11 +19,11 @@ loop.
 
 Durability against a power cut is batched, as it was with one file per entry: ``put`` commits
 without an fsync (``synchronous=NORMAL``: the commit is in the WAL, in the page cache, so a
-process kill loses nothing ``put`` returned from); ``sync`` fsyncs the database, its WAL and
-the folder, making every commit so far durable, and the engine calls it in a worker thread
-every ``SYNC_EVERY_S`` and once more before a run ends. A power cut loses at most the entries
-of the last interval, and SQLite rolls a torn WAL tail back, so the worst case is a request
-sent again.
+process kill loses nothing ``put`` returned from); ``sync`` fsyncs the WAL and the folder
+(never the database file: see ``sync``), making every commit so far durable, and the
+engine calls it in a worker thread every ``SYNC_EVERY_S`` and once more before a run ends.
+A power cut loses at most the entries of the last interval, and SQLite rolls a torn WAL tail
+back, so the worst case is a request sent again.
 
 Caches of older versions (one JSON file per request under ``ab/abcd....json``) are still read
 when an entry is not in the database (``stages.chat.cache_legacy``); ``rimo-eval cache
@@ -228,13 +228,19 @@ class ResponseCache:
 
     def sync(self, keys: list[str] | None = None) -> None:
         """Make ``keys`` (default: everything written since the last ``take_unsynced``)
-        durable: an fsync of the WAL (where the commits are), the database and the folder."""
+        durable: an fsync of the WAL, where the commits are, and of the folder.
+
+        Never of the database file itself: closing any descriptor of it drops every POSIX
+        lock this process holds on it, SQLite's included, after which another process closing
+        the cache believes it was the last one, folds the WAL in and deletes it, and every
+        later commit of this process goes to a deleted file (lost, and its checkpoints then
+        write stale pages). SQLite fsyncs the database after each checkpoint itself
+        (``synchronous=NORMAL``), so the WAL is all a commit needs."""
         keys = self.take_unsynced() if keys is None else keys
         if not keys or self.root is None:
             return
-        for name in (f"{DB_NAME}-wal", DB_NAME):
-            with contextlib.suppress(FileNotFoundError):  # no WAL right after a checkpoint
-                fsync_path(self.root / name)
+        with contextlib.suppress(FileNotFoundError):  # no WAL right after a checkpoint
+            fsync_path(self.root / f"{DB_NAME}-wal")
         fsync_path(self.root)
 
     def __len__(self) -> int:

@@ -146,7 +146,7 @@ def test_entries_are_compressed_and_labelled(tmp_path: Path) -> None:
                    "request": {"prompt": "p"}}) == ("sha256:ffffffffffff", "llama-cpp-in-process")
 
 
-def test_sync_fsyncs_the_wal_the_database_and_the_folder(
+def test_sync_fsyncs_the_wal_and_the_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "cache"
     cache = ResponseCache(root)
@@ -156,15 +156,41 @@ def test_sync_fsyncs_the_wal_the_database_and_the_folder(
     assert synced == []  # nothing written: nothing to do
     cache.put(request_key(payload(1)), payload(1), response(1))
     cache.sync()
-    assert synced == [root / f"{DB_NAME}-wal", root / DB_NAME, root]
+    assert synced == [root / f"{DB_NAME}-wal", root]  # never the database file: see below
     assert cache.take_unsynced() == []
     cache.sync()
-    assert len(synced) == 3
+    assert len(synced) == 2
     monkeypatch.undo()
     cache.put(request_key(payload(2)), payload(2), response(2))
     cache.sync()  # the real calls
     assert [e.key for e in cache_entries(root)] == sorted(
         request_key(payload(i)) for i in (1, 2))
+
+
+_OPEN_AND_CLOSE = "import sys\nfrom stages.chat.cache import ResponseCache\n" \
+    "c = ResponseCache(sys.argv[1])\nprint(len(c))\nc.close()"
+
+
+def test_a_sync_then_another_process_closing_loses_no_later_put(tmp_path: Path) -> None:
+    """Issue 30: ``sync`` used to fsync the database file through a descriptor of its own;
+    closing it dropped SQLite's locks, so the next process to close the cache deleted the WAL
+    under this one, and its later puts went nowhere (a live worker's replies, lost)."""
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    cache.put(request_key(payload(1)), payload(1), response(1))
+    cache.sync()
+    other = subprocess.run([sys.executable, "-c", _OPEN_AND_CLOSE, str(root)], cwd=REPO_ROOT,
+                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                           capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == "1"
+    cache.put(request_key(payload(2)), payload(2), response(2))
+    cache.sync()
+    seen = subprocess.run([sys.executable, "-c", _OPEN_AND_CLOSE, str(root)], cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                          capture_output=True, text=True, check=True)
+    assert seen.stdout.strip() == "2", "a put after another process closed the cache was lost"
+    cache.close()
+    assert check_whole(root) == {1, 2}
 
 
 def test_a_readonly_cache_touches_no_file(tmp_path: Path) -> None:
