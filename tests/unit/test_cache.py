@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,22 +34,25 @@ def response(i: int) -> dict:
     return {"texts": [f"{REASONING}answer {i}"], "finish_reason": "stop"}
 
 
-# Writes entries start, start+1, ... and prints each index once its put has returned.
+# Writes entries start, start+1, ... (pausing between puts if asked) and prints each index
+# once its put has returned.
 _WRITER = textwrap.dedent("""
-    import sys
+    import sys, time
     from tests.unit.test_cache import payload, response
     from stages.chat.cache import ResponseCache, request_key
     cache = ResponseCache(sys.argv[1])
-    start, stop = int(sys.argv[2]), int(sys.argv[3])
+    start, stop, pause = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
     for i in range(start, stop):
         cache.put(request_key(payload(i)), payload(i), response(i))
         print(i, flush=True)
+        time.sleep(pause)
     cache.sync()
 """)
 
 
-def writer(root: Path, start: int, stop: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(start), str(stop)],
+def writer(root: Path, start: int, stop: int, pause: float = 0.0) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(start), str(stop),
+                             str(pause)],
                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
 
@@ -69,9 +73,21 @@ def check_whole(root: Path) -> set[int]:
     return found
 
 
-def test_kill9_loop_loses_no_returned_put_and_tears_nothing(tmp_path: Path) -> None:
+LIVE_START = 1_000_000  # the live writer's indexes
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["alone", "beside-a-live-writer"])
+def test_kill9_loop_loses_no_returned_put_and_tears_nothing(tmp_path: Path, live: bool) -> None:
     root, rng = tmp_path / "cache", random.Random(20)
     returned: set[int] = set()
+    # A second process writing the whole time (issue 30): each kill lands beside its puts.
+    other = writer(root, LIVE_START, LIVE_START + 100_000, pause=0.02) if live else None
+    theirs: list[int] = []
+    if other is not None:
+        assert other.stdout is not None
+        stream = other.stdout
+        threading.Thread(target=lambda: theirs.extend(int(line) for line in stream),
+                         daemon=True).start()
     start = 0
     for _ in range(6):
         proc = writer(root, start, start + 100_000)
@@ -82,7 +98,13 @@ def test_kill9_loop_loses_no_returned_put_and_tears_nothing(tmp_path: Path) -> N
         proc.wait(timeout=30)
         found = check_whole(root)
         assert returned <= found, f"lost replies: {sorted(returned - found)[:5]}"
-        start = max(found) + 1
+        start = max(i for i in found if i < LIVE_START) + 1
+    if other is not None:
+        assert other.poll() is None, "the live writer ended before the kills did"
+        os.kill(other.pid, signal.SIGKILL)
+        other.wait(timeout=30)
+        found = check_whole(root)
+        assert len(theirs) > 10 and set(theirs) <= found
     files = {p.name for p in root.iterdir()}
     assert DB_NAME in files and files <= {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"}
 
