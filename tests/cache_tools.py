@@ -40,3 +40,22 @@ def set_data(folder: str | os.PathLike[str], key: str, data: bytes) -> None:
 
 def compress(obj: object) -> bytes:
     return zstandard.ZstdCompressor().compress(canonical_json(obj).encode("utf-8"))
+
+
+def pages_of(db: Path, name: str, pagetype: str) -> list[int]:
+    """The page numbers of one table or index (``dbstat``), of one type (leaf, internal,
+    overflow), ascending."""
+    conn = sqlite3.connect(db)
+    try:
+        return [r[0] for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = ? ORDER BY pageno",
+            (name, pagetype))]
+    finally:
+        conn.close()
+
+
+def overwrite_page(db: Path, page: int, data: bytes) -> None:
+    """Write ``data`` at the start of page ``page`` (1-based) of the file: a disk fault."""
+    with open(db, "r+b") as fh:
+        fh.seek((page - 1) * 4096)
+        fh.write(data)

@@ -106,7 +106,8 @@ def test_prune_keeps_the_entries_of_the_runs_named(root: Path, tmp_path: Path,
 def test_verify_finds_and_deletes_bad_entries(root: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, "verify", "--dir", str(root)) == (
-        0, {"entries": 5, "bad": [], "integrity": "ok", "deleted": 0})
+        0, {"entries": 5, "bad": [], "integrity": "ok", "deleted": 0, "unreadable": 0,
+            "damaged": False, "expected": 5, "errors": []})
     torn, moved = request_key(payload(3, "n")), request_key(payload(4, "n"))
     set_data(root, torn, b"\x28\xb5\x2f\xfd garbage")
     set_data(root, moved, compress({"request": payload(9), "response": response(9)}))
