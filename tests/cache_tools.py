@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 from pathlib import Path
 
@@ -59,3 +60,10 @@ def overwrite_page(db: Path, page: int, data: bytes) -> None:
     with open(db, "r+b") as fh:
         fh.seek((page - 1) * 4096)
         fh.write(data)
+
+
+def noisy(i: int) -> dict:
+    """A reply that does not compress much (a few entries per page, as real ones)."""
+    rng = random.Random(i)
+    return {"texts": ["".join(rng.choice("0123456789abcdef") for _ in range(1500))],
+            "finish_reason": "stop"}

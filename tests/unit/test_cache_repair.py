@@ -13,17 +13,10 @@ import pytest
 from stages.chat.cache import DB_NAME, ResponseCache, request_key
 from stages.chat.cache_db import DamagedCache, note_path
 from stages.cli import main
-from tests.cache_tools import overwrite_page, pages_of
+from tests.cache_tools import noisy, overwrite_page, pages_of
 from tests.unit.test_cache import payload
 
 N = 120
-
-
-def noisy(i: int) -> dict:
-    """A reply that does not compress much (a few entries per page, as real ones)."""
-    rng = random.Random(i)
-    return {"texts": ["".join(rng.choice("0123456789abcdef") for _ in range(1500))],
-            "finish_reason": "stop"}
 
 
 @pytest.fixture
