@@ -168,9 +168,13 @@ class ResponseCache:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            if is_damage(exc):
-                raise cache_db.damaged(self.db_path, exc, note=not self.readonly) from None
-            raise
+            raise self.damage(exc) from None
+
+    def damage(self, exc: sqlite3.DatabaseError) -> Exception:
+        """``DamagedCache`` for a damaged page, the error itself for anything else."""
+        if is_damage(exc):
+            return cache_db.damaged(self.db_path, exc, note=not self.readonly)
+        return exc
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (cheap: no page is read)."""
@@ -221,8 +225,11 @@ class ResponseCache:
         under this key (it stays: a second reply never replaces a good first one)."""
         if self.root is None or self.readonly:
             return response
-        with self.guard(), self._lock:
-            return self.put_locked(key, request, response, created)
+        try:  # (not ``guard()``: a generator-based context costs µs on every request)
+            with self._lock:
+                return self.put_locked(key, request, response, created)
+        except sqlite3.DatabaseError as exc:
+            raise self.damage(exc) from None
 
     def put_locked(self, key: str, request: dict[str, Any], response: dict[str, Any],
                    created: float | None = None) -> dict[str, Any]:
@@ -288,10 +295,13 @@ class ResponseCache:
                             entry["response"] if entry else None)
 
     def _load(self, key: str) -> dict[str, Any] | None:
-        with self.guard(), self._lock:
-            conn = self.connection()
-            row = None if conn is None else conn.execute(
-                "SELECT data FROM entries WHERE key = ?", (key,)).fetchone()
+        try:
+            with self._lock:
+                conn = self.connection()
+                row = None if conn is None else conn.execute(
+                    "SELECT data FROM entries WHERE key = ?", (key,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self.damage(exc) from None
         return None if row is None else decode(row[0])
 
 

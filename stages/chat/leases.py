@@ -115,23 +115,26 @@ class Leases:
         the owner whose lease expired, taken over if nobody took it first."""
         cache = self.cache
         now = time.time()
-        with cache.guard(), cache._lock:
-            conn = cache.connection(create=True)
-            assert conn is not None
-            if not self._registered:
-                self._register(conn, now)
-            while True:
-                if take_from is not None and conn.execute(
-                        _TAKE, (self.owner, now, key, take_from, key)).rowcount == 1:
-                    return CLAIMED, None
-                if conn.execute(_CLAIM, (key, self.owner, now, key)).rowcount == 1:
-                    return CLAIMED, None
-                owner, stored = conn.execute(_STATE, (key, key)).fetchone()
-                if owner is not None:
-                    return HELD, owner
-                if stored:
-                    return STORED, None
-                take_from = None  # released between the two statements: claim again
+        try:  # (not ``cache.guard()``: this runs once per request sent)
+            with cache._lock:
+                conn = cache.connection(create=True)
+                assert conn is not None
+                if not self._registered:
+                    self._register(conn, now)
+                while True:
+                    if take_from is not None and conn.execute(
+                            _TAKE, (self.owner, now, key, take_from, key)).rowcount == 1:
+                        return CLAIMED, None
+                    if conn.execute(_CLAIM, (key, self.owner, now, key)).rowcount == 1:
+                        return CLAIMED, None
+                    owner, stored = conn.execute(_STATE, (key, key)).fetchone()
+                    if owner is not None:
+                        return HELD, owner
+                    if stored:
+                        return STORED, None
+                    take_from = None  # released between the two statements: claim again
+        except sqlite3.DatabaseError as exc:
+            raise cache.damage(exc) from None
 
     def check(self, key: str) -> None:
         """Raise ``Superseded`` unless this process still holds the lease on ``key`` (called
