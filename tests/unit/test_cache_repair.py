@@ -9,11 +9,16 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stages.chat.cache import DB_NAME, ResponseCache, request_key
 from stages.chat.cache_db import DamagedCache, note_path
 from stages.cli import main
 from tests.cache_tools import noisy, overwrite_page, pages_of
+from tests.chat_server import ChatServer
+from tests.conftest import REPO_ROOT
+from tests.engine.test_predict_faults import KEY_ENV, openai_config, predict_cfg
+from tests.factories import n_item, write_items
 from tests.unit.test_cache import payload
 
 N = 120
@@ -108,3 +113,27 @@ def test_a_damaged_header_is_named_at_open(root: Path,
     assert code == 0 and got["recovered"] == 0 and got["set_aside"]
     assert len(ResponseCache(root)) == 0  # an empty, working cache in its place
     assert Path(got["set_aside"]).stat().st_size > 4096  # the old file, kept for inspection
+
+
+@pytest.mark.chat_server(latency_s=0.0)
+def test_predict_stops_at_a_damaged_page_sending_nothing(
+        server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The choice of issue 30 §3: predict stops with the repair command, no traceback, before
+    sending anything (it used to treat the lookup as a miss, pay again, crash on the write)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    write_items(tmp_path / "data" / "items",
+                [n_item(f"n{i:03d}", str(i)) for i in range(150)], [])
+    full = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    full["predict"] = predict_cfg(openai_config(server, tmp_path / "cache"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(full))
+    assert main(["--params", "params.yaml", "predict"]) == 0
+    sent = len(server.records)
+    damage(tmp_path / "cache", "entries")
+    capsys.readouterr()
+    assert main(["--params", "params.yaml", "predict"]) == 1
+    err = capsys.readouterr().err
+    assert "response cache is damaged" in err and "verify --recover" in err
+    assert "Traceback" not in err
+    assert len(server.records) == sent  # nothing sent for it, nothing sent at all
