@@ -157,6 +157,15 @@ def connect(path: Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connect
     return conn
 
 
+def for_maintenance(conn: sqlite3.Connection) -> None:
+    """Settings for a long cache command's own connection (never a run's): pages read
+    through a memory map and a 64 MiB page cache. A prune of half a million entries read
+    8.7 million pages one pread at a time with the default 2 MiB cache (60 s at a million
+    entries; 36 s so)."""
+    conn.execute("PRAGMA mmap_size = 2147418112")  # the largest this SQLite build allows
+    conn.execute("PRAGMA cache_size = -65536")
+
+
 def names(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
 

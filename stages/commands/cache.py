@@ -191,6 +191,7 @@ def stats(cache: ResponseCache, progress: cache_prune.Progress = cache_prune.qui
     free = 0
     if conn is not None:
         with cache.guard():
+            cache_db.for_maintenance(conn)
             _upgraded(cache, conn, progress)
             by = groups(conn)
             # The tallies against a count of the smallest index (tens of ms at a million):
@@ -222,6 +223,7 @@ def prune(cache: ResponseCache, args: argparse.Namespace,
         return result
     before = sum(_files(cache).values())
     with cache.guard():
+        cache_db.for_maintenance(conn)
         _upgraded(cache, conn, progress)
         rowids = cache_prune.doomed(conn, where, progress)
         if args.dry_run:

@@ -92,17 +92,17 @@ def test_prune_gives_the_space_back_and_keeps_its_wal_small(
     assert state(root) == kept
 
 
-# Prune by age in batches of 20 (so that kills land inside it), saying when it starts deleting.
+# Prune by age in small batches, printing a line per step of the progress bar (the label of
+# its phase), so that the test kills it at a chosen step.
 _PRUNER = textwrap.dedent("""
     import sys
     from stages.chat import cache_prune
     from stages.cli import main
+    from stages.commands import cache as commands
     cache_prune.BATCH, cache_prune.VACUUM_PAGES = 20, 16
-    delete = cache_prune.delete
-    def announced(*args, **kwargs):
-        print("deleting", flush=True)
-        return delete(*args, **kwargs)
-    cache_prune.delete = announced
+    def bar(self, label, total):
+        return lambda n: print(label, flush=True)
+    commands.Bars.__call__ = bar
     sys.exit(main(["cache", "prune", "--dir", sys.argv[1], "--older-than", "50d"]))
 """)
 
@@ -112,13 +112,19 @@ def test_a_kill9_during_prune_leaves_each_entry_kept_or_deleted(tmp_path: Path) 
     kept, doomed = build(root, 2000)
     before = size(root)
     rng = random.Random(30)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TQDM_DISABLE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     seen: list[int] = []
-    for _ in range(4):
+    # Twice while deleting, twice while giving the space back, each at a random step.
+    for phase in ("deleting", "deleting", "giving space back", "giving space back"):
         proc = subprocess.Popen([sys.executable, "-c", _PRUNER, str(root)], cwd=REPO_ROOT,
                                 env=env, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "deleting"
-        time.sleep(rng.uniform(0.0, 1.0))
+        assert proc.stdout is not None
+        steps = rng.randint(1, 8)
+        for line in proc.stdout:
+            if line.strip() == phase:
+                steps -= 1
+                if steps == 0:
+                    break
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         keys = state(root)
