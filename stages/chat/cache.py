@@ -60,7 +60,7 @@ import zstandard
 
 from stages.chat import cache_db, cache_legacy
 from stages.chat.cache_db import BUSY_TIMEOUT_MS, FORMAT, is_damage
-from stages.core.atomic import fsync_path
+from stages.core.atomic import fsync_dir, fsync_path
 from stages.core.errors import StageError
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.shared import shared_path
@@ -170,11 +170,12 @@ class ResponseCache:
         except sqlite3.DatabaseError as exc:
             raise self.damage(exc) from None
 
-    def damage(self, exc: sqlite3.DatabaseError) -> Exception:
-        """``DamagedCache`` for a damaged page, the error itself for anything else."""
+    def damage(self, exc: sqlite3.DatabaseError) -> StageError:
+        """``DamagedCache`` for a damaged page; any other database error (a full disk, a lock
+        held past the busy timeout) as a ``StageError`` naming the file: no traceback."""
         if is_damage(exc):
             return cache_db.damaged(self.db_path, exc, note=not self.readonly)
-        return exc
+        return StageError(f"{self.db_path}: the response cache failed: {exc}")
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (cheap: no page is read)."""
@@ -272,9 +273,17 @@ class ResponseCache:
         keys = self.take_unsynced() if keys is None else keys
         if not keys or self.root is None:
             return
-        with contextlib.suppress(FileNotFoundError):  # no WAL right after a checkpoint
-            fsync_path(self.root / f"{DB_NAME}-wal")
-        fsync_path(self.root)
+        wal = self.root / f"{DB_NAME}-wal"
+        try:
+            fsync_path(wal)
+        except FileNotFoundError:  # no WAL right after a checkpoint
+            pass
+        except OSError as exc:  # EIO, ENOSPC: the commits may not be on disk, say so
+            raise StageError(f"{wal}: the response cache could not be made durable "
+                             f"({exc.strerror or exc}); {len(keys)} replies stored since the "
+                             f"last sync may be lost after a power cut, and requested again"
+                             ) from None
+        fsync_dir(self.root)  # a file system that cannot fsync a folder is no error
 
     def __len__(self) -> int:
         conn = self.connection()

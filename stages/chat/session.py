@@ -27,6 +27,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable
@@ -140,19 +141,25 @@ class Session:
         self._syncer = asyncio.create_task(self._sync_every(SYNC_EVERY_S))
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None,
+                        tb: object) -> None:
         try:  # what was cached is made durable even when the run stops
             if self._syncer is not None:
                 self._syncer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await self._syncer
+                    await self._syncer  # re-raises a sync that failed during the run
             await asyncio.to_thread(self.cache.sync)
+        except StageError as failed:
+            if exc is None:
+                raise
+            # The run already failed: its own error is the one raised, this one is said too.
+            print(f"rimo-eval: {failed}", file=sys.stderr)
+        finally:
             if self._waits is not None:
                 await self._waits.close()
-            if self.leases is not None:
+            if self.leases is not None:  # its leases end now, not when the process does
                 self.leases.close()
             self.cache.close()
-        finally:
             if self.bar is not None:
                 self.bar.close()
             await self.transport.aclose()

@@ -5,9 +5,11 @@ opening creates nothing and scans nothing; ``sync`` makes the commits durable.""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -18,6 +20,8 @@ import pytest
 
 from stages.chat import cache as cache_module
 from stages.chat.cache import DB_NAME, ResponseCache, labels, request_key
+from stages.core import atomic
+from stages.core.errors import StageError
 from stages.core.hashing import fingerprint
 from tests.cache_tools import cache_entries, compress, set_data
 from tests.conftest import REPO_ROOT
@@ -174,6 +178,7 @@ def test_sync_fsyncs_the_wal_and_the_folder(
     cache = ResponseCache(root)
     synced: list[Path] = []
     monkeypatch.setattr(cache_module, "fsync_path", synced.append)
+    monkeypatch.setattr(atomic, "fsync_path", synced.append)  # the folder's (fsync_dir)
     cache.sync()
     assert synced == []  # nothing written: nothing to do
     cache.put(request_key(payload(1)), payload(1), response(1))
@@ -231,3 +236,44 @@ def test_a_readonly_cache_touches_no_file(tmp_path: Path) -> None:
     reader.put(request_key(payload(2)), payload(2), response(2))  # a no-op
     reader.close()
     assert {p.name: p.stat().st_mtime_ns for p in root.iterdir()} == before
+
+
+def test_a_folder_that_cannot_be_fsynced_is_no_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some file systems refuse a folder's fsync (EINVAL); atomic writes allow it, and so does
+    the cache now (every run on such a cache_dir used to end in a traceback)."""
+    root = tmp_path / "cache"
+    real = cache_module.fsync_path
+
+    def no_folder_fsync(path: Path) -> None:
+        if Path(path).is_dir():
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), str(path))
+        real(path)
+
+    monkeypatch.setattr(cache_module, "fsync_path", no_folder_fsync)
+    monkeypatch.setattr(atomic, "fsync_path", no_folder_fsync)
+    cache = ResponseCache(root)
+    cache.put(request_key(payload(1)), payload(1), response(1))
+    cache.sync()
+    assert cache.take_unsynced() == []
+
+
+def test_a_database_error_that_is_no_damage_is_a_clear_error(tmp_path: Path) -> None:
+    """A lock held past the busy timeout (or a full disk) stops a put with a ``StageError``
+    naming the file; it used to escape as ``sqlite3.OperationalError``, a traceback."""
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    cache.put(request_key(payload(1)), payload(1), response(1))
+    conn = cache.connection()
+    assert conn is not None
+    conn.execute("PRAGMA busy_timeout = 50")  # (120 s in use)
+    other = sqlite3.connect(root / DB_NAME, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StageError, match=r"responses\.sqlite3: the response cache "
+                           r"failed: database is locked"):
+            cache.put(request_key(payload(2)), payload(2), response(2))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    cache.close()

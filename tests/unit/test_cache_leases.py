@@ -8,25 +8,32 @@ as two processes have)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stages.chat import cache as cache_module
 from stages.chat import leases as leases_module
-from stages.chat.cache import ResponseCache, request_key
+from stages.chat import session as session_module
+from stages.chat.cache import DB_NAME, ResponseCache, request_key
 from stages.chat.errors import ConnectionFailed
 from stages.chat.leases import CLAIMED, HELD, STORED, Leases
 from stages.chat.redact import Redactor
 from stages.chat.retrying import RetryingTransport
 from stages.chat.session import Session
 from stages.chat.transport import ChatReply, ChatTransport, cache_payload
+from stages.core.errors import StageError
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cache import payload, response
 
@@ -234,3 +241,62 @@ def test_a_retry_is_not_sent_once_another_process_took_the_request_over(
     assert transport.attempts == 1  # the retry was not sent: the taker's reply is used
     assert reply.texts == ["theirs"] and s.hits["t"] == 1
     other.close()
+
+
+def _owner_rows(root: Path) -> tuple[int, int]:
+    with contextlib.closing(sqlite3.connect(root / DB_NAME)) as conn:
+        return (conn.execute("SELECT count(*) FROM owners").fetchone()[0],
+                conn.execute("SELECT count(*) FROM leases").fetchone()[0])
+
+
+def test_a_failed_sync_stops_the_run_with_a_clear_error_and_its_leases_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that fails the WAL's fsync (EIO) during the run and at its end: the run stops
+    with a ``StageError`` naming the file (it used to be the bare ``OSError``, a traceback)
+    and still ends its leases, its heartbeat and its connection (they used to stay: in a
+    notebook another worker waited on them for as long as the kernel lived)."""
+    root = tmp_path / "cache"
+    real = cache_module.fsync_path
+
+    def failing(path: Any) -> None:
+        if str(path).endswith("-wal"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+        real(path)
+
+    monkeypatch.setattr(cache_module, "fsync_path", failing)
+    monkeypatch.setattr(session_module, "SYNC_EVERY_S", 0.01)  # the periodic sync fails too
+    s = session(Gated(), root, 2)
+
+    async def scenario() -> None:
+        async with s:
+            await ask(s, "q1")
+            await asyncio.sleep(0.1)
+            await ask(s, "q2")
+
+    with pytest.raises(StageError, match=r"responses\.sqlite3-wal: the response cache could "
+                       r"not be made durable \(Input/output error\)"):
+        asyncio.run(scenario())
+    assert _owner_rows(root) == (0, 0)
+    assert s.cache._conn is None
+    assert not [t for t in threading.enumerate() if t.name == "rimo-cache-heartbeat"]
+    assert len(ResponseCache(root)) == 2  # both replies stored, the file reads
+
+
+def test_a_failed_sync_does_not_hide_the_runs_own_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def failing(path: Any) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+
+    monkeypatch.setattr(cache_module, "fsync_path", failing)
+    s = session(Gated(), tmp_path / "cache", 1)
+
+    async def scenario() -> None:
+        async with s:
+            await ask(s, "q1")
+            raise StageError("the run's own error")
+
+    with pytest.raises(StageError, match="the run's own error"):
+        asyncio.run(scenario())
+    assert "could not be made durable" in capsys.readouterr().err
+    assert _owner_rows(tmp_path / "cache") == (0, 0)
