@@ -23,7 +23,7 @@ the process) for the side-by-side. The real RIMO items, through the validate sta
 (``RIMO_MIRROR`` or ``../shared/rimo/upstream``).
 
     .venv/bin/python benchmarks/cache_workers.py            # every scenario, about 5 min
-    .venv/bin/python benchmarks/cache_workers.py --quick    # 10 items per track, 3 scenarios
+    .venv/bin/python benchmarks/cache_workers.py --quick    # 10 items per track, 2 scenarios
 """
 
 from __future__ import annotations
