@@ -31,6 +31,9 @@ open connections dropped). ``reasoning_model`` acts as OpenAI's reasoning models
 naming the parameter for ``max_tokens`` and for a ``temperature`` other than 1. ``GET
 /v1/models`` lists the model unless ``serve_models`` is off (then 404, as on servers without
 it). Every chat request is recorded; ``answered`` counts only replies written completely.
+``GET /_requests?since=N`` returns ``{"next": M, "requests": [...]}``: the bodies of the chat
+requests answered completely among records N..M-1 (M: the records so far), so that a benchmark
+running the server in its own process reads back what a run sent (``since`` omitted: M alone).
 Reply size (benchmarks at reasoning scale): ``reasoning_bytes`` gives every reply that many
 characters of reasoning in ``reasoning_field`` (words drawn from the prompt's hash, so they
 compress like text, not like a repeated string), and ``answer_bytes`` pads the answer to that
@@ -60,6 +63,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 
@@ -217,6 +221,14 @@ class ChatServer:
         with self._lock:
             return Counter(r.key for r in self.records if r.outcome == "ok")
 
+    def request_log(self, since: int | None) -> dict[str, Any]:
+        """``GET /_requests``: the bodies answered among records ``since``.. (None: none)."""
+        with self._lock:
+            end = len(self.records)
+            start = end if since is None else min(max(since, 0), end)
+            return {"next": end, "requests": [r.body for r in self.records[start:end]
+                                              if r.outcome == "ok"]}
+
     def ok_records(self) -> list[Record]:
         with self._lock:
             return sorted((r for r in self.records if r.outcome == "ok"),
@@ -287,6 +299,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self._serve(*self._read_request())
 
         def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            if url.path == "/_requests":
+                since = parse_qs(url.query).get("since")
+                self._json(200, server.request_log(int(since[0]) if since else None))
+                return
             if server._die_now():
                 self._drop()
                 return
