@@ -287,8 +287,10 @@ def run_peers(args: argparse.Namespace, base_url: str, work: Path,
         print(f"peer inspect_ai {INSPECT_VERSION}: skipped, {why}")
     else:
         for r in rows:
+            mark = server_log(base_url)["next"]
             got = run_inspect(exe, base_url, messages_of(r.bodies), r.connections, work)
-            row(f"inspect_ai {INSPECT_VERSION} max_connections {r.connections}", got.sent,
+            answered = check_answered(base_url, mark, r.bodies, "inspect_ai")
+            row(f"inspect_ai {INSPECT_VERSION} max_connections {r.connections}", answered,
                 got.wall_s, r.bound, f"{r.note}; RSS {got.rss_mib:.0f} MiB")
             walls.setdefault("inspect_ai", {})[r.connections] = got.wall_s
     lm_python = lmeval_venv(install=not args.quick)
@@ -296,12 +298,25 @@ def run_peers(args: argparse.Namespace, base_url: str, work: Path,
         print(f"peer lm-eval {LMEVAL_VERSION}: skipped, {why}")
     else:
         for r in rows:
-            wall, rss, answered = run_lmeval(lm_python, base_url, messages_of(r.bodies),
-                                             r.connections, work)
+            mark = server_log(base_url)["next"]
+            wall, rss, _ = run_lmeval(lm_python, base_url, messages_of(r.bodies),
+                                      r.connections, work)
+            answered = check_answered(base_url, mark, r.bodies, "lm-eval")
             row(f"lm-eval {LMEVAL_VERSION} num_concurrent {r.connections}", answered, wall,
                 r.bound, f"{r.note}; RSS {rss:.0f} MiB")
             walls.setdefault("lm-eval", {})[r.connections] = wall
     return walls
+
+
+def check_answered(base_url: str, mark: int, bodies: list[dict[str, Any]], peer: str) -> int:
+    """How many requests the server answered since ``mark``: one per prompt, with the prompt's
+    messages, or the peer's row would not be the same work as rimo-eval's."""
+    sent = server_log(base_url, mark)["requests"]
+    got = sorted(json.dumps(b["messages"], sort_keys=True) for b in sent)
+    if got != sorted(json.dumps(m, sort_keys=True) for m in messages_of(bodies)):
+        raise SystemExit(f"{peer} sent {len(sent)} requests whose messages are not the "
+                         f"{len(bodies)} prompts it was given")
+    return len(sent)
 
 
 def throughput(args: argparse.Namespace) -> None:
