@@ -310,10 +310,14 @@ def run_peers(args: argparse.Namespace, base_url: str, work: Path,
 
 def check_answered(base_url: str, mark: int, bodies: list[dict[str, Any]], peer: str) -> int:
     """How many requests the server answered since ``mark``: one per prompt, with the prompt's
-    messages, or the peer's row would not be the same work as rimo-eval's."""
+    roles and texts (lm-eval adds ``"type": "text"`` to each message), or the peer's row would
+    not be the same work as rimo-eval's."""
+    def texts(messages: list[dict[str, str]]) -> str:
+        return json.dumps([(m["role"], m["content"]) for m in messages])
+
     sent = server_log(base_url, mark)["requests"]
-    got = sorted(json.dumps(b["messages"], sort_keys=True) for b in sent)
-    if got != sorted(json.dumps(m, sort_keys=True) for m in messages_of(bodies)):
+    got = sorted(texts(b["messages"]) for b in sent)
+    if got != sorted(texts(m) for m in messages_of(bodies)):
         raise SystemExit(f"{peer} sent {len(sent)} requests whose messages are not the "
                          f"{len(bodies)} prompts it was given")
     return len(sent)
