@@ -39,11 +39,6 @@ from stages.commands.view.model import build  # noqa: E402
 from stages.commands.view.site import write_site  # noqa: E402
 from stages.core.tracks import TRACK_N, TRACK_P  # noqa: E402
 
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-default-apps", "--disable-extensions", "--window-size=1400,1000",
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
-
 
 def reply(rng: random.Random, chars: int, answer: str) -> str:
     parts, size = [], 0
@@ -83,36 +78,28 @@ def synthetic_run(work: Path, k: int, chars: int) -> Any:
 
 
 def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int, int]]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.browser import chromium  # the tests' hermetic headless Chromium
 
     out = []
     for _ in range(loads):
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        with tempfile.TemporaryDirectory(prefix="rimo-bench-chromium-") as profile:
-            for flag in [*FLAGS, f"--user-data-dir={profile}"]:
-                options.add_argument(flag)
-            driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-            try:
-                driver.get((site / "index.html").as_uri())
-                WebDriverWait(driver, 60).until(lambda d: d.execute_script(
-                    "return document.documentElement.dataset.readyMs"))
-                ms = int(driver.execute_script(
-                    "return document.documentElement.dataset.readyMs"))
-                rows = driver.execute_script(
-                    "return document.querySelectorAll('#grid tr.row').length")
-                assert rows == 791, rows
-                # Then open the heaviest kind of item (RIMO-N, all k samples, histogram).
-                t0 = time.perf_counter()
-                driver.execute_script("location.hash = 'item=' + arguments[0]", first_item)
-                WebDriverWait(driver, 60).until(lambda d: d.execute_script(
-                    "const i = document.getElementById('item');"
-                    "return i && i.dataset.key === arguments[0]", first_item))
-                out.append((ms, round(1000 * (time.perf_counter() - t0))))
-            finally:
-                driver.quit()
+        with chromium(1400, 1000) as driver:  # a fresh profile each time: a cold load
+            driver.get((site / "index.html").as_uri())
+            WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+                "return document.documentElement.dataset.readyMs"))
+            ms = int(driver.execute_script(
+                "return document.documentElement.dataset.readyMs"))
+            rows = driver.execute_script(
+                "return document.querySelectorAll('#grid tr.row').length")
+            assert rows == 791, rows
+            # Then open the heaviest kind of item (RIMO-N, all k samples, histogram).
+            t0 = time.perf_counter()
+            driver.execute_script("location.hash = 'item=' + arguments[0]", first_item)
+            WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+                "const i = document.getElementById('item');"
+                "return i && i.dataset.key === arguments[0]", first_item))
+            out.append((ms, round(1000 * (time.perf_counter() - t0))))
     return out
 
 
