@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -60,6 +59,7 @@ from timed import run_timed  # noqa: E402
 
 from stages.core.items import load_items  # noqa: E402
 from stages.core.tracks import TRACK_N, TRACKS  # noqa: E402
+from tests.chat_server import request_log  # noqa: E402
 
 INSPECT_VERSION = "0.3.285"
 VENVS = ROOT / "benchmarks" / ".venvs"
@@ -76,18 +76,6 @@ def loopback_server(latency: float) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait()
-
-
-# The loopback server is reached without the environment's proxy settings.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def server_log(base_url: str, since: int | None = None) -> dict[str, Any]:
-    """The fake server's request log (``tests/chat_server.py``, ``GET /_requests``): the
-    bodies it answered from record ``since`` on, and the index of its next record."""
-    url = base_url.removesuffix("/v1") + "/_requests"
-    with _DIRECT.open(url if since is None else f"{url}?since={since}", timeout=60) as resp:
-        return json.load(resp)
 
 
 def find_mirror() -> Path:
@@ -134,13 +122,13 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
     bodies the server answered while it ran (read back from the server, after it)."""
     write_predict_params(work, base_url, concurrency, cache, limit)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    mark = server_log(base_url)["next"]
+    mark = request_log(base_url)["next"]
     done = run_timed([sys.executable, "-m", "stages", "predict"], work, env, stderr_only=True)
     if done.returncode != 0:
         raise SystemExit(f"predict failed ({done.returncode}):\n{done.output[-3000:]}")
     # The stage's own record of the run: requests sent and the time spent predicting.
     facts = json.loads((work / "reports/predict_run.json").read_text(encoding="utf-8"))
-    bodies = server_log(base_url, mark)["requests"]
+    bodies = request_log(base_url, mark)["requests"]
     if len(bodies) != int(facts["requests_sent"]):
         raise SystemExit(f"the server answered {len(bodies)} requests, predict says it sent "
                          f"{facts['requests_sent']}")
@@ -287,7 +275,7 @@ def run_peers(args: argparse.Namespace, base_url: str, work: Path,
         print(f"peer inspect_ai {INSPECT_VERSION}: skipped, {why}")
     else:
         for r in rows:
-            mark = server_log(base_url)["next"]
+            mark = request_log(base_url)["next"]
             got = run_inspect(exe, base_url, messages_of(r.bodies), r.connections, work)
             answered = check_answered(base_url, mark, r.bodies, "inspect_ai")
             row(f"inspect_ai {INSPECT_VERSION} max_connections {r.connections}", answered,
@@ -298,7 +286,7 @@ def run_peers(args: argparse.Namespace, base_url: str, work: Path,
         print(f"peer lm-eval {LMEVAL_VERSION}: skipped, {why}")
     else:
         for r in rows:
-            mark = server_log(base_url)["next"]
+            mark = request_log(base_url)["next"]
             wall, rss, _ = run_lmeval(lm_python, base_url, messages_of(r.bodies),
                                       r.connections, work)
             answered = check_answered(base_url, mark, r.bodies, "lm-eval")
@@ -315,7 +303,7 @@ def check_answered(base_url: str, mark: int, bodies: list[dict[str, Any]], peer:
     def texts(messages: list[dict[str, str]]) -> str:
         return json.dumps([(m["role"], m["content"]) for m in messages])
 
-    sent = server_log(base_url, mark)["requests"]
+    sent = request_log(base_url, mark)["requests"]
     got = sorted(texts(b["messages"]) for b in sent)
     if got != sorted(texts(m) for m in messages_of(bodies)):
         raise SystemExit(f"{peer} sent {len(sent)} requests whose messages are not the "

@@ -57,6 +57,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,6 +127,15 @@ def free_ports(n: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def request_log(base_url: str, since: int | None = None) -> dict[str, Any]:
+    """``GET /_requests`` of a server running elsewhere (another process): the bodies it
+    answered from record ``since`` on, and the index of its next record. No proxy: loopback."""
+    url = base_url.removesuffix("/v1") + "/_requests"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url if since is None else f"{url}?since={since}", timeout=60) as resp:
+        return json.load(resp)
 
 
 def request_fingerprint(body: dict[str, Any]) -> str:
@@ -221,7 +231,7 @@ class ChatServer:
         with self._lock:
             return Counter(r.key for r in self.records if r.outcome == "ok")
 
-    def request_log(self, since: int | None) -> dict[str, Any]:
+    def answered_since(self, since: int | None) -> dict[str, Any]:
         """``GET /_requests``: the bodies answered among records ``since``.. (None: none)."""
         with self._lock:
             end = len(self.records)
@@ -302,7 +312,7 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             if url.path == "/_requests":
                 since = parse_qs(url.query).get("since")
-                self._json(200, server.request_log(int(since[0]) if since else None))
+                self._json(200, server.answered_since(int(since[0]) if since else None))
                 return
             if server._die_now():
                 self._drop()

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.predict_throughput import server_log
-from tests.chat_server import ChatServer
+from tests.chat_server import ChatServer, request_log
 from tests.conftest import REPO_ROOT, find_mirror
 
 BENCH = REPO_ROOT / "benchmarks"
@@ -109,13 +108,13 @@ def test_server_log_gives_back_the_bodies_a_run_sent(server: ChatServer) -> None
     exactly the requests answered after the mark, in order; failed ones are not prompts."""
     before = {"model": "m", "messages": [{"role": "user", "content": "before"}]}
     assert _post(server.base_url, before) == 200
-    mark = server_log(server.base_url)["next"]
-    assert server_log(server.base_url, mark) == {"next": mark, "requests": []}
+    mark = request_log(server.base_url)["next"]
+    assert request_log(server.base_url, mark) == {"next": mark, "requests": []}
     sent = [{"model": "m", "messages": [{"role": "system", "content": "s"},
                                         {"role": "user", "content": f"p{i} ünï \u2028"}],
              "temperature": 0.0} for i in range(3)]
     failing = {"model": "m", "messages": [{"role": "user", "content": "[[fail:500:*]]"}]}
     assert [_post(server.base_url, b) for b in [sent[0], failing, *sent[1:]]] == \
         [200, 500, 200, 200]
-    log = server_log(server.base_url, mark)
+    log = request_log(server.base_url, mark)
     assert log == {"next": mark + 4, "requests": sent}
