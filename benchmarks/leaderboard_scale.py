@@ -31,21 +31,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import yaml  # noqa: E402
+from predict_throughput import find_mirror  # noqa: E402
 
 from tests.leaderboard_runs import replay_rows, write_jsonl  # noqa: E402
 
 BIN = Path(sys.executable).parent
-
-
-def find_mirror() -> Path:
-    candidates = [os.environ.get("RIMO_MIRROR", ""), ROOT.parent / "shared/rimo/upstream",
-                  "/work/shared/rimo/upstream"]
-    for c in candidates:
-        if c and (Path(c) / "RIMO-N.jsonl").is_file():
-            return Path(c)
-    raise SystemExit(f"RIMO upstream files not found in {candidates} (set RIMO_MIRROR)")
 
 
 def git(repo: Path, *args: str) -> str:

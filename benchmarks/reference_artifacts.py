@@ -32,9 +32,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from predict_throughput import find_mirror  # noqa: E402
 
 from tests.chat_server import ChatServer  # noqa: E402
-from tests.conftest import find_mirror  # noqa: E402
 from tests.judge_setup import hashed_reply  # noqa: E402
 from tests.pipeline_repo import make_repo, sh  # noqa: E402
 

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from predict_throughput import find_mirror  # noqa: E402
 from timed import run_timed  # noqa: E402
 
 from tests.pipeline_repo import env as repo_env  # noqa: E402
@@ -59,13 +60,6 @@ def server(reasoning: int, answer: int) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait()
-
-
-def find_mirror() -> Path:
-    for c in (os.environ.get("RIMO_MIRROR", ""), "/work/shared/rimo/upstream"):
-        if c and (Path(c) / "RIMO-N.jsonl").is_file():
-            return Path(c)
-    raise SystemExit("RIMO upstream files not found (set RIMO_MIRROR)")
 
 
 def one_k(work: Path, base_url: str, k: int, concurrency: int, limit: int | None = None,
