@@ -31,6 +31,9 @@ open connections dropped). ``reasoning_model`` acts as OpenAI's reasoning models
 naming the parameter for ``max_tokens`` and for a ``temperature`` other than 1. ``GET
 /v1/models`` lists the model unless ``serve_models`` is off (then 404, as on servers without
 it). Every chat request is recorded; ``answered`` counts only replies written completely.
+``GET /_requests?since=N`` returns ``{"next": M, "requests": [...]}``: the bodies of the chat
+requests answered completely among records N..M-1 (M: the records so far), so that a benchmark
+running the server in its own process reads back what a run sent (``since`` omitted: M alone).
 Reply size (benchmarks at reasoning scale): ``reasoning_bytes`` gives every reply that many
 characters of reasoning in ``reasoning_field`` (words drawn from the prompt's hash, so they
 compress like text, not like a repeated string), and ``answer_bytes`` pads the answer to that
@@ -54,12 +57,14 @@ import socket
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 
@@ -122,6 +127,15 @@ def free_ports(n: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def request_log(base_url: str, since: int | None = None) -> dict[str, Any]:
+    """``GET /_requests`` of a server running elsewhere (another process): the bodies it
+    answered from record ``since`` on, and the index of its next record. No proxy: loopback."""
+    url = base_url.removesuffix("/v1") + "/_requests"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url if since is None else f"{url}?since={since}", timeout=60) as resp:
+        return json.load(resp)
 
 
 def request_fingerprint(body: dict[str, Any]) -> str:
@@ -217,6 +231,14 @@ class ChatServer:
         with self._lock:
             return Counter(r.key for r in self.records if r.outcome == "ok")
 
+    def answered_since(self, since: int | None) -> dict[str, Any]:
+        """``GET /_requests``: the bodies answered among records ``since``.. (None: none)."""
+        with self._lock:
+            end = len(self.records)
+            start = end if since is None else min(max(since, 0), end)
+            return {"next": end, "requests": [r.body for r in self.records[start:end]
+                                              if r.outcome == "ok"]}
+
     def ok_records(self) -> list[Record]:
         with self._lock:
             return sorted((r for r in self.records if r.outcome == "ok"),
@@ -287,6 +309,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self._serve(*self._read_request())
 
         def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            if url.path == "/_requests":
+                since = parse_qs(url.query).get("since")
+                self._json(200, server.answered_since(int(since[0]) if since else None))
+                return
             if server._die_now():
                 self._drop()
                 return
