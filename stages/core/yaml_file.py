@@ -65,6 +65,7 @@ def load_unique(text: str, name: str | os.PathLike[str]) -> Any:
     """
     where = os.fspath(name)
     loader = yaml.SafeLoader(text)
+    loader.name = where  # a syntax error names the file, not "<unicode string>"
     try:
         node = loader.get_single_node()
         if node is None:

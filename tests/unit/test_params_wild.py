@@ -318,3 +318,10 @@ def test_predict_with_a_cache_dir_that_is_a_file_fails_without_a_traceback(
     assert proc.returncode == 1
     assert proc.stderr == (f"rimo-eval predict: error: {path}: predict.openai.cache_dir: names "
                            f"a file, not a folder: responses\n")
+
+
+def test_a_yaml_syntax_error_still_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text(PARAMS_TEXT + "  : [\n", encoding="utf-8")
+    message = refused_file(path)
+    assert message.startswith(f"{path}: invalid YAML: ") and f'in "{path}", line ' in message
