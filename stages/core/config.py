@@ -41,6 +41,7 @@ from stages.core.chat_params import (
 from stages.core.errors import ConfigError
 from stages.core.params_keys import nearest
 from stages.core.section import NonNegInt, Number, PosInt, PosNumber, Section
+from stages.core.surrogates import escaped, first_lone_surrogate, split_pair
 from stages.core.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
@@ -233,19 +234,6 @@ def _message(err: Mapping[str, Any]) -> str:
     return f"{msg} (got {err['input']!r})"
 
 
-def _shown(text: Any) -> str:
-    """Text for a message: a lone surrogate escaped (stderr may be strict UTF-8)."""
-    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _lone_surrogate(text: str) -> tuple[str, int] | None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return text[exc.start], exc.start
-    return None
-
-
 def value_problems(data: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
     """(key path, what is wrong) for values no type check catches, anywhere in the tree (a
     backend's free-form thinking or extra_body too): NaN and infinities, which fail later as
@@ -253,24 +241,27 @@ def value_problems(data: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str,
     UTF-8 file, request or table can hold."""
     if isinstance(data, Mapping):
         for key, value in data.items():
-            name = (*path, _shown(key))
-            bad = _lone_surrogate(key) if isinstance(key, str) else None
-            if bad:
-                yield ".".join(name), _surrogate_message("the key", bad)
+            name = (*path, escaped(key))
+            if isinstance(key, str) and first_lone_surrogate(key):
+                yield ".".join(name), _surrogate_message("the key", key)
             yield from value_problems(value, name)
     elif isinstance(data, list):
         for index, value in enumerate(data):
             yield from value_problems(value, (*path, str(index)))
     elif isinstance(data, float) and not math.isfinite(data):
         yield ".".join(path), f"must be a finite number (got {data!r})"
-    elif isinstance(data, str) and (bad := _lone_surrogate(data)):
-        yield ".".join(path), _surrogate_message("the text", bad)
+    elif isinstance(data, str) and first_lone_surrogate(data):
+        yield ".".join(path), _surrogate_message("the text", data)
 
 
-def _surrogate_message(what: str, bad: tuple[str, int]) -> str:
-    return (f"{what} holds a lone UTF-16 surrogate {_shown(bad[0])} at character {bad[1]}, "
-            f"which is not a character (YAML reads \\ud83d\\ude00 as two of them: write "
-            f"\\U0001F600)")
+def _surrogate_message(what: str, text: str) -> str:
+    char, index = first_lone_surrogate(text) or ("", 0)
+    pair = split_pair(text, index)
+    # YAML's \u escapes are code points: it reads a UTF-16 pair as two lone surrogates.
+    hint = (f" (YAML reads {escaped(text[index:index + 2])} as two: write {pair})" if pair
+            else "")
+    return (f"{what} holds a lone UTF-16 surrogate {escaped(char)} at character {index}, which "
+            f"is not a character{hint}")
 
 
 def _unknown(keys: list[str], msg: str) -> str:
@@ -292,7 +283,7 @@ def format_errors(path: str | os.PathLike[str], data: Any, exc: ValidationError 
             keys.append(key)
         if msg.startswith("unknown key"):
             msg = _unknown(keys, msg)
-        where = _shown(".".join(keys)) or "<top>"
+        where = escaped(".".join(keys)) or "<top>"
         if problems and where in problems:
             continue
         msgs = by_key.setdefault(where, [])

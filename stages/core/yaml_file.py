@@ -15,12 +15,9 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from stages.core.surrogates import escaped
+
 MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-def _shown(key: Any) -> str:
-    """A key as text; a lone surrogate is escaped, never written raw into a message."""
-    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _repeats(loader: yaml.SafeLoader, node: Node, path: tuple[str, ...],
@@ -37,7 +34,7 @@ def _repeats(loader: yaml.SafeLoader, node: Node, path: tuple[str, ...],
                 found += _repeats(loader, value_node, path, seen)
                 continue
             key = loader.construct_object(key_node, deep=True)
-            name = (*path, _shown(key))
+            name = (*path, escaped(key))
             line = key_node.start_mark.line + 1
             try:
                 if key in first:
