@@ -333,10 +333,14 @@ def coerce(model: type[Section], value: Section | Mapping[str, Any] | None, wher
     if isinstance(value, model):
         return value
     data = {where: dict(value or {})}
+    problems = dict(value_problems(data))
     try:
-        return model.model_validate(data[where])
+        section = model.model_validate(data[where])
     except ValidationError as exc:
         # Validated alone, the section's errors are located from its own key.
         wrapped = ValidationError.from_exception_data(exc.title, [
             {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[misc]
-        raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped)) from None
+        raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped, problems)) from None
+    if problems:
+        raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))
+    return section

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stages.core.config import load_params, parse_params
 from stages.core.errors import ConfigError
@@ -325,3 +327,44 @@ def test_a_yaml_syntax_error_still_names_the_file_and_line(tmp_path: Path) -> No
     path.write_text(PARAMS_TEXT + "  : [\n", encoding="utf-8")
     message = refused_file(path)
     assert message.startswith(f"{path}: invalid YAML: ") and f'in "{path}", line ' in message
+
+
+# --- any text, any float -------------------------------------------------------------------------
+
+
+# Any code point, lone surrogates included (hypothesis' text() leaves them out).
+ANY_TEXT = st.lists(st.one_of(st.characters(), st.characters(categories=["Cs"])),
+                    max_size=12).map("".join)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=ANY_TEXT,
+       key=st.sampled_from(["predict.openai.system_prompt", "judge.model",
+                            "predict.constant.answer", "predict.gemini.system_prompt"]))
+def test_any_text_is_kept_exactly_or_refused_by_its_key(text: str, key: str) -> None:
+    """Text that UTF-8 can hold is kept as written; anything else is refused naming the key,
+    and never crashes a run later."""
+    data = with_value(key, text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        message = refused(data)
+        assert message.startswith(f"exp.yaml: {key}: the text holds a lone UTF-16 surrogate")
+        message.encode("utf-8")
+        return
+    section, _, name = key.rpartition(".")
+    node: Any = parse_params(data, "exp.yaml").as_dict()
+    for part in section.split("."):
+        node = node[part]
+    assert node[name] == text
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.floats(allow_nan=True, allow_infinity=True),
+       key=st.sampled_from(["predict.openai.top_p", "predict.gemini.temperature", "judge.top_p"]))
+def test_any_float_is_kept_if_finite_else_refused(value: float, key: str) -> None:
+    data = with_value(key, value)
+    if math.isfinite(value):
+        parse_params(data, "exp.yaml")  # these keys have no range: any finite number passes
+    else:
+        assert refused(data) == f"exp.yaml: {key}: must be a finite number (got {value!r})"
