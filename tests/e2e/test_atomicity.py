@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from stages.core.artifacts import PARAMS_CHECK_PATH
 from stages.core.atomic import PAUSE_ENV
 from tests.pipeline_repo import copy_repo, env, sh
 
@@ -381,7 +382,11 @@ def test_killed_dvc_repro_is_reported_and_recovers(repo: Path,
         return stages
 
     old = read(repo, outs["score"])
-    targets = kill_at(repo, 2, "dvc", "repro")
+    # check-params publishes its stamp first (the params file changed), then score its 1st
+    # artifact; killed before score's 2nd.
+    targets = kill_at(repo, 3, "dvc", "repro")
+    assert targets[0] == PARAMS_CHECK_PATH.as_posix()
+    targets = targets[1:]
     assert targets[0] == outs["score"][0]
     # check-params ran first and was recorded (a params file that changed); no other stage was.
     assert without_check(repo / "dvc.lock") == without_check(lock)
