@@ -1,8 +1,10 @@
 """``params.yaml``, read and validated once (by the CLI) into typed, frozen sections.
 
 Every section is a pydantic model with ``extra="forbid"`` and strict types, so a typo
-(``predict.openai.temprature``), a missing section or ``predict.limit: true`` is a ConfigError
-naming the key path, never a traceback deep inside a stage.
+(``predict.openai.temprature``, named with the nearest known key), a missing section or
+``predict.limit: true`` is a ConfigError naming the key path, never a traceback deep inside a
+stage. So are what no type catches, anywhere in the tree: NaN and infinities, lone UTF-16
+surrogates (value_problems), and a key given twice in the file (yaml_file, with both lines).
 
 Backend sections: the built-in backends (local, openai, oracle, constant, replay) have models
 here. A plugin backend registered in the ``rimo_eval.predictors`` entry-point group may have
