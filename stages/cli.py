@@ -15,6 +15,7 @@ from stages.core.config import load_params
 from stages.core.errors import StageError
 
 STAGES = {
+    "check-params": "Validate the whole params file (DVC runs it on any change to the file)",
     "fetch": "Download the pinned upstream files (mirrors first) and verify their sha256",
     "validate": "Check every item (schemas, benchmark rules, JSONL vs CSV), apply errata",
     "predict": "Run the configured predictor backend over the items",
@@ -24,6 +25,7 @@ STAGES = {
 }
 # Where each command lives: a stage is a module or a package's ``stage`` module.
 MODULES = {
+    "check-params": "stages.check_params",
     "fetch": "stages.fetch",
     "validate": "stages.validate.stage",
     "predict": "stages.predict",
@@ -62,7 +64,8 @@ EPILOG = """\
 Each stage reads its own section of params.yaml (--params FILE for another file, before or
 after the command); `rimo-eval COMMAND --help` says more about one command."""
 # The params each stage reads (dvc.yaml lists them as the stage's params).
-SECTIONS = {"fetch": "its fetch section", "validate": "its validate section",
+SECTIONS = {"check-params": "the whole file",
+            "fetch": "its fetch section", "validate": "its validate section",
             "predict": "its predict section",
             "score": "its score section, the fetch pin, predict.limit and predict.sample_seed",
             "judge": "its judge section", "report": "its report section"}

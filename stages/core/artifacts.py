@@ -25,6 +25,8 @@ PREDICTIONS_DIR = Path("data/predictions")
 SCORES_DIR = Path("data/scores")
 ITEM_FILES = PREDICTION_FILES = SCORE_FILES = _TABLE_FILES
 
+# check-params: written when the whole params file is valid; the same bytes for every valid file.
+PARAMS_CHECK_PATH = Path("reports/params_check.json")
 VALIDATION_PATH = Path("reports/validation.json")
 # predict: what the run did (requests sent, cache hits, wall time); differs between identical runs
 PREDICT_RUN_PATH = Path("reports/predict_run.json")

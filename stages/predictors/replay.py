@@ -18,7 +18,7 @@ from typing import Any
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import Item
-from stages.core.jsonl import iter_lines, parse_line
+from stages.core.jsonl import iter_lines, noting_repeats, parse_line
 from stages.core.predictions import lone_surrogate
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors.base import STATUS_MISSING, Prediction, Predictor
@@ -88,10 +88,15 @@ def read_jsonl(path: Path) -> Iterator[Row]:
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
+        repeats: list[str] = []
         try:
-            rec = parse_line(line)
+            rec = parse_line(line, object_pairs_hook=noting_repeats(repeats))
         except ValueError as exc:
             raise StageError(f"{where}: rule replay.json: {exc}") from exc
+        if repeats:
+            # json.loads keeps the last copy: which prediction was meant is not known.
+            raise StageError(f"{where}: rule replay.duplicate_key: key {repeats[0]!r} given "
+                             f"twice in one line")
         if not isinstance(rec, dict) or not {"track", "problem_id", "prediction"} <= rec.keys():
             raise StageError(f"{where}: rule replay.fields: need track, problem_id and "
                              f"prediction")

@@ -12,6 +12,7 @@ import pytest
 
 from stages.cli import main as cli_main
 from stages.core import judge_record
+from stages.core.errors import StageError
 from stages.core.items import load_items
 from stages.core.tracks import TRACK_P
 from stages.judge import parse
@@ -143,6 +144,17 @@ def test_each_reply_style_and_the_metrics(server: ChatServer, styled: Path) -> N
     assert {p: paths[p].read_bytes() for p in before} == before
     assert server.records[sent:] and all("[[fail:503:*]]" in r.prompt
                                          for r in server.records[sent:])
+
+
+def test_a_judge_whose_requests_all_fail_fails_the_stage(server: ChatServer,
+                                                         styled: Path) -> None:
+    """Before, it wrote a record of zeros with every part an error, and exited 0."""
+    server.fail_all = 400
+    paths = judge_paths(styled)
+    with pytest.raises(StageError, match=r"^judge: all 10 judge requests ended in an error; the "
+                                         r"commonest \(10x\): .*HTTP 400"):
+        judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    assert not paths["table_path"].exists() and not paths["metrics_path"].exists()
 
 
 def test_prompt_follows_the_protocol(server: ChatServer, styled: Path) -> None:

@@ -134,6 +134,14 @@ BAD: list[Bad] = [
     Bad("same sample twice", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": 0},
                                                n_row("2001a1", "13"))},
         "replay.duplicate", 2, "2001a1"),
+    # JSON keeps the last copy of a repeated key: which answer was meant is not known.
+    Bad("prediction given twice in one line",
+        {"r.jsonl": jsonl(n_row("2001a1", "12"))
+         + b'{"track": "RIMO-N", "problem_id": "2001a2", "prediction": "-3", '
+           b'"prediction": "7"}\n'}, "replay.duplicate_key", 2),
+    Bad("problem_id given twice in a RIMO-P line",
+        {"r.jsonl": b'{"track": "RIMO-P", "problem_id": "2001g1", "problem_id": "2001n1", '
+                    b'"prediction": ["g1"]}\n'}, "replay.duplicate_key", 1),
     Bad("unterminated quote", {"r.csv": b'problem_id,llm_answer\n2001a1,"12\n2001a2,-3\n'},
         "replay.csv", 3),
 ]
