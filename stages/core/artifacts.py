@@ -35,6 +35,9 @@ PROVENANCE_PATH = Path("reports/provenance.json")
 PLOTS_DIR = Path("reports/plots")
 PLOT_FILES = {TRACK_N: "rimo_n_by_domain.csv", TRACK_P: "rimo_p_by_parts.csv"}
 
+# view: the run's transcript browser (a static site), which the report links into.
+VIEW_DIR = Path("reports/view")
+
 NOTEBOOK = Path("notebooks/report.ipynb")
 REPORT_IPYNB = Path("reports/report.ipynb")
 REPORT_HTML = Path("reports/report.html")
