@@ -152,12 +152,15 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
                                              A.PREDICT_RUN_PATH)
     # metrics.json is the benchmark's DVC metrics file (`dvc exp show` leads with its headline);
     # the opt-in judge keeps its own, so its numbers never mix with the exact-match ones.
+    # model.json is one string, the run's backend and model: the "model" column of the
+    # `dvc exp show` view that rimo-eval summary recommends.
     assert {s: spec[s]["metrics"] for s in spec if "metrics" in spec[s]} == {
-        "score": [{A.METRICS_PATH.as_posix(): {"cache": False}}],
+        "score": [{A.METRICS_PATH.as_posix(): {"cache": False}},
+                  {A.MODEL_PATH.as_posix(): {"cache": False}}],
         "judge": [{A.JUDGE_METRICS_PATH.as_posix(): {"cache": False}}]}
     assert paths("score", "outs") == posix(*(A.scores_path(t) for t in TRACKS),
                                            A.BREAKDOWN_PATH, A.PROVENANCE_PATH)
-    assert paths("score", "metrics") == posix(A.METRICS_PATH)
+    assert paths("score", "metrics") == posix(A.METRICS_PATH, A.MODEL_PATH)
     assert paths("score", "plots") == posix(*(A.plot_path(t) for t in TRACKS))
     assert paths("judge", "outs") == posix(A.JUDGE_TABLE)
     assert paths("judge", "metrics") == posix(A.JUDGE_METRICS_PATH)
