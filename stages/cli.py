@@ -176,8 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("runs", nargs="*", metavar="RUN",
                       help="git revision, branch, DVC experiment name, or 'workspace' "
                            "(default: the workspace)")
-    view.add_argument("--out", type=Path, default=Path("reports/view"),
-                      help="folder of the static site (default: %(default)s)")
+    view.add_argument("--out", type=Path,
+                      help="folder of the static site (default: reports/view, the view "
+                           "stage's site, for the workspace alone; reports/views/A+B for "
+                           "named runs)")
     view.add_argument("--serve", action="store_true",
                       help="then serve the folder on 127.0.0.1 and print the URL")
     view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")

@@ -191,6 +191,15 @@ class ReplayPredictor(Predictor):
         replay = load_replay(self.path, known, self.samples)
         covered = {key[:2] for key in replay}
         hit = sum(1 for it in items if it.key in covered)
+        if items and not hit:
+            # Every requested item missing and exit 0 would read as a model that answered
+            # nothing: the file is for other items (another sample, seed or benchmark slice).
+            shown = ", ".join(f"{it.track} {it.problem_id}" for it in items[:3])
+            raise StageError(f"{self.path}: rule replay.coverage: the replay covers none of "
+                             f"the {len(items)} requested items ({shown}"
+                             f"{', ...' if len(items) > 3 else ''}); it holds "
+                             f"{len(covered)} other item(s): check predict.replay.path, "
+                             f"predict.limit and predict.sample_seed")
         if items and hit * 2 < len(items):
             print(f"predict: warning: replay {self.path} covers {hit} of the {len(items)} "
                   f"requested items; the other {len(items) - hit} are recorded as missing "

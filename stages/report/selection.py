@@ -1,6 +1,6 @@
 """The report's run header, diagnostics and item selections, as DataFrames (no HTML).
 
-Every item is in the browser (``rimo-eval view``, reports/view/); the report links into it and
+Every item is in the browser (the view stage, reports/view/); the report links into it and
 shows a short selection that explains the score: the RIMO-N rows the diagnostic flags mark,
 the rows where exact and lenient match disagree, and for RIMO-P the reference sub-solution
 next to the model's text, part by part. Model and problem text stays plain text here; the HTML
@@ -16,10 +16,12 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from stages.core.artifacts import REPORT_HTML, VIEW_DIR
 from stages.core.numbers import absent, pct
 from stages.core.tracks import TRACK_N, TRACK_P
 
-VIEW_INDEX = "view/index.html"  # relative to reports/report.html (the view command's default)
+# The view stage's site, relative to reports/report.html.
+VIEW_INDEX = (VIEW_DIR.relative_to(REPORT_HTML.parent) / "index.html").as_posix()
 MAX_EXCERPT = 1200  # characters of model text per row: the head and the tail of longer ones
 MAX_CELL = 600  # characters of a problem, sub-problem or reference per row
 # Flags in the order they are listed; lenient_match is shown by its own table.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
     METRICS_PATH,
+    MODEL_PATH,
     PLOTS_DIR,
     PROVENANCE_PATH,
     SCORE_FILES,
@@ -22,6 +24,7 @@ from stages.core.errors import IntegrityError, StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import ITEMS_DIR, items_path, read_items_frame
 from stages.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
+from stages.core.model_name import run_label
 from stages.core.predictions import (
     PREDICTIONS_DIR,
     STATUS_OK,
@@ -145,14 +148,29 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_P].names)
 
 
+def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
+    """Backend and model the predictions were made with (stages.core.model_name), from what
+    they record; None when no item was evaluated (DVC then shows "-")."""
+    for track in TRACKS:
+        frame = preds[track]
+        if len(frame):
+            row = frame.iloc[0]
+            try:
+                section = json.loads(row["backend_params"] or "{}")
+            except (TypeError, ValueError):
+                section = {}
+            return run_label(str(row["backend"]), section if isinstance(section, dict) else {})
+    return None
+
+
 def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
           scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
           plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None,
-          breakdown_path: Path | None = None, provenance_path: Path | None = None
-          ) -> dict[str, Any]:
+          breakdown_path: Path | None = None, provenance_path: Path | None = None,
+          model_path: Path | None = None) -> dict[str, Any]:
     """``params`` is the whole params file; only its upstream pin goes into the provenance.
-    The breakdown and provenance files sit beside ``metrics_path`` unless given. Returns the
-    joined block (stages.core.metrics_files.join's shape)."""
+    The breakdown, provenance and model files sit beside ``metrics_path`` unless given.
+    Returns the joined block (stages.core.metrics_files.join's shape)."""
     boot = bootstrap_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
@@ -179,8 +197,10 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     metrics_path = Path(metrics_path)
     breakdown_path = breakdown_path or metrics_path.parent / BREAKDOWN_PATH.name
     provenance_path = provenance_path or metrics_path.parent / PROVENANCE_PATH.name
+    model_path = model_path or metrics_path.parent / MODEL_PATH.name
     view, breakdown = split(metrics)
     write_json(breakdown_path, breakdown)
+    write_json(model_path, {"model": run_model(preds)})
     write_json(provenance_path, provenance)
     # Last, naming the provenance it belongs to: a copied metrics.json still points to it.
     view[POINTER_KEY] = pointer(sha256_file(provenance_path), PROVENANCE_PATH)

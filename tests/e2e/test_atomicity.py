@@ -283,7 +283,7 @@ def test_killed_score_leaves_each_artifact_old_or_complete_new(
     score_outs = outs["score"]
     old = read(repo, score_outs)
     assert_status_truthful(repo, truth, {"check-params", "predict", "score", "judge",
-                                          "report"})
+                                          "view", "report"})
 
     published: dict[str, bytes] = {}  # the new version of each artifact, once seen
     for k in (1, 3, len(score_outs)):
@@ -300,7 +300,7 @@ def test_killed_score_leaves_each_artifact_old_or_complete_new(
                 assert now[rel] == old[rel], rel
         assert_temporaries_harmless(repo, outs)
         assert_status_truthful(repo, truth, {"check-params", "predict", "score", "judge",
-                                          "report"})
+                                          "view", "report"})
 
     # Random points: anywhere in the run, including inside a write. The old versions are put
     # back before each run, so every artifact must then be the old or the final one.
@@ -321,17 +321,17 @@ def test_killed_score_leaves_each_artifact_old_or_complete_new(
         assert published.get(rel, final[rel]) == final[rel], rel
     assert temporaries(repo) == [], "a complete run removes what killed runs left"
     assert_status_truthful(repo, truth, {"check-params", "predict", "score", "judge",
-                                          "report"})
+                                          "view", "report"})
 
     sh(repo, "dvc", "repro", "score")
     assert read(repo, score_outs) == final  # DVC's run gives the bytes the direct run gave
-    assert_status_truthful(repo, Truth(repo), {"judge", "report"})
+    assert_status_truthful(repo, Truth(repo), {"judge", "view", "report"})
 
 
 def test_killed_validate_and_report_keep_previous_artifacts(
         repo: Path, outs: dict[str, list[str]]) -> None:
     truth = Truth(repo)
-    assert truth.changed() == {"judge", "report"}
+    assert truth.changed() == {"judge", "view", "report"}
     old = read(repo, outs["validate"])
     targets = kill_at(repo, 2, "rimo-eval", "validate")
     assert targets == outs["validate"][:2]
@@ -341,7 +341,7 @@ def test_killed_validate_and_report_keep_previous_artifacts(
         # Same inputs, same bytes: anything else is a torn or half-published file.
         assert read(repo, outs["validate"]) == old
     assert_temporaries_harmless(repo, outs)
-    assert_status_truthful(repo, truth, {"judge", "report"})
+    assert_status_truthful(repo, truth, {"judge", "view", "report"})
     sh(repo, "rimo-eval", "validate")  # the next complete run removes what the kills left
     assert read(repo, outs["validate"]) == old and temporaries(repo) == []
 
@@ -357,7 +357,7 @@ def test_killed_validate_and_report_keep_previous_artifacts(
     if kill_after(repo, 1.5, "rimo-eval", "report"):  # inside the kernel run: nothing yet
         assert read(repo, outs["report"]) == now
     assert_temporaries_harmless(repo, outs)
-    assert_status_truthful(repo, truth, {"check-params", "judge", "report"})
+    assert_status_truthful(repo, truth, {"check-params", "judge", "view", "report"})
 
     sh(repo, "dvc", "repro")
     assert_status_truthful(repo, Truth(repo), set())
@@ -397,7 +397,7 @@ def test_killed_dvc_repro_is_reported_and_recovers(repo: Path,
             assert_complete(repo / rel)
     assert_temporaries_harmless(repo, outs)
     # A stale DVC lock would make this fail with "is busy"; status must also be truthful.
-    assert_status_truthful(repo, truth, {"score", "judge", "report"})
+    assert_status_truthful(repo, truth, {"score", "judge", "view", "report"})
 
     sh(repo, "dvc", "repro")
     assert_status_truthful(repo, Truth(repo), set())

@@ -18,7 +18,7 @@ from stages.core.config import parse_params
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, make_repo, sh
 
-STAGES = ("check-params", "fetch", "validate", "predict", "score", "judge", "report")
+STAGES = ("check-params", "fetch", "validate", "predict", "score", "judge", "view", "report")
 # What another engineer's score change will read; declared ahead of it.
 SCORE_WILL_READ = ("predict.limit", "predict.sample_seed")
 

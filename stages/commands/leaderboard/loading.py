@@ -32,6 +32,7 @@ from stages.core.artifacts import (
 )
 from stages.core.errors import ConfigError, DataError
 from stages.core.missing import require_outputs
+from stages.core.model_name import model_name
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.judge.metrics import judge_block
 from stages.score.samples import with_sample
@@ -70,12 +71,7 @@ class Run:
     def model(self) -> str:
         """The model as a user would name it: the served model, the replay file, the GGUF."""
         predict = self.params.get("predict") or {}
-        section = predict.get(self.backend) or {}
-        value = {"openai": section.get("model"), "anthropic": section.get("model"),
-                 "gemini": section.get("model"), "replay": section.get("path"),
-                 "local": section.get("model_path") or "gemma-3-270m (packaged)",
-                 "constant": f"constant {section.get('answer')!r}"}.get(self.backend)
-        return str(value) if value else self.backend
+        return model_name(self.backend, predict.get(self.backend) or {})
 
     @property
     def k(self) -> int:
