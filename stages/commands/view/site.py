@@ -11,7 +11,6 @@ a byte-identical site. The folder is built beside DIR and swapped in whole.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
@@ -19,23 +18,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from stages.core.errors import ConfigError
+from stages.core.katex import FILES as KATEX_FILES
+from stages.core.katex import katex_dir
 
 ASSETS = ("index.html", "app.js", "app.css")
 SEARCH_CHUNK = 64
-# KaTeX comes from npm (package.json / package-lock.json, `make setup` runs `npm ci`).
-KATEX_FILES = ("katex.min.js", "katex.min.css")
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
-
-def katex_dir() -> Path:
-    env = os.environ.get("RIMO_EVAL_KATEX_DIR")
-    found = Path(env) if env else PROJECT_ROOT / "node_modules/katex/dist"
-    if not all((found / f).is_file() for f in KATEX_FILES):
-        raise ConfigError(f"KaTeX not found in {found}: run `make setup` (it runs `npm ci` "
-                          f"from package-lock.json), or set RIMO_EVAL_KATEX_DIR to a katex/dist "
-                          f"folder")
-    return found
 
 
 def script(call: str, *args: Any) -> bytes:
