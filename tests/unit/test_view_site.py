@@ -22,7 +22,7 @@ from stages.commands.view.markup import (
     render,
 )
 from stages.commands.view.model import FLAGS, build, item_texts
-from stages.commands.view.site import write_site
+from stages.commands.view.site import script, spill, write_site
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
 from tests.view_runs import HOSTILE, HOSTILE_TEXT, small_run
@@ -153,6 +153,13 @@ def test_a_long_text_is_folded_into_blocks_rendered_then_plain() -> None:
     assert all(len(p) <= PLAIN_CHARS for p in plain) and folded["ends"][-1] == len(text)
     assert rendered[0].startswith("<p>Paragraph 0 with <span class=\"math inline\">")
     assert text[folded["ends"][len(rendered) - 1]:].startswith(plain[0])
+    # The site keeps the plain blocks out of the item's file: one script file each.
+    payload, files = spill(7, {"runs": [[{"text": folded, "s": 0}]]})
+    kept = payload["runs"][0][0]["text"]
+    assert "plain" not in kept and kept["fold"] == rendered and len(kept["rest"]) == len(plain)
+    assert [name for name, _ in files] == kept["rest"] == [
+        f"data/rest/00007-{k:04d}.js" for k in range(len(plain))]
+    assert files[0][1] == script("rest", kept["rest"][0], plain[0])
     # One line of 1 MB (no line break to cut at) is cut at the block size.
     line = "x" * 1_000_000
     folded = page_text(line)

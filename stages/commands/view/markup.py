@@ -122,8 +122,12 @@ def page_text(value: str | None) -> str | dict[str, Any]:
     the rest, as text), ``ends`` (the character offset where each block ends) and ``chars``."""
     if not value or len(value) <= FOLD_CHARS:
         return render(value)
-    rendered = blocks(value, FOLD_CHARS, 0, min(len(value), RENDER_CHARS))
-    done = sum(map(len, rendered))
+    rendered, done = [], 0
+    for part in blocks(value, FOLD_CHARS, 0, min(len(value), RENDER_CHARS + FOLD_CHARS)):
+        if rendered and done + len(part) > RENDER_CHARS:
+            break  # the rendered blocks end at a cut of their own, not mid-paragraph
+        rendered.append(part)
+        done += len(part)
     plain = blocks(value, PLAIN_CHARS, done)
     ends, at = [], 0
     for part in (*rendered, *plain):

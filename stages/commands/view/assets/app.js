@@ -399,8 +399,8 @@ const RIMO = (() => {
     if (budget) pump(budget);
   }
   // A text of the payload: HTML (markup.py), {source} (upstream text shown as the model got
-  // it) or {fold, plain, ends, chars} (a long text in blocks: one laid out, each next one on
-  // request; the blocks of `plain` as text, not Markdown).
+  // it) or {fold, rest, ends, chars} (a long text in blocks: one laid out, each next one on
+  // request; after the blocks of `fold`, the script files of `rest` hold plain text).
   const folds = [];
   function textHtml(v) {
     if (v == null || v === "") return "";
@@ -418,13 +418,26 @@ const RIMO = (() => {
     return `<p class="fold-more" data-fold-more="${id}"><span class="muted">${shown}</span> · ` +
       `<button class="link" data-fold-next="${id}">show the next ${num(v.ends[next] - v.ends[next - 1])}${plain}</button></p>`;
   }
-  function unfold(id) {
-    const f = folds[id], box = document.querySelector(`.fold[data-fold="${id}"]`);
-    if (!f || !box || f.next >= f.v.ends.length) return;
+  const restWaiting = new Map();  // script file -> [resolve]
+  function getRest(name) {
+    return new Promise((resolve, reject) => {
+      if (!restWaiting.has(name)) { restWaiting.set(name, []); loadScript(name).catch(reject); }
+      restWaiting.get(name).push(resolve);
+    });
+  }
+  async function unfold(id) {
+    const f = folds[id];
+    if (!f || f.busy || f.next >= f.v.ends.length) return;
     const rendered = f.next < f.v.fold.length;
     const part = document.createElement(rendered ? "div" : "pre");
     part.className = rendered ? "fold-part" : "fold-part plain";
-    if (rendered) part.innerHTML = f.v.fold[f.next]; else part.textContent = f.v.plain[f.next - f.v.fold.length];
+    f.busy = true;
+    try {
+      if (rendered) part.innerHTML = f.v.fold[f.next];
+      else part.textContent = await getRest(f.v.rest[f.next - f.v.fold.length]);
+    } finally { f.busy = false; }
+    const box = document.querySelector(`.fold[data-fold="${id}"]`);
+    if (folds[id] !== f || !box) return;  // another item opened meanwhile
     box.appendChild(part);
     f.next += 1;
     document.querySelector(`[data-fold-more="${id}"]`).outerHTML = foldMore(id) || "<span></span>";
@@ -599,6 +612,10 @@ const RIMO = (() => {
       waiting.delete(n);
     },
     search(c, list) { wordChunks.set(c, list); },
+    rest(name, text) {
+      for (const resolve of restWaiting.get(name) || []) resolve(text);
+      restWaiting.delete(name);
+    },
     loaded() { return { items: [...items.keys()], words: words !== null }; },
   };
 })();
