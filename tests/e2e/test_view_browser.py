@@ -474,6 +474,7 @@ def open_item_timed(driver: Any, site: Path, key: str) -> float:
     return painted
 
 
+@pytest.mark.slow
 def test_fuzz_corpus_opens_fast_and_the_tab_survives(driver: Any, fuzz_site: dict[str, Any]
                                                      ) -> None:
     from selenium.webdriver.common.by import By
@@ -525,6 +526,7 @@ def test_fuzz_corpus_opens_fast_and_the_tab_survives(driver: Any, fuzz_site: dic
     assert "wrong" in driver.find_element(By.CSS_SELECTOR, ".sample").text
 
 
+@pytest.mark.slow
 def test_upstream_text_is_shown_as_the_model_got_it_and_marked(driver: Any,
                                                                fuzz_site: dict[str, Any]) -> None:
     from selenium.webdriver.common.by import By
@@ -541,6 +543,7 @@ def test_upstream_text_is_shown_as_the_model_got_it_and_marked(driver: Any,
     assert renderer_alive(driver)
 
 
+@pytest.mark.slow
 def test_diagnostic_flags_read_as_notes_not_warnings(driver: Any, fuzz_site: dict[str, Any]
                                                      ) -> None:
     """lenient_match on a right answer (exact implies lenient) is a grey note labelled
