@@ -61,7 +61,8 @@ for (const el of document.querySelectorAll("svg"))
 for (const el of document.querySelectorAll("#main [style]"))  // KaTeX's own, errors included
   if (!el.closest(".katex,.katex-error") && !el.matches(".strip,.bar"))
     hits.push("style " + show(el));
-const own = /(katex\\.min|app|data\\/(index|items\\/\\d+|rest\\/\\d+-\\d+|search\\/\\d+))\\.js$/;
+const own =
+  /(katex\\.min|text|app|data\\/(index|items\\/\\d+|rest\\/\\d+-\\d+|search\\/\\d+))\\.js$/;
 for (const s of document.scripts)
   if (!own.test(s.src)) hits.push("script " + (s.src || s.textContent.slice(0, 60)));
 if (getComputedStyle(document.body).display === "none") hits.push("body hidden by a payload's CSS");

@@ -23,7 +23,7 @@ from typing import Any
 from stages.core.katex import FILES as KATEX_FILES
 from stages.core.katex import katex_dir
 
-ASSETS = ("index.html", "app.js", "app.css")
+ASSETS = ("index.html", "text.js", "app.js", "app.css")
 SEARCH_CHUNK = 64
 
 

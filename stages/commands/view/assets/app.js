@@ -1,6 +1,7 @@
 // rimo-eval view: the transcript browser. Plain JavaScript, no framework, no template syntax.
 // Every text from a run is either HTML sanitised at build time (markup.py: markdown-it-py +
-// nh3) or plain text put in through esc(); the page's CSP lets nothing load but its own files.
+// nh3) or plain text put in through esc(); text.js shows them within bounds (math, folds).
+// The page's CSP lets nothing load but its own files.
 "use strict";
 
 const RIMO = (() => {
@@ -11,19 +12,7 @@ const RIMO = (() => {
     missing: "missing", error: "error", ungradable: "ungradable", none: "not evaluated",
   };
   const DEFAULT_OUTCOME = "evaluated";
-  const KATEX = { trust: false, maxExpand: 1000, maxSize: 10, throwOnError: false,
-                  strict: "ignore", output: "htmlAndMathml" };
-  // Model text is arbitrary: what KaTeX is given is bounded, the rest stays TeX source with a
-  // note. 150 nested \frac laid out by KaTeX crash Chromium's renderer (the tab dies); a
-  // 5,000-row array takes seconds. The length and nesting of the TeX are checked before KaTeX
-  // runs, the depth of the tree it built before that enters the page (a legit formula is
-  // under 100 levels; the crashes began past 1,000). Rendered formulas are costly to lay out
-  // (600 in one paragraph took seconds), so the first `count` (at most `first` ms) render
-  // into the item page before it enters the document, in DOM order; each other one when it
-  // comes near the screen, at most `slice` ms at a time. The page never hangs.
-  // Measured: README, "Browsing every answer"; tested: tests/e2e/test_view_browser.py (fuzz).
-  const MATH_LIMITS = { chars: 2000, nesting: 24, dom: 200, count: 60, first: 300, slice: 30 };
-  const PRED_CHARS = 500;  // a prediction, gold answer or error shown inline, at most
+  const { esc, num, literal, loadScript, math, textHtml, unfold } = RIMO_TEXT;
   let index = null;
   const items = new Map();       // n -> payload, loaded one file at a time
   const waiting = new Map();     // n -> [resolve]
@@ -31,22 +20,7 @@ const RIMO = (() => {
   const wordChunks = new Map();
   let lastShown = [];
 
-  function esc(s) {
-    return String(s == null ? "" : s).replace(/[&<>"']/g, c => (
-      { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-  }
   function pct(x) { return x == null ? "–" : (100 * x).toFixed(1) + "%"; }
-  function num(x) { return Number(x).toLocaleString("en-US"); }
-  // Characters a reader cannot see but exact match can: controls, zero-width and bidi marks.
-  const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]/g;
-  function literal(s) {
-    // A short plain text (prediction, gold, error): escaped, its invisible characters named,
-    // and cut at PRED_CHARS (a 1 MB "prediction" is not laid out whole).
-    const str = String(s == null ? "" : s);
-    const cut = str.length > PRED_CHARS ? str.slice(0, PRED_CHARS) : str;
-    const out = esc(cut).replace(INVISIBLE, c => `<span class="cc">U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}</span>`);
-    return str.length > PRED_CHARS ? out + `<span class="muted"> … (${num(str.length - PRED_CHARS)} more characters)</span>` : out;
-  }
   function $(id) { return document.getElementById(id); }
 
   // --- state in the URL fragment ------------------------------------------------------------
@@ -77,15 +51,6 @@ const RIMO = (() => {
   }
 
   // --- loading data as script files (fetch() of file:// is blocked) ------------------------
-  function loadScript(src) {
-    return new Promise((resolve, reject) => {
-      const el = document.createElement("script");
-      el.src = src;
-      el.onload = () => resolve();
-      el.onerror = () => reject(new Error("cannot load " + src));
-      document.body.appendChild(el);
-    });
-  }
   function getItem(n) {
     if (items.has(n)) return Promise.resolve(items.get(n));
     return new Promise((resolve, reject) => {
@@ -314,135 +279,7 @@ const RIMO = (() => {
   const byKey = new Map();
   function rowIndex(el) { return byKey.get(el.closest("tr").dataset.key); }
 
-  // --- the item page --------------------------------------------------------------------------
-  // The formulas waiting to render, in DOM order (reset whenever the page changes).
-  let mathQueue = [], mathNext = 0;
-  function texNesting(tex) {
-    // The deepest nesting of groups, \left..\right, \begin..\end and \sqrt[..]: a closer
-    // that does not match its opener is ignored (unbalanced input stays harmless).
-    const open = { "{": "}", "\\left": "\\right", "\\begin": "\\end", "[": "]" };
-    const stack = [];
-    let max = 0;
-    for (const m of tex.matchAll(/\\(?:left|right|begin|end)(?![A-Za-z])|\\sqrt\s*\[|\\[^A-Za-z]|[{}\]]/g)) {
-      const t = m[0].startsWith("\\sqrt") ? "[" : m[0];
-      if (open[t]) { stack.push(open[t]); if (stack.length > max) max = stack.length; }
-      else if (stack.length && stack[stack.length - 1] === t) stack.pop();
-    }
-    return max;
-  }
-  function domDepth(root, limit) {
-    // Depth of a detached tree, stopping once past limit.
-    let max = 0;
-    const todo = [[root, 0]];
-    while (todo.length) {
-      const [el, d] = todo.pop();
-      if (d > max) { max = d; if (max > limit) return max; }
-      for (let c = el.firstElementChild; c; c = c.nextElementSibling) todo.push([c, d + 1]);
-    }
-    return max;
-  }
-  function renderMath(el) {
-    // One formula, or the reason it stays TeX source.
-    const tex = el.textContent, L = MATH_LIMITS;
-    if (tex.length > L.chars) return `longer than ${num(L.chars)} characters`;
-    if (texNesting(tex) > L.nesting) return `nested deeper than ${L.nesting}`;
-    const box = document.createElement("span");  // detached: never laid out unless kept
-    try {
-      window.katex.render(tex, box, { ...KATEX, displayMode: el.classList.contains("display") });
-    } catch (err) {  // a stack overflow on deep input, say
-      return "KaTeX failed (" + String(err && err.message || err).slice(0, 80) + ")";
-    }
-    if (domDepth(box, L.dom) > L.dom) return `more than ${L.dom} levels deep once laid out`;
-    el.replaceChildren(...box.childNodes);
-    return null;
-  }
-  const skippedIn = new WeakMap();  // text block -> Map(reason -> count), for its note
-  function skip(el, why) {
-    el.classList.add("tex-source");
-    el.title = "shown as TeX source: " + why;
-    const host = el.closest(".fold-part, .text, .box") || el.parentElement;
-    const counts = skippedIn.get(host) || new Map();
-    skippedIn.set(host, counts);
-    counts.set(why, (counts.get(why) || 0) + 1);
-    const n = [...counts.values()].reduce((p, q) => p + q, 0);
-    let note = host.querySelector(":scope > p.note");
-    if (!note) { note = document.createElement("p"); note.className = "note"; host.prepend(note); }
-    note.textContent = `${num(n)} formula${n > 1 ? "s are" : " is"} shown as TeX source, not rendered: ` +
-      [...counts].map(([w, c]) => `${w} (${num(c)})`).join("; ");
-  }
-  const nearScreen = new IntersectionObserver(entries => {
-    for (const e of entries) if (e.isIntersecting) { nearScreen.unobserve(e.target); mathQueue.push(e.target); }
-    pump(MATH_LIMITS.slice);
-  }, { rootMargin: "200px 0px" });
-  function pump(budget, count = Infinity) {
-    // Render queued formulas for at most `budget` ms and `count` formulas; the rest wait
-    // until they come near the screen.
-    const end = performance.now() + budget;
-    let done = 0;
-    while (mathNext < mathQueue.length && done < count && performance.now() < end) {
-      const el = mathQueue[mathNext++];
-      done += 1;
-      const why = renderMath(el);
-      if (why) skip(el, why);
-    }
-    for (let i = mathNext; i < mathQueue.length; i++) nearScreen.observe(mathQueue[i]);
-    mathQueue = []; mathNext = 0;
-  }
-  function math(root, budget = MATH_LIMITS.slice) {
-    // Queue the formulas under root and render for at most `budget` ms now.
-    if (!window.katex || !root) return;
-    for (const el of root.querySelectorAll(".math")) {
-      if (el.dataset.done) continue;
-      el.dataset.done = "1";
-      mathQueue.push(el);
-    }
-    if (budget) pump(budget);
-  }
-  // A text of the payload: HTML (markup.py), {source} (upstream text shown as the model got
-  // it) or {fold, rest, ends, chars} (a long text in blocks: one laid out, each next one on
-  // request; after the blocks of `fold`, the script files of `rest` hold plain text).
-  const folds = [];
-  function textHtml(v) {
-    if (v == null || v === "") return "";
-    if (typeof v === "string") return v;
-    if (v.source != null) return `<pre class="tex-source">${esc(v.source)}</pre>`;
-    if (!Array.isArray(v.fold)) return "";
-    const id = folds.push({ v, next: 1 }) - 1;
-    return `<div class="fold" data-fold="${id}">${v.fold[0]}</div>${foldMore(id)}`;
-  }
-  function foldMore(id) {
-    const { v, next } = folds[id];
-    const shown = `characters 1–${num(v.ends[next - 1])} of ${num(v.chars)} shown`;
-    if (next >= v.ends.length) return "";
-    const plain = next >= v.fold.length ? " (as plain text)" : "";
-    return `<p class="fold-more" data-fold-more="${id}"><span class="muted">${shown}</span> · ` +
-      `<button class="link" data-fold-next="${id}">show the next ${num(v.ends[next] - v.ends[next - 1])}${plain}</button></p>`;
-  }
-  const restWaiting = new Map();  // script file -> [resolve]
-  function getRest(name) {
-    return new Promise((resolve, reject) => {
-      if (!restWaiting.has(name)) { restWaiting.set(name, []); loadScript(name).catch(reject); }
-      restWaiting.get(name).push(resolve);
-    });
-  }
-  async function unfold(id) {
-    const f = folds[id];
-    if (!f || f.busy || f.next >= f.v.ends.length) return;
-    const rendered = f.next < f.v.fold.length;
-    const part = document.createElement(rendered ? "div" : "pre");
-    part.className = rendered ? "fold-part" : "fold-part plain";
-    f.busy = true;
-    try {
-      if (rendered) part.innerHTML = f.v.fold[f.next];
-      else part.textContent = await getRest(f.v.rest[f.next - f.v.fold.length]);
-    } finally { f.busy = false; }
-    const box = document.querySelector(`.fold[data-fold="${id}"]`);
-    if (folds[id] !== f || !box) return;  // another item opened meanwhile
-    box.appendChild(part);
-    f.next += 1;
-    document.querySelector(`[data-fold-more="${id}"]`).outerHTML = foldMore(id) || "<span></span>";
-    math(part);
-  }
+  // --- the item page (its texts, math and folds: text.js) ------------------------------
   // Diagnostic flags (score): why an answer may be wrong, never the metric. They look like
   // notes, not warnings; lenient_match on a right answer only says exact implies lenient.
   const FLAG_HELP = {
@@ -540,7 +377,6 @@ const RIMO = (() => {
     $("main").innerHTML = `<p>Loading ${esc(key)}…</p>`;
     const p = await getItem(meta.n);
     if (state().get("item") !== key) return;  // navigated away meanwhile
-    folds.length = 0;
     const [a, b] = sides(s);
     const shown = index.runs.length > 1 && a !== b ? [a, b] : [a];
     const chosen = Number(s.get("s") || 0);
@@ -563,7 +399,7 @@ const RIMO = (() => {
     page.innerHTML = html;
     math(page.querySelector(".problem"), 0);
     for (const el of page.querySelectorAll(".box, .text")) if (!el.closest("details:not([open])")) math(el, 0);
-    pump(MATH_LIMITS.first, MATH_LIMITS.count);
+    RIMO_TEXT.mathFirst();
     const main = $("main");
     main.replaceChildren(...page.childNodes);
     for (const el of main.querySelectorAll(".bar")) el.style.width = el.dataset.w + "px";
@@ -578,8 +414,7 @@ const RIMO = (() => {
   // --- top level ------------------------------------------------------------------------------
   function render() {
     const s = state();
-    nearScreen.disconnect();
-    mathQueue = []; mathNext = 0;  // formulas of the page left behind
+    RIMO_TEXT.reset();
     renderFilters(s);
     renderFlips(s);
     const key = s.get("item");
@@ -612,10 +447,7 @@ const RIMO = (() => {
       waiting.delete(n);
     },
     search(c, list) { wordChunks.set(c, list); },
-    rest(name, text) {
-      for (const resolve of restWaiting.get(name) || []) resolve(text);
-      restWaiting.delete(name);
-    },
+    rest(name, text) { RIMO_TEXT.rest(name, text); },
     loaded() { return { items: [...items.keys()], words: words !== null }; },
   };
 })();
