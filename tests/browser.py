@@ -26,9 +26,10 @@ FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-backgroun
 
 @contextmanager
 def chromium(width: int, height: int, spy: str | None = None,
-             console_log: bool = False) -> Iterator[Any]:
+             console_log: bool = False, request_log: bool = False) -> Iterator[Any]:
     """A WebDriver for a fresh profile. ``spy`` runs before any script of every page (the tests
-    use it to record dialogs instead of opening them); ``console_log`` keeps the console."""
+    use it to record dialogs instead of opening them); ``console_log`` keeps the console;
+    ``request_log`` keeps DevTools' network events (``requested_urls``)."""
     if os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
         pytest.skip("RIMO_EVAL_NO_BROWSER=1")
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
@@ -43,8 +44,10 @@ def chromium(width: int, height: int, spy: str | None = None,
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     options.unhandled_prompt_behavior = "ignore"  # a dialog stays open, to be detected
-    if console_log:
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    logs = {**({"browser": "ALL"} if console_log else {}),
+            **({"performance": "ALL"} if request_log else {})}
+    if logs:
+        options.set_capability("goog:loggingPrefs", logs)
     with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
         for flag in [*FLAGS, f"--window-size={width},{height}", f"--user-data-dir={profile}"]:
             options.add_argument(flag)
@@ -56,3 +59,29 @@ def chromium(width: int, height: int, spy: str | None = None,
             yield browser
         finally:
             browser.quit()
+
+
+def renderer_alive(driver: Any) -> bool:
+    """False once the page's renderer has crashed ("tab crashed": Chromium's sad tab); any
+    other WebDriver error is raised."""
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        return driver.execute_script("return 1") == 1
+    except WebDriverException as exc:
+        if "crashed" in str(exc).lower():
+            return False
+        raise
+
+
+def requested_urls(driver: Any) -> list[str]:
+    """Every URL the browser asked for since the last call (file:// and data: included, which
+    the Resource Timing API leaves out), from a driver made with ``request_log=True``."""
+    import json
+
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
