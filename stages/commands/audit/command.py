@@ -50,6 +50,7 @@ from stages.commands.audit.revision import checked_out
 from stages.commands.compare.revisions import WORKSPACE, resolve
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
+    JUDGE_TABLE,
     LOCK_PATH,
     METRICS_PATH,
     PARAMS_PATH,
@@ -228,8 +229,10 @@ def build_chains(root: Path, lock: Mapping[str, Any] | None, shown: Mapping[str,
 def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> AuditReport:
     """The workspace (``params``: the params file the CLI read), or a git revision or DVC
     experiment resolved as compare resolves it, audited against its own params.yaml."""
+    # Every DVC-cached file the audit reads: the chain up to the scores, and the judge table
+    # that reports/judge.json is recomputed from (a zero-row table when the judge is off).
     needed = [RAW_DIR, *(path(t) for path in (items_path, predictions_path, scores_path)
-                         for t in TRACKS)]
+                         for t in TRACKS), JUDGE_TABLE]
     revision = resolve(root, name)
     if revision.rev is None:
         # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from stages.commands.audit.lock import load_lock, producer
 from stages.commands.compare.revisions import Revision
 from stages.core.errors import StageError
 from stages.core.git import git
@@ -51,12 +52,18 @@ def checked_out(root: Path, revision: Revision,
             # The worktree's DVC reads this repository's cache (config.local is not in git).
             (tree / ".dvc" / "config.local").write_text(f"[cache]\n    dir = {cache_dir}\n",
                                                         encoding="utf-8")
+            lock = load_lock(tree)
+            made = [p for p in needed
+                    if lock is not None and producer(lock, Path(p).as_posix()) is not None]
             try:
-                with Repo(os.fspath(tree)) as sub:
-                    sub.checkout(targets=[os.fspath(tree / p) for p in needed], force=True)
+                if made:  # no targets would mean every output of the revision
+                    with Repo(os.fspath(tree)) as sub:
+                        sub.checkout(targets=[os.fspath(tree / p) for p in made], force=True)
             except DvcException as exc:
+                # Paths as the repository names them, not inside the temporary tree.
+                why = str(exc).replace(f"{tree}{os.sep}", "")
                 raise StageError(f"{revision.label} ({revision.rev[:12]}): cannot check its "
-                                 f"outputs out of the DVC cache: {exc}") from exc
+                                 f"outputs out of the DVC cache: {why}") from exc
             yield tree
         finally:
             # Never raises: a failed removal must not hide the audit's own error.
