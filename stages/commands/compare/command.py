@@ -40,6 +40,7 @@ from stages.core.atomic import write_text
 from stages.core.errors import DataError
 from stages.core.missing import require_outputs
 from stages.core.tracks import TRACK_P, TRACKS
+from stages.judge.metrics import judge_block
 from stages.score.metrics import bootstrap_params
 from stages.score.statistics import bootstrap, mcnemar_exact
 
@@ -90,7 +91,7 @@ def shared_inputs(root: Path, side: Side) -> Side:
         side.predictions = _optional(lambda: {
             t: files.read_parquet(predictions_path(t), columns=PREDICTION_COLUMNS)
             for t in TRACKS})
-        if side.judge:
+        if judge_block(side.judge) is not None:
             side.judge_table = _optional(lambda: files.read_parquet(JUDGE_TABLE))
     return side
 
