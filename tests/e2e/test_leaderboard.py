@@ -7,11 +7,13 @@ runs and a 5-item sample, all made by ``dvc exp run``; every test reads it throu
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from stages.core.dicts import flatten
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -207,6 +209,28 @@ def test_a_run_whose_scores_are_not_cached_names_dvc_exp_pull(repo: Path, tmp_pa
     assert proc.returncode == 1
     assert "missing from the local DVC cache: data/scores/rimo_n.parquet" in proc.stderr
     assert "dvc exp pull" in proc.stderr
+    # --all leaves an unreadable run out with that reason; with none readable, nothing to rank.
+    proc = sh(clone, "rimo-eval", "leaderboard", "--all", check=False)
+    assert proc.returncode == 1 and "--all: no two comparable runs to rank" in proc.stderr
+    assert "m-weak: not readable: 2 DVC-tracked output(s) of m-weak (" in proc.stderr
+    assert "`dvc exp pull <git-remote> m-weak`" in proc.stderr
+    assert ("workspace: not readable: 2 DVC-tracked output(s) missing from the workspace"
+            in proc.stderr)
+    # With the cache but for one table of m-weak: the others are ranked, m-weak is left out.
+    shutil.copytree(repo / ".dvc/cache", clone / ".dvc/cache")
+    sh(clone, "dvc", "checkout", "-q", "score")  # this repo ran up to score
+    refs = sh(clone, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    (weak,) = [r for r in refs if r.endswith("/m-weak")]
+    lock = yaml.safe_load(sh(clone, "git", "show", f"{weak}:dvc.lock").stdout)
+    md5 = next(o["md5"] for o in lock["stages"]["score"]["outs"]
+               if o["path"] == "data/scores/rimo_n.parquet")
+    (clone / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).unlink()
+    proc = sh(clone, "rimo-eval", "leaderboard", "--all", "--json", "--out", "lb")
+    result = json.loads(proc.stdout)
+    assert sorted(r["label"] for r in result["runs"]) == sorted(set(FIVE) - {"m-weak"})
+    left = {x["label"]: x["reason"] for x in result["left_out"]}
+    assert sorted(left) == sorted(["m-weak", K4, K4B, SAMPLE])
+    assert left["m-weak"].startswith("not readable: 1 DVC-tracked output(s) of m-weak (")
 
 
 def test_compare_of_the_full_run_against_the_sample_says_so_first(repo: Path) -> None:

@@ -41,8 +41,8 @@ def leaderboard(root: Path, names: list[str], every: bool = False, label: str = 
         runs, more = largest_group(found) if found else ([], [])
         left += more
         if len(runs) < 2:
-            raise DataError("--all: no two comparable runs to rank; left out: "
-                            + "; ".join(f"{x.label}: {x.reason}" for x in left))
+            raise DataError("--all: no two comparable runs to rank. Left out:\n"
+                            + "\n".join(f"  {x.label}: {x.reason}" for x in left))
     else:
         runs = load_runs(root, names, every, label)
         check(runs)
