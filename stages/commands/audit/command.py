@@ -229,16 +229,17 @@ def build_chains(root: Path, lock: Mapping[str, Any] | None, shown: Mapping[str,
 def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> AuditReport:
     """The workspace (``params``: the params file the CLI read), or a git revision or DVC
     experiment resolved as compare resolves it, audited against its own params.yaml."""
-    # Every DVC-cached file the audit reads: the chain up to the scores, and the judge table
-    # that reports/judge.json is recomputed from (a zero-row table when the judge is off).
     needed = [RAW_DIR, *(path(t) for path in (items_path, predictions_path, scores_path)
-                         for t in TRACKS), JUDGE_TABLE]
+                         for t in TRACKS)]
     revision = resolve(root, name)
     if revision.rev is None:
         # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
+        # (A missing judge table is the judge.recompute check's to report.)
         require_outputs(root, only=needed)
         return audit(root, params)
-    with checked_out(root, revision, needed) as tree:
+    # The checkout also holds the judge table reports/judge.json is recomputed from (zero rows
+    # when the judge was off), where the revision's dvc.lock has one.
+    with checked_out(root, revision, [*needed, JUDGE_TABLE]) as tree:
         print(f"audit: {revision.kind} {revision.label} at {revision.rev[:12]}, checked out "
               f"in a temporary worktree", file=sys.stderr)
         return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
