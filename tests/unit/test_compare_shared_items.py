@@ -115,7 +115,7 @@ def runs() -> st.SearchStrategy[tuple[Side, Side, int]]:
         st.integers(0, 2**16)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(runs())
 def test_every_delta_lies_in_its_interval_over_the_shared_items(drawn: tuple[Side, Side, int]
                                                                 ) -> None:

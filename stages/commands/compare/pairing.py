@@ -23,13 +23,7 @@ from stages.commands.compare.samples import (
     sample_count,
     which_test,
 )
-from stages.commands.compare.shared import (
-    describe,
-    item_keys,
-    on_shared,
-    overlap,
-    same_items,
-)
+from stages.commands.compare.shared import describe, on_shared, overlap, same_items
 from stages.core.dicts import flatten
 from stages.core.errors import ConfigError, DataError
 from stages.core.items import DOMAINS
@@ -249,7 +243,7 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
     sets = overlap(a.scores, b.scores)
     same = same_items(sets)
     if not same:
-        keys = {t: item_keys(a.scores[t]) & item_keys(b.scores[t]) for t in TRACKS}
+        keys = {t: sets[t]["keys"] for t in TRACKS}
         a, b = on_shared(a, keys, params[0]), on_shared(b, keys, params[1])
     tracks = {t: {**compare_track(t, a.scores[t], b.scores[t], samples, seed, confidence),
                   **{k: sets[t][k] for k in ("only_a", "only_b", "changed_items")}}

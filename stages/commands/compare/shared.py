@@ -40,13 +40,13 @@ def item_keys(scores: pd.DataFrame) -> set[Key]:
 
 def overlap(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]
             ) -> dict[str, dict[str, Any]]:
-    """Per track: how many items both runs have, and the ids only one has or whose content
-    (item hash) differs between them."""
+    """Per track: how many items both runs have (``keys``: which), and the ids only one has
+    or whose content (item hash) differs between them."""
     out = {}
     for t in TRACKS:
         ka, kb = item_keys(a[t]), item_keys(b[t])
         ids_a, ids_b = {i for i, _ in ka}, {i for i, _ in kb}
-        out[t] = {"shared": len(ka & kb), "only_a": sorted(ids_a - ids_b),
+        out[t] = {"shared": len(ka & kb), "keys": ka & kb, "only_a": sorted(ids_a - ids_b),
                   "only_b": sorted(ids_b - ids_a),
                   "changed_items": sorted({i for i, _ in ka ^ kb} & ids_a & ids_b)}
     return out
