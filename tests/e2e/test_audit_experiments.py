@@ -111,15 +111,15 @@ def test_intact_experiments_and_branches_pass_with_the_judge_on_and_off(repo: Pa
     judged = json.loads(sh(repo, "git", "show",
                            f"{exp_commit(repo, JUDGED)}:reports/judge.json").stdout)
     assert judged["run"][0]["enabled"] and judged["RIMO-P"]["judge"]["n"] > 0
+    reports = {}
     for name, kind in ((JUDGED, "experiment"), (CONSTANT, "experiment"), ("main", "git")):
-        report, err = audit(repo, name)
+        report, err = reports[name] = audit(repo, name)
         assert report["ok"], (name, report["breaks"])
         assert f"audit: {kind} {name} at " in err
         assert report["by_check"]["judge.recompute"] == {"ok": 1, "break": 0, "warning": 0}
         assert report["by_check"]["lock.md5"]["break"] == 0
     # The judged sample is audited as the 12-item run it is, not as the workspace's full run.
-    report, _ = audit(repo, JUDGED)
-    n = {m["name"]: m["value"] for m in report["metrics"]}
+    n = {m["name"]: m["value"] for m in reports[JUDGED][0]["metrics"]}
     assert n["RIMO-N.n"] == n["RIMO-P.n"] + n["RIMO-P.ungradable"] == 12  # per track
 
 
