@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
     compare.add_argument("--flips", type=int, metavar="N", help="flips listed per track (20)")
     compare.add_argument("--all-flips", action="store_true", help="list every flipped item")
+    compare.add_argument("--strict", action="store_true",
+                         help="refuse two runs over different items (default: compare on the "
+                              "items both have, and say so first)")
     compare.add_argument("--samples", type=int,
                          help="paired bootstrap resamples (default: score.bootstrap, or 1000)")
     compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")

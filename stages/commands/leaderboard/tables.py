@@ -133,6 +133,12 @@ def notes(board: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def left_out(board: Mapping[str, Any]) -> list[str]:
+    """``--all``: each run found but not ranked, with the reason (not in the paper's tex)."""
+    return [f"Left out by --all: {x['label']}: {x['reason']}"
+            for x in board.get("left_out") or []]
+
+
 # --- Markdown ----------------------------------------------------------------------------------
 
 
@@ -151,6 +157,7 @@ def render_markdown(board: Mapping[str, Any]) -> str:
            "| " + " | ".join("---:" if c[2] else "---" for c in cols) + " |"]
     out += [_md_row([c[1](r) for c in cols]) for r in board["runs"]]
     out += [""] + [f"- {n}" for n in notes(board)]
+    out += [f"- {_md(n)}" for n in left_out(board)]
     return "\n".join(out) + "\n"
 
 
@@ -231,8 +238,9 @@ def render_html(board: Mapping[str, Any], figures: Mapping[str, Mapping[str, byt
             if c[0] not in stacked]
     figs = [{"name": name, "data": base64.b64encode(f["png"]).decode("ascii")}
             for name, f in figures.items()]
-    return _template().render(head=head, rows=rows, notes=notes(board), figures=figs)
+    return _template().render(head=head, rows=rows, notes=notes(board) + left_out(board),
+                              figures=figs)
 
 
-__all__ = ["columns", "notes", "pct", "render_html", "render_markdown", "render_tex", "tex",
-           "with_ci"]
+__all__ = ["columns", "left_out", "notes", "pct", "render_html", "render_markdown", "render_tex",
+           "tex", "with_ci"]
