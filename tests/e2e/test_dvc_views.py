@@ -124,6 +124,7 @@ def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
     os.close(follower)
     chunks: list[bytes] = []
     quit_sent, deadline = False, time.monotonic() + 300
+    last_output = time.monotonic()
     while time.monotonic() < deadline:
         if select.select([leader], [], [], 1.0)[0]:
             try:
@@ -133,9 +134,14 @@ def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
             if not data:
                 break
             chunks.append(data)
+            last_output = time.monotonic()
         elif proc.poll() is not None:
             break
-        elif chunks and not quit_sent:  # the pager waits on a full screen: leave it
+        elif chunks and not quit_sent and (
+                pager_prompt(chunks) or time.monotonic() - last_output > 20):
+            # The pager waits on a full screen: leave it. Only once its prompt is up (or after
+            # a long silence): a busy machine may pause DVC mid-output, and a "q" sent then
+            # would be taken for a pager that had to be told to quit.
             os.write(leader, b"q")
             quit_sent = True
     os.close(leader)
@@ -146,6 +152,13 @@ def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]", "", text).replace("\r", "")
     assert "\x1b[?1h" in raw or quit_sent, "the pager did not run"
     return [line for line in text.split("\n") if line.strip()], quit_sent
+
+
+def pager_prompt(chunks: list[bytes]) -> bool:
+    """Whether less is showing its prompt (":" or "(END)") and waiting for a key."""
+    tail = b"".join(chunks)[-200:].decode("utf-8", "replace")
+    tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]", "", tail).rstrip()
+    return tail.endswith((":", "(END)"))
 
 
 def check_table(lines: list[str]) -> None:
