@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.core.reply_flags import UNICODE_REPAIRED
-from stages.core.valid_text import valid_text, valid_value
+from stages.core.valid_text import is_valid, valid_text, valid_value
 
 
 @dataclass
@@ -35,6 +35,9 @@ class ChatReply:
     flags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        strings = [*self.texts, *self.reasoning, *self.finish_reasons, self.model, *self.usage]
+        if all(not isinstance(v, str) or is_valid(v) for v in strings):
+            return  # nearly always: nothing to mend, nothing copied
         repaired = False
 
         def valid(value: Any) -> Any:

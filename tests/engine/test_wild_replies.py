@@ -144,22 +144,31 @@ def wild_server() -> Iterator[ChatServer]:
     srv.stop()
 
 
-def goes_through(server: ChatServer, values: dict[str, str]) -> None:
+def goes_through(server: ChatServer, values: dict[str, str], rerun: bool = True) -> None:
     """Every reply of a RIMO-N item and a 2-part RIMO-P item carries ``values`` (field ->
     string): predict, the tables, score and the view take it, repair only what is invalid,
-    flag only what they repaired, and keep the rest as sent."""
+    flag only what they repaired, and keep the rest as sent; a rerun sends nothing and writes
+    the same tables."""
     server.reset()
     server.shape = shaped(values)
     try:
         with tempfile.TemporaryDirectory(prefix="wild-") as tmp:
             root = Path(tmp)
             write_items(root / "items", [n_row("n1", "7")], [p_row("p1", 2)])
-            metrics = run_and_score(root, config(server, root / "cache"))
+            cfg = config(server, root / "cache")
+            metrics = run_and_score(root, cfg)
             counts = build_view(root, metrics)
             n, p = rows(root, TRACK_N)["n1"], rows(root, TRACK_P)["p1"]
+            sent = len(server.records)
+            if rerun:
+                predict(cfg, root / "items", root / "again")
+                assert len(server.records) == sent  # cached as stored: a rerun sends nothing
+                for track in TRACKS:
+                    assert predictions_path(track, root / "again").read_bytes() == \
+                        predictions_path(track, root / "preds").read_bytes()
     finally:
         server.shape = None
-    assert counts["items"] == 2
+    assert counts["items"] == 2 and sent == 3
     assert (n["status"], p["status"]) == ("ok", "ok"), (n["error"], p["error"])
     sent_bad = any(not is_valid(v) for v in values.values())
     flagged = n["details"].get("unicode_repaired") is True
@@ -189,9 +198,11 @@ def test_any_string_in_any_reply_field_goes_through(wild_server: ChatServer,
 @pytest.mark.slow
 def test_ten_megabyte_replies_go_through(wild_server: ChatServer) -> None:
     """The property's explicit 10 MB example (a test of its own, so that the edit loop can
-    leave it out): answers of 10 MB of controls around lone surrogates, quoted whole by the
-    next RIMO-P part's prompt."""
-    goes_through(wild_server, {"content": ("step " + CONTROLS) * (TEN_MB // 19) + "\\boxed{7}"})
+    leave it out): answers of 10 MB of text strewn with controls and lone surrogates, quoted
+    whole by the next RIMO-P part's prompt. (Its rerun is the small examples' business.)"""
+    unit = "So the sum is odd, hence n is prime. " * 4 + CONTROLS
+    goes_through(wild_server, {"content": unit * (TEN_MB // len(unit)) + "\\boxed{7}"},
+                 rerun=False)
 
 
 # --- targeted regressions -----------------------------------------------------------------------
