@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.core.reply_flags import UNICODE_REPAIRED
-from stages.core.valid_text import is_valid, valid_text, valid_value
+from stages.core.surrogates import is_valid, valid_text, valid_value
 
 
 @dataclass
@@ -20,7 +20,7 @@ class ChatReply:
 
     Every transport (and the cache, reading an entry back) builds one, so this is where model
     text enters the engine: ``__post_init__`` makes every string valid Unicode
-    (``stages.core.valid_text``: each lone surrogate becomes U+FFFD) and adds the flag
+    (``stages.core.surrogates``: each lone surrogate becomes U+FFFD) and adds the flag
     ``unicode_repaired`` when it changed one. ``flags`` name what was done to the reply on its
     way in (``unicode_repaired``, ``redacted``); they are cached with it and become the
     reply's diagnostic flags in score.

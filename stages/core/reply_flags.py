@@ -5,6 +5,6 @@ diagnostic flag of the row (``stages.score.diagnostics``): a repair is flagged, 
 
 from __future__ import annotations
 
-UNICODE_REPAIRED = "unicode_repaired"  # lone surrogates became U+FFFD (stages.core.valid_text)
+UNICODE_REPAIRED = "unicode_repaired"  # lone surrogates became U+FFFD (stages.core.surrogates)
 REDACTED = "redacted"  # the API key was cut out of the text (stages.chat.redact)
 ENGINE_FLAGS = (UNICODE_REPAIRED, REDACTED)

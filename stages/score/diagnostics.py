@@ -24,7 +24,7 @@ Two more flags, on every row of both tracks (RIMO-P: any part), say what the eng
 reply on its way in, recorded in its details (``stages.chat.transport.ChatReply.flags``):
 
 * ``unicode_repaired``: the reply (or the error a server sent) held lone surrogates, each
-  replaced by U+FFFD (``stages.core.valid_text``); the repaired text is what was graded;
+  replaced by U+FFFD (``stages.core.surrogates``); the repaired text is what was graded;
 * ``redacted``: the API key was cut out of the reply's text (``stages.chat.redact``), which can
   change what is graded.
 """

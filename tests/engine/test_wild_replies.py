@@ -29,8 +29,8 @@ from stages.commands.view.site import write_site
 from stages.commands.view.texts import DetailsCursor
 from stages.core.artifacts import items_path, predictions_path, scores_path
 from stages.core.hashing import fingerprint
+from stages.core.surrogates import is_valid
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.core.valid_text import is_valid
 from stages.predict import predict
 from stages.score.stage import score
 from tests.chat_server import ChatServer, Shaped
