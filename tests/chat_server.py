@@ -23,7 +23,10 @@ problem text (they survive into every prompt built from it):
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
 Server-wide: ``responder(body, prompt)``, when set and returning a string, is the reply (a
-scripted judge; fault directives still come first); ``latency_s`` before every reply, and
+scripted judge; fault directives still come first); ``shape(completion, prompt)``, when set
+and returning something, is the body sent instead of the completion built (a dict, sent as
+JSON with every non-ASCII character escaped, as servers do, or bytes sent as they are), or a
+``(status, body)`` pair: hostile replies; ``latency_s`` before every reply, and
 ``hang_after``: once that many requests were answered, later ones hang (used to kill a client
 at a known point); ``fail_all``: every request gets that HTTP status (a broken server);
 ``die_after``: once that many were answered the server dies (listener closed, later requests on
@@ -89,6 +92,8 @@ _HANDED = range(max(1024, _LOW - 6000), _LOW)
 _random = random.SystemRandom()
 T = TypeVar("T")
 S = TypeVar("S", bound=ThreadingHTTPServer)
+# What ``ChatServer.shape`` may return instead of the completion: a body, or (status, body).
+Shaped = dict[str, Any] | bytes | tuple[int, dict[str, Any] | bytes] | None
 
 
 def bind_loopback(make: Callable[[tuple[str, int]], T], ports: range = _BOUND) -> T:
@@ -191,6 +196,7 @@ class ChatServer:
     reasoning_bytes: int = 0
     answer_bytes: int = 0
     responder: Callable[[dict[str, Any], str], str | None] | None = None
+    shape: Callable[[dict[str, Any], str], Shaped] | None = None
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -427,13 +433,20 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             # Stamped before the write: once the client has the reply it may send the next
             # request (RIMO-P's next part) before this thread runs again.
             sent_at = time.monotonic()
+            completion = _completion(body, texts, finish, reasoning, server.reasoning_field)
+            shaped = server.shape(completion, prompt) if server.shape else None
+            status = 200
+            if isinstance(shaped, tuple):
+                status, shaped = shaped
             try:
-                self._json(200, _completion(body, texts, finish, reasoning,
-                                            server.reasoning_field))
+                if isinstance(shaped, bytes):  # a body as it is, UTF-8 or not
+                    self._send(status, shaped, "application/json")
+                else:  # JSON escapes (ensure_ascii): a lone surrogate goes out as \ud800
+                    self._json(status, completion if shaped is None else shaped)
             except OSError:
                 server._finish(rec, "client-gone")
                 return
-            server._finish(rec, "ok", reply, at=sent_at)
+            server._finish(rec, "ok" if status == 200 else f"http-{status}", reply, at=sent_at)
 
         def _json(self, code: int, obj: dict[str, Any]) -> None:
             self._send(code, json.dumps(obj).encode(), "application/json")

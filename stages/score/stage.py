@@ -36,7 +36,14 @@ from stages.core.predictions import (
 from stages.core.provenance import build_provenance
 from stages.core.tables import write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.score.diagnostics import FLAGS_N, FLAGS_P, flags_n, parse_details, truncated
+from stages.score.diagnostics import (
+    FLAGS_N,
+    FLAGS_P,
+    engine_flags,
+    flags_n,
+    parse_details,
+    truncated,
+)
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
 from stages.score.samples import with_sample
@@ -127,6 +134,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in df.to_dict("records"):
         raw = r["prediction"]
+        details = parse_details(r["details"])
         # Parquet lists come back as arrays; a null comes back as None or NaN.
         ok = r["status"] == STATUS_OK and raw is not None and not isinstance(raw, float)
         pred = [str(x) for x in raw] if ok else []
@@ -143,7 +151,8 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
             "n_predicted": len(pred), "matched": matched, "n_matched": sum(matched),
             "prefix_len": prefix, "strict": gradable and grade_p_strict(pred, gold),
             "prefix_score": prefix / parts if gradable else 0.0,
-            "truncated": truncated(parse_details(r["details"])),
+            "truncated": truncated(details),
+            **engine_flags(details),
         })
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_P].names)
 
@@ -217,5 +226,8 @@ def run(params: Params) -> None:
     diag = n.get("diagnostics") or {}
     if diag:
         flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f))
+        diag_p = p.get("diagnostics") or {}
+        flags_p = ", ".join(f"{f} {diag_p[f]}" for f in FLAGS_P if diag_p.get(f))
         print(f"score: diagnostics (not the metric): RIMO-N lenient accuracy "
-              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}")
+              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}"
+              + (f"; RIMO-P: {flags_p}" if flags_p else ""))

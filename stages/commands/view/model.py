@@ -21,9 +21,11 @@ from stages.commands.view.load import Run
 from stages.commands.view.markup import page_text
 from stages.core.text_quality import WARNING_RULES, text_warnings
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.score.diagnostics import FLAGS_N
 
-# The score stage's diagnostic flags (one per row), where the scores table has them.
-FLAGS = ("no_box", "empty_box", "multiple_boxes", "truncated", "gold_in_text", "lenient_match")
+# The score stage's diagnostic flags (one per row), where the scores table has them; RIMO-P's
+# (FLAGS_P) are among them.
+FLAGS = FLAGS_N
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 

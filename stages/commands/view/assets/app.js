@@ -287,6 +287,8 @@ const RIMO = (() => {
     multiple_boxes: "its boxes hold different values", truncated: "the reply was cut off (finish reason length)",
     gold_in_text: "the gold integer is in the text, but the prediction is wrong",
     lenient_match: "the prediction equals the gold after MathArena-style normalisation",
+    unicode_repaired: "the reply held lone surrogates, each stored and graded as U+FFFD",
+    redacted: "the API key was cut out of the reply, which can change what is graded",
   };
   function flags(fs) {
     return fs.length ? `<span class="diags">diagnostics: ${fs.map(f => `<span class="flag" title="diagnostic flag (score), not the metric: ${esc(FLAG_HELP[f] || f)}">${esc(f)}</span>`).join(" ")}</span>` : "";
