@@ -18,6 +18,7 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SHORT_TMP = Path("/tmp")
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
          "--disable-default-apps", "--disable-extensions",
@@ -48,10 +49,14 @@ def chromium(width: int, height: int, spy: str | None = None,
             **({"performance": "ALL"} if request_log else {})}
     if logs:
         options.set_capability("goog:loggingPrefs", logs)
-    with tempfile.TemporaryDirectory(prefix="rimo-chromium-") as profile:
+    # Chromium puts a unix socket in its profile and under TMPDIR; under a long TMPDIR (pytest's
+    # tmp_path, as CI's) the path passes the 107-byte limit and Chromium exits at start.
+    short = SHORT_TMP if SHORT_TMP.is_dir() else Path(tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(prefix="rimo-chr-", dir=short) as profile:
         for flag in [*FLAGS, f"--window-size={width},{height}", f"--user-data-dir={profile}"]:
             options.add_argument(flag)
-        browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+        service = Service(str(CHROMEDRIVER), env={**os.environ, "TMPDIR": str(short)})
+        browser = webdriver.Chrome(service=service, options=options)
         try:
             if spy is not None:
                 browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
