@@ -48,11 +48,10 @@ browser:
 	fi
 
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
-# The transcript browser (reports/view/, which the report links into) is built from the run
-# dvc repro leaves; it is a tool, not a stage, so it is not cached in dvc.lock.
+# The transcript browser (reports/view/, which the report links into) is the view stage of
+# dvc.yaml: dvc repro builds it with the run, and dvc exp apply / checkout restore it with it.
 repro: setup
 	dvc repro
-	rimo-eval view
 	rimo-eval summary
 
 # Two passes: what can share the machine on 2 xdist workers (each test file stays on one worker,

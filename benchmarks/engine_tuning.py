@@ -6,14 +6,17 @@ c = 64, on a cold response cache each time. Every row is one ``predict`` process
 run interleaved, ``--repeats`` times each, and the table gives the median wall time and its
 difference from the plain process:
 
-* ``plain``: ``sys.exit(main())``, the default collector, an fsync per new cache entry;
+* ``plain``: ``sys.exit(main())``, the default collector (the project as it is);
 * ``+gc``: ``gc.set_threshold(100_000, 20, 20)`` first;
 * ``+os._exit``: the exit handlers by hand, then ``os._exit`` (no interpreter teardown);
-* ``+syncfs``: the cache's batched sync as one ``syncfs(2)`` (ctypes) instead of an fsync
-  per entry;
-* ``all three``: what ``cli.entry`` and ``cache.py`` did before they were removed.
+* ``both``: what ``cli.entry`` did before they were removed.
+
+The ``+syncfs`` variant of the per-file cache (one ``syncfs(2)`` instead of an fsync per entry)
+is gone: the SQLite cache's batched sync is three fsyncs a second whatever the number of
+entries, and replacing it meant patching the cache's internals.
 
     .venv/bin/python benchmarks/engine_tuning.py [--repeats 3] [--latency 0]
+    .venv/bin/python benchmarks/engine_tuning.py --quick   # 16 items per track, one run each
 """
 
 from __future__ import annotations
@@ -25,30 +28,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from predict_throughput import loopback_server, prepare_items  # noqa: E402
+from predict_throughput import (  # noqa: E402
+    loopback_server,
+    prepare_items,
+    write_predict_params,
+)
 from timed import run_timed  # noqa: E402
 
 GC = "import gc; gc.set_threshold(100_000, 20, 20)\n"
-SYNCFS = '''
-import ctypes, os
-from stages.chat.cache import ResponseCache
-_libc = ctypes.CDLL(None, use_errno=True)
-def _sync(self, paths=None):
-    paths = self.take_unsynced() if paths is None else paths
-    if paths and self.root is not None:
-        fd = os.open(self.root, os.O_RDONLY)
-        try:
-            _libc.syncfs(fd)
-        finally:
-            os.close(fd)
-ResponseCache.sync = _sync
-'''
 PLAIN_EXIT = "import sys\nfrom stages.cli import main\nsys.exit(main())\n"
 FAST_EXIT = '''import atexit, os, sys
 from stages.cli import main
@@ -61,19 +52,13 @@ VARIANTS = {
     "plain": PLAIN_EXIT,
     "+gc": GC + PLAIN_EXIT,
     "+os._exit": FAST_EXIT,
-    "+syncfs": SYNCFS + PLAIN_EXIT,
-    "all three": GC + SYNCFS + FAST_EXIT,
+    "both": GC + FAST_EXIT,
 }
 
 
-def run_once(work: Path, base_url: str, code: str, concurrency: int, n: int) -> float:
-    cache = work / f"cache-{n}"
-    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    params["predict"] = {"backend": "openai", "limit": None, "allow_errors": 0.0,
-                         "openai": {"base_url": base_url, "model": "bench", "api_key_env": None,
-                                    "cache_dir": str(cache), "concurrency": concurrency,
-                                    "timeout_s": 60.0}}
-    (work / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+def run_once(work: Path, base_url: str, code: str, concurrency: int, n: int,
+             limit: int | None) -> float:
+    write_predict_params(work, base_url, concurrency, str(work / f"cache-{n}"), limit)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
     done = run_timed([sys.executable, "-c", code, "predict"], work, env, stderr_only=True)
     if done.returncode != 0:
@@ -86,11 +71,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--limit", type=int, default=None, help="items per track (default: all)")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny: 16 items per track, one run of plain and both")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.limit, args.variants = 1, 16, ["plain", "both"]
     if "plain" not in args.variants:
         args.variants.insert(0, "plain")
     walls: dict[str, list[float]] = {v: [] for v in args.variants}
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp, loopback_server(args.latency) as base_url:
         work = Path(tmp)
         prepare_items(work)
@@ -99,9 +90,11 @@ def main(argv: list[str] | None = None) -> None:
             for name in args.variants:  # interleaved: load drifts hit all alike
                 n += 1
                 walls[name].append(run_once(work, base_url, VARIANTS[name], args.concurrency,
-                                            n))
-    print(f"predict, 1579 requests, c = {args.concurrency}, latency {args.latency} s, "
-          f"{args.repeats} runs each, load average {os.getloadavg()[0]:.2f}, "
+                                            n, args.limit))
+    scope = "1579 requests" if args.limit is None else f"{args.limit} items per track"
+    print(f"predict, {scope}, c = {args.concurrency}, latency {args.latency} s, "
+          f"{args.repeats} runs each, load average {load} at the start, "
+          f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the end, "
           f"{os.cpu_count()} CPUs")
     base = statistics.median(walls["plain"])
     print(f"{'variant':<10} {'median s':>9} {'vs plain':>9}  runs")

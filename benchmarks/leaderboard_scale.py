@@ -13,7 +13,7 @@ and figure), median of ``--repeats``; then the in-process phases of one build. G
 each on the project's 2-core machine.
 
     .venv/bin/python benchmarks/leaderboard_scale.py             # both sizes, about 3 min
-    .venv/bin/python benchmarks/leaderboard_scale.py --runs 4 --k16-runs 2 --repeats 1  # quick
+    .venv/bin/python benchmarks/leaderboard_scale.py --quick     # 2 runs at k = 2, one build
 """
 
 from __future__ import annotations
@@ -31,21 +31,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import yaml  # noqa: E402
+from predict_throughput import find_mirror  # noqa: E402
 
 from tests.leaderboard_runs import replay_rows, write_jsonl  # noqa: E402
 
 BIN = Path(sys.executable).parent
-
-
-def find_mirror() -> Path:
-    candidates = [os.environ.get("RIMO_MIRROR", ""), ROOT.parent / "shared/rimo/upstream",
-                  "/work/shared/rimo/upstream"]
-    for c in candidates:
-        if c and (Path(c) / "RIMO-N.jsonl").is_file():
-            return Path(c)
-    raise SystemExit(f"RIMO upstream files not found in {candidates} (set RIMO_MIRROR)")
 
 
 def git(repo: Path, *args: str) -> str:
@@ -141,34 +134,45 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="k = 1 runs (default 20)")
     ap.add_argument("--k16-runs", type=int, default=5, help="k = 16 runs (default 5)")
+    ap.add_argument("--k16", type=int, default=16, help="k of the second group (default 16)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny: the second group only, 2 runs at k = 2, one leaderboard")
     args = ap.parse_args()
+    if args.quick:
+        args.runs, args.k16_runs, args.k16, args.repeats = 0, 2, 2, 1
+    load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="lb-scale-") as tmp:
         work = Path(tmp)
         rows = []
-        for runs, k, tag in ((args.runs, 1, "k1"), (args.k16_runs, 16, "k16")):
+        for runs, k, tag in ((args.runs, 1, "k1"), (args.k16_runs, args.k16, f"k{args.k16}")):
+            if runs == 0:
+                continue
             repo, names, prep = make_repo(work, runs, k, tag)
             walls = [timed_cli(repo, names, work / f"out-{tag}-{r}") for r in range(args.repeats)]
-            same = all((work / f"out-{tag}-0" / f.name).read_bytes() == f.read_bytes()
-                       for r in range(1, args.repeats)
-                       for f in (work / f"out-{tag}-{r}").iterdir())
+            # Byte for byte against the first build; None when there was only one.
+            same = None if args.repeats < 2 else all(
+                (work / f"out-{tag}-0" / f.name).read_bytes() == f.read_bytes()
+                for r in range(1, args.repeats) for f in (work / f"out-{tag}-{r}").iterdir())
             rows.append({"runs": runs, "k": k, "prep_s": round(prep, 1),
                          "wall_s": [round(w, 2) for w in walls],
                          "median_s": round(statistics.median(walls), 2),
                          "phases_s": {k2: round(v, 2) for k2, v in phases(repo, names).items()},
                          "byte_identical": same})
         load = os.getloadavg()
-        print(json.dumps({"rows": rows, "loadavg_end": [round(x, 2) for x in load],
+        print(json.dumps({"rows": rows, "loadavg_start": load_start,
+                          "loadavg_end": [round(x, 2) for x in load],
                           "cpus": os.cpu_count()}, indent=2))
         print("\n| runs | k | leaderboard wall (median) | runs of it | load / statistics / "
               "figures / tables (one build, in-process) | rebuilds byte-identical |")
         print("| ---: | ---: | ---: | --- | --- | --- |")
         for r in rows:
             p = r["phases_s"]
+            same = "n/a (one build)" if r["byte_identical"] is None else r["byte_identical"]
             print(f"| {r['runs']} | {r['k']} | {r['median_s']:.2f} s | "
                   f"{', '.join(f'{w:.2f}' for w in r['wall_s'])} | {p['load']:.2f} / "
                   f"{p['statistics']:.2f} / {p['figures']:.2f} / {p['tables']:.2f} s | "
-                  f"{r['byte_identical']} |")
+                  f"{same} |")
 
 
 if __name__ == "__main__":

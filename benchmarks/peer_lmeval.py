@@ -45,11 +45,14 @@ def _installed(python: Path) -> bool:
     return done.returncode == 0 and done.stdout.split() == [LMEVAL_VERSION, TORCH_VERSION]
 
 
-def lmeval_venv() -> Path | None:
-    """The venv's python, installing lm-eval on first use; None if it cannot be installed."""
+def lmeval_venv(install: bool = True) -> Path | None:
+    """The venv's python, installing lm-eval on first use (if ``install``); None if it is not
+    there or cannot be installed."""
     python = VENV / "bin" / "python"
     if _installed(python):
         return python
+    if not install:
+        return None
     print(f"installing lm_eval[api]=={LMEVAL_VERSION} into {VENV} (about 1.7 GB) ...",
           file=sys.stderr)
     try:

@@ -7,17 +7,20 @@ model backend records it in ``details``), so the item files are as heavy as real
 
     .venv/bin/python benchmarks/view_build.py              # k = 1 and k = 8
     .venv/bin/python benchmarks/view_build.py --k 1 8 64   # k = 64: 50,624 samples
+    .venv/bin/python benchmarks/view_build.py --quick      # k = 1, short replies, one load
 
 Per k it prints: the build (site from the loaded run: index, markdown + nh3 of every text,
 files written), the site's files and MB, the largest file, the size of data/index.js (what
 the page loads at once), and the time from navigation start to the grid in the DOM in
-headless Chromium from file:// (median of 3 cold loads, fresh profile each), and the time to
-open one RIMO-N item with all its k samples from the grid (its script file loaded, rendered).
+headless Chromium from file:// (median of ``--loads`` cold loads, fresh profile each), and the
+time to open one RIMO-N item with all its k samples from the grid (its script file loaded,
+rendered).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -35,11 +38,6 @@ from predict_throughput import prepare_items  # noqa: E402
 from stages.commands.view.model import build  # noqa: E402
 from stages.commands.view.site import write_site  # noqa: E402
 from stages.core.tracks import TRACK_N, TRACK_P  # noqa: E402
-
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-default-apps", "--disable-extensions", "--window-size=1400,1000",
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost"]
 
 
 def reply(rng: random.Random, chars: int, answer: str) -> str:
@@ -80,36 +78,28 @@ def synthetic_run(work: Path, k: int, chars: int) -> Any:
 
 
 def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int, int]]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.browser import chromium  # the tests' hermetic headless Chromium
 
     out = []
     for _ in range(loads):
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        with tempfile.TemporaryDirectory(prefix="rimo-bench-chromium-") as profile:
-            for flag in [*FLAGS, f"--user-data-dir={profile}"]:
-                options.add_argument(flag)
-            driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-            try:
-                driver.get((site / "index.html").as_uri())
-                WebDriverWait(driver, 60).until(lambda d: d.execute_script(
-                    "return document.documentElement.dataset.readyMs"))
-                ms = int(driver.execute_script(
-                    "return document.documentElement.dataset.readyMs"))
-                rows = driver.execute_script(
-                    "return document.querySelectorAll('#grid tr.row').length")
-                assert rows == 791, rows
-                # Then open the heaviest kind of item (RIMO-N, all k samples, histogram).
-                t0 = time.perf_counter()
-                driver.execute_script("location.hash = 'item=' + arguments[0]", first_item)
-                WebDriverWait(driver, 60).until(lambda d: d.execute_script(
-                    "const i = document.getElementById('item');"
-                    "return i && i.dataset.key === arguments[0]", first_item))
-                out.append((ms, round(1000 * (time.perf_counter() - t0))))
-            finally:
-                driver.quit()
+        with chromium(1400, 1000) as driver:  # a fresh profile each time: a cold load
+            driver.get((site / "index.html").as_uri())
+            WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+                "return document.documentElement.dataset.readyMs"))
+            ms = int(driver.execute_script(
+                "return document.documentElement.dataset.readyMs"))
+            rows = driver.execute_script(
+                "return document.querySelectorAll('#grid tr.row').length")
+            assert rows == 791, rows
+            # Then open the heaviest kind of item (RIMO-N, all k samples, histogram).
+            t0 = time.perf_counter()
+            driver.execute_script("location.hash = 'item=' + arguments[0]", first_item)
+            WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+                "const i = document.getElementById('item');"
+                "return i && i.dataset.key === arguments[0]", first_item))
+            out.append((ms, round(1000 * (time.perf_counter() - t0))))
     return out
 
 
@@ -117,10 +107,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--chars", type=int, default=1500, help="characters per reply")
+    parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny: k = 1, 200 characters per reply, one page load")
     args = parser.parse_args()
-    print("| k | samples | prepare (predict + score) | build | files | MB on disk | largest file "
-          "| data/index.js | first grid, file:// (median of 3) | open one item |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    if args.quick:
+        args.k, args.chars, args.loads = [1], 200, 1
+    print(f"{os.cpu_count()} cores, load average "
+          f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
+    print(f"| k | samples | prepare (predict + score) | build | files | MB on disk | largest file "
+          f"| data/index.js | first grid, file:// (median of {args.loads}) | open one item | "
+          "load |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory(prefix="rimo-view-bench-") as tmp:
         work = Path(tmp)
         prepare_items(work)
@@ -135,14 +133,14 @@ def main() -> None:
             site = work / f"site{k}"
             largest = max(f.stat().st_size for f in site.rglob("*") if f.is_file())
             index_mb = (site / "data/index.js").stat().st_size / 1e6
-            timings = first_grid_ms(site, index["items"][0]["key"])
+            timings = first_grid_ms(site, index["items"][0]["key"], args.loads)
             ms = [t[0] for t in timings]
             item_ms = statistics.median(t[1] for t in timings)
             samples = sum(len(s) for s in run.scores.values())
             print(f"| {k} | {samples} | {prep:.1f} s | {built:.1f} s | {counts['files']} | "
                   f"{counts['bytes'] / 1e6:.1f} | {largest / 1e6:.2f} MB | {index_mb:.2f} MB | "
-                  f"{statistics.median(ms)} ms ({', '.join(map(str, ms))}) | {item_ms} ms |",
-                  flush=True)
+                  f"{statistics.median(ms)} ms ({', '.join(map(str, ms))}) | {item_ms} ms | "
+                  f"{os.getloadavg()[0]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from stages.core.config import load_params
 from stages.core.errors import StageError
 
 STAGES = {
+    "check-params": "Validate the whole params file (DVC runs it on any change to the file)",
     "fetch": "Download the pinned upstream files (mirrors first) and verify their sha256",
     "validate": "Check every item (schemas, benchmark rules, JSONL vs CSV), apply errata",
     "predict": "Run the configured predictor backend over the items",
@@ -24,6 +25,7 @@ STAGES = {
 }
 # Where each command lives: a stage is a module or a package's ``stage`` module.
 MODULES = {
+    "check-params": "stages.check_params",
     "fetch": "stages.fetch",
     "validate": "stages.validate.stage",
     "predict": "stages.predict",
@@ -62,7 +64,8 @@ EPILOG = """\
 Each stage reads its own section of params.yaml (--params FILE for another file, before or
 after the command); `rimo-eval COMMAND --help` says more about one command."""
 # The params each stage reads (dvc.yaml lists them as the stage's params).
-SECTIONS = {"fetch": "its fetch section", "validate": "its validate section",
+SECTIONS = {"check-params": "the whole file",
+            "fetch": "its fetch section", "validate": "its validate section",
             "predict": "its predict section",
             "score": "its score section, the fetch pin, predict.limit and predict.sample_seed",
             "judge": "its judge section", "report": "its report section"}
@@ -151,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
     compare.add_argument("--flips", type=int, metavar="N", help="flips listed per track (20)")
     compare.add_argument("--all-flips", action="store_true", help="list every flipped item")
+    compare.add_argument("--strict", action="store_true",
+                         help="refuse two runs over different items (default: compare on the "
+                              "items both have, and say so first)")
     compare.add_argument("--samples", type=int,
                          help="paired bootstrap resamples (default: score.bootstrap, or 1000)")
     compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")
@@ -173,8 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("runs", nargs="*", metavar="RUN",
                       help="git revision, branch, DVC experiment name, or 'workspace' "
                            "(default: the workspace)")
-    view.add_argument("--out", type=Path, default=Path("reports/view"),
-                      help="folder of the static site (default: %(default)s)")
+    view.add_argument("--out", type=Path,
+                      help="folder of the static site (default: reports/view, the view "
+                           "stage's site, for the workspace alone; reports/views/A+B for "
+                           "named runs)")
     view.add_argument("--serve", action="store_true",
                       help="then serve the folder on 127.0.0.1 and print the URL")
     view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")

@@ -23,7 +23,6 @@ from stages.core.hashing import fingerprint, sha256_bytes
 from stages.core.items import ITEMS_DIR, Item, load_items
 from stages.core.predictions import (
     PREDICTIONS_DIR,
-    STATUS_ERROR,
     STATUS_MISSING,
     STATUSES,
     lone_surrogate,
@@ -71,16 +70,13 @@ def _check_prediction(pred: Prediction, item: Item) -> None:
     if item.track == TRACK_P and not (
             isinstance(value, list) and all(isinstance(v, str) for v in value)):
         raise DataError(f"{item.track} {item.problem_id}: prediction must be a list of strings")
-
-
-def _unicode_safe(pred: Prediction) -> Prediction:
-    """A model reply with a lone surrogate cannot be stored; record it as that item's error
-    rather than failing the whole run after every request was made."""
-    if lone_surrogate(pred.prediction) is None:
-        return pred
-    return Prediction(pred.track, pred.problem_id, None, status=STATUS_ERROR,
-                      error="prediction is not valid Unicode (lone surrogate)",
-                      sample=pred.sample)
+    # The chat engine makes model text valid where it enters (stages.chat.transport.ChatReply)
+    # and replay refuses a file holding a lone surrogate, naming its line; a backend that still
+    # returns one breaks the Predictor contract, like one returning a number.
+    bad = lone_surrogate(value)
+    if bad is not None:
+        raise DataError(f"{item.track} {item.problem_id}: prediction is not valid Unicode (a "
+                        f"lone surrogate U+{ord(bad[0]):04X} at index {bad[1]})")
 
 
 def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, samples: int = 1,
@@ -102,7 +98,6 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
             raise DataError(f"backend {backend}: two predictions for {pred.track} "
                              f"{pred.problem_id} sample {pred.sample}")
         _check_prediction(pred, item)
-        pred = _unicode_safe(pred)
         if spool is not None:
             spool.park(pred)
         out[pred.sample_key] = pred

@@ -23,7 +23,10 @@ problem text (they survive into every prompt built from it):
 Without ``gold`` the reply is ``Solution <hash>.``, a deterministic function of the prompt, so
 RIMO-P chaining can be checked (request k must contain the replies to requests 1..k-1).
 Server-wide: ``responder(body, prompt)``, when set and returning a string, is the reply (a
-scripted judge; fault directives still come first); ``latency_s`` before every reply, and
+scripted judge; fault directives still come first); ``shape(completion, prompt)``, when set
+and returning something, is the body sent instead of the completion built (a dict, sent as
+JSON with every non-ASCII character escaped, as servers do, or bytes sent as they are), or a
+``(status, body)`` pair: hostile replies; ``latency_s`` before every reply, and
 ``hang_after``: once that many requests were answered, later ones hang (used to kill a client
 at a known point); ``fail_all``: every request gets that HTTP status (a broken server);
 ``die_after``: once that many were answered the server dies (listener closed, later requests on
@@ -31,6 +34,9 @@ open connections dropped). ``reasoning_model`` acts as OpenAI's reasoning models
 naming the parameter for ``max_tokens`` and for a ``temperature`` other than 1. ``GET
 /v1/models`` lists the model unless ``serve_models`` is off (then 404, as on servers without
 it). Every chat request is recorded; ``answered`` counts only replies written completely.
+``GET /_requests?since=N`` returns ``{"next": M, "requests": [...]}``: the bodies of the chat
+requests answered completely among records N..M-1 (M: the records so far), so that a benchmark
+running the server in its own process reads back what a run sent (``since`` omitted: M alone).
 Reply size (benchmarks at reasoning scale): ``reasoning_bytes`` gives every reply that many
 characters of reasoning in ``reasoning_field`` (words drawn from the prompt's hash, so they
 compress like text, not like a repeated string), and ``answer_bytes`` pads the answer to that
@@ -54,12 +60,14 @@ import socket
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 
@@ -84,6 +92,8 @@ _HANDED = range(max(1024, _LOW - 6000), _LOW)
 _random = random.SystemRandom()
 T = TypeVar("T")
 S = TypeVar("S", bound=ThreadingHTTPServer)
+# What ``ChatServer.shape`` may return instead of the completion: a body, or (status, body).
+Shaped = dict[str, Any] | bytes | tuple[int, dict[str, Any] | bytes] | None
 
 
 def bind_loopback(make: Callable[[tuple[str, int]], T], ports: range = _BOUND) -> T:
@@ -122,6 +132,15 @@ def free_ports(n: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def request_log(base_url: str, since: int | None = None) -> dict[str, Any]:
+    """``GET /_requests`` of a server running elsewhere (another process): the bodies it
+    answered from record ``since`` on, and the index of its next record. No proxy: loopback."""
+    url = base_url.removesuffix("/v1") + "/_requests"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url if since is None else f"{url}?since={since}", timeout=60) as resp:
+        return json.load(resp)
 
 
 def request_fingerprint(body: dict[str, Any]) -> str:
@@ -177,6 +196,7 @@ class ChatServer:
     reasoning_bytes: int = 0
     answer_bytes: int = 0
     responder: Callable[[dict[str, Any], str], str | None] | None = None
+    shape: Callable[[dict[str, Any], str], Shaped] | None = None
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -216,6 +236,14 @@ class ChatServer:
         """How many complete replies each distinct request (by body) received."""
         with self._lock:
             return Counter(r.key for r in self.records if r.outcome == "ok")
+
+    def answered_since(self, since: int | None) -> dict[str, Any]:
+        """``GET /_requests``: the bodies answered among records ``since``.. (None: none)."""
+        with self._lock:
+            end = len(self.records)
+            start = end if since is None else min(max(since, 0), end)
+            return {"next": end, "requests": [r.body for r in self.records[start:end]
+                                              if r.outcome == "ok"]}
 
     def ok_records(self) -> list[Record]:
         with self._lock:
@@ -287,6 +315,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self._serve(*self._read_request())
 
         def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            if url.path == "/_requests":
+                since = parse_qs(url.query).get("since")
+                self._json(200, server.answered_since(int(since[0]) if since else None))
+                return
             if server._die_now():
                 self._drop()
                 return
@@ -400,13 +433,20 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             # Stamped before the write: once the client has the reply it may send the next
             # request (RIMO-P's next part) before this thread runs again.
             sent_at = time.monotonic()
+            completion = _completion(body, texts, finish, reasoning, server.reasoning_field)
+            shaped = server.shape(completion, prompt) if server.shape else None
+            status = 200
+            if isinstance(shaped, tuple):
+                status, shaped = shaped
             try:
-                self._json(200, _completion(body, texts, finish, reasoning,
-                                            server.reasoning_field))
+                if isinstance(shaped, bytes):  # a body as it is, UTF-8 or not
+                    self._send(status, shaped, "application/json")
+                else:  # JSON escapes (ensure_ascii): a lone surrogate goes out as \ud800
+                    self._json(status, completion if shaped is None else shaped)
             except OSError:
                 server._finish(rec, "client-gone")
                 return
-            server._finish(rec, "ok", reply, at=sent_at)
+            server._finish(rec, "ok" if status == 200 else f"http-{status}", reply, at=sent_at)
 
         def _json(self, code: int, obj: dict[str, Any]) -> None:
             self._send(code, json.dumps(obj).encode(), "application/json")

@@ -64,8 +64,9 @@ def make_repo(dest: Path, mirror: Path, predict: dict[str, Any] | None = None) -
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / rel, target)
     # Artifacts of the source checkout (lock, metrics) must not leak into the test repo.
-    for rel in ("dvc.lock", "reports/metrics.json", "reports/breakdown.json",
-                "reports/provenance.json", "reports/validation.json", "reports/judge.json"):
+    for rel in ("dvc.lock", "reports/params_check.json", "reports/metrics.json",
+                "reports/breakdown.json", "reports/provenance.json", "reports/validation.json",
+                "reports/judge.json"):
         (dest / rel).unlink(missing_ok=True)
     params_path = dest / "params.yaml"
     params = yaml.safe_load(params_path.read_text())

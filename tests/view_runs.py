@@ -44,6 +44,30 @@ HOSTILE_PROOF = ("We show $x^2 \\ge 0$ for all real $x$, so \\[\\sum_{i=1}^n a_i
                  + HOSTILE_TEXT)
 
 
+def nest(opener: str, closer: str, depth: int, core: str = "x") -> str:
+    return opener * depth + core + closer * depth
+
+
+# Model text that must neither crash nor hang an item page (issue 28, section 4): what small
+# models in repetition loops write, and worse. 200 nested \frac crashed Chromium's renderer.
+FUZZ: dict[str, str] = {
+    "frac": "A loop: $" + nest("\\frac{", "}{2}", 200) + "$ and on.",
+    "sqrt": "$$" + nest("\\sqrt{", "}", 300) + "$$",
+    "left": "$" + nest("\\left(", "\\right)", 500) + "$",
+    "braces": "$" + nest("{", "}", 4000) + "$",
+    "sup": "$$" + nest("x^{", "}", 300) + "$$",
+    "arrays": "$$" + nest("\\begin{array}{c}", "\\end{array}", 200) + "$$",
+    "line_1mb": ("step $a_{k+1} = \\frac{a_k}{2}$ so " * 40_000)[:1_000_000],
+    "dollars": "$" * 100_000,
+    "unbalanced": ("$" + "{" * 3000 + "$ and $$\\begin{aligned} x &= 1 \\\\ " * 50
+                   + "\\left( " * 300 + "}" * 3000 + "\\end{array}$ \\end{cases}" * 100),
+    "array_5000": "$$\\begin{array}{cc}" + "a & b \\\\ " * 5000 + "\\end{array}$$",
+    "controls": ("\u202eevil\u202c \u2066x\u2069 zero\u200bwidth\u200d\ufeff NUL\x00 "
+                 "bell\x07 $x\u202e^2\x00$ \u061c\u2067end"),
+    "reply_10mb": ("A paragraph with $x_i^2$ and **words**.\n\n" * 250_000)[:10_000_000],
+}
+
+
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
@@ -87,7 +111,8 @@ def build_runs(root: Path, mirror: Path) -> dict[str, Any]:
             "hostile_p": hostile_p, "n_items": len(items_n) + len(items_p)}
 
 
-__all__ = ["HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "write_jsonl"]
+__all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "nest", "small_run",
+           "write_jsonl"]
 
 
 def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,

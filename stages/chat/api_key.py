@@ -30,3 +30,8 @@ def resolve_api_key(env_name: str | None, base_url: str, section: str) -> str:
         raise StageError(f"environment variable {env_name} ({section}.api_key_env) is not "
                          f"set, and {base_url} is not a local server")
     return DUMMY_API_KEY
+
+
+def key_source(env_name: str | None, section: str) -> str:
+    """Where a section's key comes from, for messages about it (never the key itself)."""
+    return f"{env_name} ({section}.api_key_env)" if env_name else f"{section}.api_key_env"

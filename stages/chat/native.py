@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from stages.chat import probe
+from stages.chat.api_key import key_source
 from stages.chat.errors import (
     ConnectionFailed,
     EngineError,
@@ -53,7 +54,8 @@ class NativeTransport(RetryingTransport):
     def __init__(self, params: Any, section: str, base_url: str, key: str) -> None:
         super().__init__(section=section, base_url=base_url, max_retries=params.max_retries,
                          backoff_initial_s=params.backoff_initial_s,
-                         backoff_max_s=params.backoff_max_s, redact=Redactor(key))
+                         backoff_max_s=params.backoff_max_s,
+                         redact=Redactor(key, key_source(params.api_key_env, section)))
         self.concurrency = params.concurrency
         self._timeout_s = float(params.timeout_s)
         self._connect_s = min(_CONNECT_TIMEOUT_S, self._timeout_s)

@@ -27,6 +27,7 @@ from stages.chat.errors import ConnectionFailed, EngineError, classify
 from stages.chat.redact import Redactor
 from stages.chat.transport import RETRY_GUARD, ChatReply, ChatTransport, TransportError
 from stages.core.errors import StageError
+from stages.core.reply_flags import REDACTED
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -99,14 +100,24 @@ class RetryingTransport(ChatTransport):
         raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
-        """A server may echo the key in any string field; none of them may reach the cache."""
-        def clean(value: str | None) -> str | None:
-            return None if value is None else self._redact.exact(value)
+        """A server may echo the key in any string field; none of them may reach the cache.
+        A reply this changes is flagged ``redacted``: its text is graded."""
+        changed = False
 
-        reply.texts = [self._redact.exact(t) for t in reply.texts]
+        def clean(value: str | None) -> str | None:
+            nonlocal changed
+            if value is None:
+                return None
+            out = self._redact.model_text(value)
+            changed |= out != value
+            return out
+
+        reply.texts = [clean(t) or "" for t in reply.texts]
         reply.finish_reasons = [clean(f) for f in reply.finish_reasons]
         reply.model = clean(reply.model)
         reply.reasoning = [clean(r) for r in reply.reasoning]
+        if changed:
+            reply.flag(REDACTED)
         return reply
 
     def _failed(self, exc: EngineError, attempts: int, kind: str | None = None

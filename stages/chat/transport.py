@@ -11,10 +11,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from stages.core.reply_flags import UNICODE_REPAIRED
+from stages.core.surrogates import is_valid, valid_text, valid_value
+
 
 @dataclass
 class ChatReply:
-    """One completed request: a text per choice, plus what the server said about it."""
+    """One completed request: a text per choice, plus what the server said about it.
+
+    Every transport (and the cache, reading an entry back) builds one, so this is where model
+    text enters the engine: ``__post_init__`` makes every string valid Unicode
+    (``stages.core.surrogates``: each lone surrogate becomes U+FFFD) and adds the flag
+    ``unicode_repaired`` when it changed one. ``flags`` name what was done to the reply on its
+    way in (``unicode_repaired``, ``redacted``); they are cached with it and become the
+    reply's diagnostic flags in score.
+    """
 
     texts: list[str]
     finish_reasons: list[str | None]
@@ -22,19 +33,48 @@ class ChatReply:
     model: str | None
     latency_s: float
     reasoning: list[str | None] = field(default_factory=list)  # the server's reasoning field
+    flags: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        strings = [*self.texts, *self.reasoning, *self.finish_reasons, self.model, *self.usage]
+        if all(not isinstance(v, str) or is_valid(v) for v in strings):
+            return  # nearly always: nothing to mend, nothing copied
+        repaired = False
+
+        def valid(value: Any) -> Any:
+            nonlocal repaired
+            fixed, changed = valid_value(value)
+            repaired |= changed
+            return fixed
+
+        self.texts = [valid(t) for t in self.texts]
+        self.reasoning = [valid(r) for r in self.reasoning]
+        self.finish_reasons = [valid(f) for f in self.finish_reasons]
+        self.model = valid(self.model)
+        self.usage = valid(self.usage)  # its keys are the server's
+        if repaired:
+            self.flag(UNICODE_REPAIRED)
+
+    def flag(self, name: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
 
     def to_json(self) -> dict[str, Any]:
         # ``asdict`` by hand: its recursive deep copy was 60 µs of every request (issue 20).
-        return {"texts": list(self.texts), "finish_reasons": list(self.finish_reasons),
+        data = {"texts": list(self.texts), "finish_reasons": list(self.finish_reasons),
                 "usage": dict(self.usage), "model": self.model, "latency_s": self.latency_s,
                 "reasoning": list(self.reasoning)}
+        if self.flags:  # only then: a clean reply's entry is what it always was
+            data["flags"] = list(self.flags)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ChatReply:
         return cls(texts=list(data["texts"]), finish_reasons=list(data["finish_reasons"]),
                    usage=dict(data.get("usage") or {}), model=data.get("model"),
                    latency_s=float(data.get("latency_s", 0.0)),
-                   reasoning=list(data.get("reasoning") or []))
+                   reasoning=list(data.get("reasoning") or []),
+                   flags=[f for f in data.get("flags") or [] if isinstance(f, str)])
 
 
 def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
@@ -58,8 +98,11 @@ class TransportError(Exception):
     transient: bool = False
 
     def __init__(self, message: str, kind: str | None = None) -> None:
+        # A server's error text can hold a lone surrogate as well, and the message is recorded.
+        message, repaired = valid_text(message)
         super().__init__(message)
         self.kind = kind  # e.g. "context_length"; recorded as details.error_kind
+        self.flags = [UNICODE_REPAIRED] if repaired else []
 
 
 class Superseded(Exception):

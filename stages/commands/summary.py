@@ -27,10 +27,11 @@ from stages.core.errors import DataError
 from stages.core.json_object import read_object
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 
-# The `dvc exp show` view to compare experiments: name, backend and model (params), the two
-# headline metrics; it fits a 120-column terminal, pager on (tests/test_dvc_views.py).
-EXP_SHOW_VIEW = (r"dvc exp show --drop '.*' --keep 'Experiment|predict\.(backend|openai\.model)$|"
-                 r"RIMO-N\.accuracy$|RIMO-P\.prefix_score$'")
+# The `dvc exp show` view to compare experiments: name, the two headline metrics, backend and
+# model of whatever backend ran (reports/model.json) and the sample size (predict.limit); it
+# fits a 120-column terminal, pager on (tests/e2e/test_dvc_views.py).
+EXP_SHOW_VIEW = (r"dvc exp show --drop '.*' --keep 'Experiment|RIMO-N\.accuracy$|"
+                 r"RIMO-P\.prefix_score$|^model$|predict\.limit$'")
 
 # (track, key, label): the rows of the headline block, RIMO-N's one metric then RIMO-P's three.
 ROWS = ((TRACK_N, "accuracy", "accuracy"), (TRACK_P, "prefix_score", "prefix score"),

@@ -25,6 +25,8 @@ PREDICTIONS_DIR = Path("data/predictions")
 SCORES_DIR = Path("data/scores")
 ITEM_FILES = PREDICTION_FILES = SCORE_FILES = _TABLE_FILES
 
+# check-params: written when the whole params file is valid; the same bytes for every valid file.
+PARAMS_CHECK_PATH = Path("reports/params_check.json")
 VALIDATION_PATH = Path("reports/validation.json")
 # predict: what the run did (requests sent, cache hits, wall time); differs between identical runs
 PREDICT_RUN_PATH = Path("reports/predict_run.json")
@@ -32,8 +34,14 @@ PREDICT_RUN_PATH = Path("reports/predict_run.json")
 METRICS_PATH = Path("reports/metrics.json")
 BREAKDOWN_PATH = Path("reports/breakdown.json")
 PROVENANCE_PATH = Path("reports/provenance.json")
+# The run's backend and model (served model, replay file, GGUF): a DVC metrics file of one
+# string, so `dvc exp show` has one "model" column whatever backend ran.
+MODEL_PATH = Path("reports/model.json")
 PLOTS_DIR = Path("reports/plots")
 PLOT_FILES = {TRACK_N: "rimo_n_by_domain.csv", TRACK_P: "rimo_p_by_parts.csv"}
+
+# view: the run's transcript browser (a static site), which the report links into.
+VIEW_DIR = Path("reports/view")
 
 NOTEBOOK = Path("notebooks/report.ipynb")
 REPORT_IPYNB = Path("reports/report.ipynb")

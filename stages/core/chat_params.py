@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from stages.core.section import NonNegInt, Number, PosInt, PosNumber, Section
+from stages.core.shared import shared_path
 
 
 class ThinkSplit(Section):
@@ -42,6 +43,25 @@ def _http_url(url: str | None) -> str | None:
     return url
 
 
+def _folder(value: str | None) -> str | None:
+    """A folder the stage may create: not a file, and under no file (mkdir would fail deep in
+    a run with FileExistsError). Resolved as the stage resolves it (core/shared.py)."""
+    if value is None:
+        return None
+    if not value:
+        raise ValueError("must name a folder (null: none)")
+    target = shared_path(value)
+    for path in (target, *target.parents):
+        if path.is_symlink() and not path.exists():
+            raise ValueError(f"{path} is a broken symbolic link, not a folder")
+        if path.is_dir():
+            return value
+        if path.exists():
+            raise ValueError(f"names a file, not a folder: {target}" if path == target else
+                             f"cannot be a folder: {path} is a file")
+    return value
+
+
 class EngineParams(Section):
     """How the chat engine calls any endpoint: operational knobs, never in the fingerprint."""
 
@@ -55,6 +75,11 @@ class EngineParams(Section):
     # finished for this many seconds (null: never).
     breaker_window: NonNegInt = 20
     stall_warning_s: PosNumber | None = 120.0
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _cache_dir(cls, value: str | None) -> str | None:
+        return _folder(value)
 
 
 class ChatParams(EngineParams):
@@ -173,3 +198,8 @@ class LocalParams(Section):
     seed: NonNegInt = 0
     system_prompt: str | None = None
     cache_dir: str | None = DEFAULT_RESPONSE_CACHE
+
+    @field_validator("cache_dir", "model_cache_dir")
+    @classmethod
+    def _cache_dir(cls, value: str | None) -> str | None:
+        return _folder(value)

@@ -1,8 +1,10 @@
 """``params.yaml``, read and validated once (by the CLI) into typed, frozen sections.
 
 Every section is a pydantic model with ``extra="forbid"`` and strict types, so a typo
-(``predict.openai.temprature``), a missing section or ``predict.limit: true`` is a ConfigError
-naming the key path, never a traceback deep inside a stage.
+(``predict.openai.temprature``, named with the nearest known key), a missing section or
+``predict.limit: true`` is a ConfigError naming the key path, never a traceback deep inside a
+stage. So are what no type catches, anywhere in the tree: NaN and infinities, lone UTF-16
+surrogates (value_problems), and a key given twice in the file (yaml_file, with both lines).
 
 Backend sections: the built-in backends (local, openai, oracle, constant, replay) have models
 here. A plugin backend registered in the ``rimo_eval.predictors`` entry-point group may have
@@ -14,8 +16,9 @@ number is allowed) so that a backend's fingerprint does not change with validati
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +41,10 @@ from stages.core.chat_params import (
     OpenAIParams,
 )
 from stages.core.errors import ConfigError
+from stages.core.params_keys import nearest
 from stages.core.section import NonNegInt, Number, PosInt, PosNumber, Section
+from stages.core.surrogates import escaped, first_lone_surrogate, split_pair
+from stages.core.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
@@ -230,16 +236,59 @@ def _message(err: Mapping[str, Any]) -> str:
     return f"{msg} (got {err['input']!r})"
 
 
-def format_errors(path: str | os.PathLike[str], data: Any, exc: ValidationError) -> str:
-    """One line per key path: ``params.yaml: predict.limit: <what is wrong>``."""
-    by_key: dict[str, list[str]] = {}
-    for err in exc.errors(include_url=False):
+def value_problems(data: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """(key path, what is wrong) for values no type check catches, anywhere in the tree (a
+    backend's free-form thinking or extra_body too): NaN and infinities, which fail later as
+    "Out of range float values are not JSON compliant", and lone UTF-16 surrogates, which no
+    UTF-8 file, request or table can hold."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            name = (*path, escaped(key))
+            if isinstance(key, str) and first_lone_surrogate(key):
+                yield ".".join(name), _surrogate_message("the key", key)
+            yield from value_problems(value, name)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from value_problems(value, (*path, str(index)))
+    elif isinstance(data, float) and not math.isfinite(data):
+        yield ".".join(path), f"must be a finite number (got {data!r})"
+    elif isinstance(data, str) and first_lone_surrogate(data):
+        yield ".".join(path), _surrogate_message("the text", data)
+
+
+def _surrogate_message(what: str, text: str) -> str:
+    char, index = first_lone_surrogate(text) or ("", 0)
+    pair = split_pair(text, index)
+    # YAML's \u escapes are code points: it reads a UTF-16 pair as two lone surrogates.
+    hint = (f" (YAML reads {escaped(text[index:index + 2])} as two: write {pair})" if pair
+            else "")
+    return (f"{what} holds a lone UTF-16 surrogate {escaped(char)} at character {index}, which "
+            f"is not a character{hint}")
+
+
+def _unknown(keys: list[str], msg: str) -> str:
+    """``msg`` ("unknown key ...") with the nearest known key paths, when there are any."""
+    near = nearest(Params, keys, {PredictParams: plugin_backends()})
+    return f"unknown key; did you mean {' or '.join(f'`{k}`' for k in near)}?" if near else msg
+
+
+def format_errors(path: str | os.PathLike[str], data: Any, exc: ValidationError | None,
+                  problems: Mapping[str, str] | None = None) -> str:
+    """One line per key path: ``params.yaml: predict.limit: <what is wrong>``. ``problems``
+    are found before the type check (value_problems); for those keys they are all it says."""
+    by_key: dict[str, list[str]] = {key: [msg] for key, msg in (problems or {}).items()}
+    for err in exc.errors(include_url=False) if exc else []:
         keys, msg = _key_path(data, tuple(err["loc"])), _message(err)
         # A validator names an extra key as "@key: message" (pydantic gives no location).
         if msg.startswith("@"):
             key, _, msg = msg[1:].partition(": ")
             keys.append(key)
-        msgs = by_key.setdefault(".".join(keys) or "<top>", [])
+        if msg.startswith("unknown key"):
+            msg = _unknown(keys, msg)
+        where = escaped(".".join(keys)) or "<top>"
+        if problems and where in problems:
+            continue
+        msgs = by_key.setdefault(where, [])
         if msg not in msgs:
             msgs.append(msg)
     return "\n".join(f"{os.fspath(path)}: {key}: {' or '.join(msgs)}"
@@ -253,20 +302,25 @@ def parse_params(data: Any, path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Pa
                           "top level")
     if "path" in data:  # the field records where the file was read; the file cannot set it
         raise ConfigError(f"{os.fspath(path)}: path: unknown key")
+    problems = dict(value_problems(data))
     try:
         params = Params.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_errors(path, data, exc)) from None
+        raise ConfigError(format_errors(path, data, exc, problems)) from None
+    if problems:
+        raise ConfigError(format_errors(path, data, None, problems))
     return params.model_copy(update={"path": Path(path)})
 
 
 def read_yaml(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Any:
+    """The file's YAML; a key given twice is an error naming both lines (yaml_file)."""
     path = Path(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh) or {}
+        return load_unique(path.read_text(encoding="utf-8"), path) or {}
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: params file not found (run from the project root)") from exc
+    except DuplicateKeyError as exc:
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
 
@@ -281,10 +335,14 @@ def coerce(model: type[Section], value: Section | Mapping[str, Any] | None, wher
     if isinstance(value, model):
         return value
     data = {where: dict(value or {})}
+    problems = dict(value_problems(data))
     try:
-        return model.model_validate(data[where])
+        section = model.model_validate(data[where])
     except ValidationError as exc:
         # Validated alone, the section's errors are located from its own key.
         wrapped = ValidationError.from_exception_data(exc.title, [
             {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[misc]
-        raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped)) from None
+        raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped, problems)) from None
+    if problems:
+        raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))
+    return section

@@ -26,6 +26,19 @@ def parse_line(text: str, object_pairs_hook: Callable[[list[tuple[str, Any]]], A
         raise ValueError(f"nested too deeply: {exc}") from exc
 
 
+def noting_repeats(repeats: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An object_pairs_hook for parse_line that appends each repeated key to ``repeats``
+    (json.loads alone keeps the last copy silently)."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in obj:
+                repeats.append(key)
+            obj[key] = value
+        return obj
+    return hook
+
+
 def iter_lines(text: str) -> Iterator[tuple[int, str]]:
     """(1-based number, line) split at LF only, a CRLF's CR dropped; the terminator of the
     last line does not make an extra empty line. Blank lines are yielded: callers decide."""

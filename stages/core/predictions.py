@@ -15,6 +15,7 @@ from stages.core.artifacts import PREDICTION_FILES, PREDICTIONS_DIR, predictions
 from stages.core.errors import DataError
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.items import Item
+from stages.core.surrogates import first_lone_surrogate
 from stages.core.tables import table_from_rows, write_parquet, write_row_groups
 from stages.core.tracks import TRACK_N, TRACK_P
 
@@ -181,10 +182,9 @@ def lone_surrogate(value: str | list[str] | None) -> tuple[str, int] | None:
     """The first unpaired UTF-16 surrogate of a prediction (a string or a list of them) and its
     index, which no UTF-8 file can hold; None when every text encodes."""
     for text in [value] if isinstance(value, str) else value or []:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return text[exc.start], exc.start
+        found = first_lone_surrogate(text)
+        if found:
+            return found
     return None
 
 

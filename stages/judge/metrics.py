@@ -126,21 +126,23 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, A
                      "delta": rounded(vb - va) if numbers and key not in COUNTS
                      else (vb - va if numbers else None),
                      "rate": key in RATES or key == "agreement_with_exact_match",
-                     "ci": None, "paired_delta": None})
+                     "ci": None})
     return rows
 
 
-def audit_check(table_path: Path, report_path: Path, boot: Mapping[str, Any]
+def audit_check(root: Path, table: Path, report: Path, boot: Mapping[str, Any]
                 ) -> tuple[bool, str] | None:
-    """``rimo-eval audit``: do the judge metrics recompute from the judge table? None when the
-    run has no judge record (older runs)."""
-    if not report_path.is_file():
+    """``rimo-eval audit``: do the judge metrics recompute from the judge table? ``table`` and
+    ``report`` are relative to ``root`` and named so in the message (the root may be a
+    temporary checkout). None when the run has no judge record (older runs)."""
+    report_shown, table_shown = report.as_posix(), table.as_posix()
+    if not (root / report).is_file():
         return None
-    report = json.loads(report_path.read_text(encoding="utf-8"))
-    if not table_path.is_file():
-        return False, f"{report_path}: {table_path} is missing"
-    bad = recompute_mismatches(pd.read_parquet(table_path), report, boot)
+    recorded = json.loads((root / report).read_text(encoding="utf-8"))
+    if not (root / table).is_file():
+        return False, f"{report_shown}: {table_shown} is missing"
+    bad = recompute_mismatches(pd.read_parquet(root / table), recorded, boot)
     if bad:
-        return False, f"{report_path}: {', '.join(bad)} do not recompute from {table_path}"
-    what = "judge metrics recompute" if judge_block(report) else "judge disabled, table empty"
-    return True, f"{report_path}: {what} from {table_path}"
+        return False, f"{report_shown}: {', '.join(bad)} do not recompute from {table_shown}"
+    what = "judge metrics recompute" if judge_block(recorded) else "judge disabled, table empty"
+    return True, f"{report_shown}: {what} from {table_shown}"

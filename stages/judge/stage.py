@@ -14,6 +14,7 @@ sub-problem accuracy. ``rimo-eval judge --calibrate`` is in ``calibrate``.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,13 @@ from stages.core import judge_record
 from stages.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, scores_path
 from stages.core.atomic import write_json, write_with
 from stages.core.config import JudgeParams, Params
-from stages.core.errors import DataError
+from stages.core.errors import DataError, StageError
 from stages.core.items import ITEMS_DIR, Item, load_items
 from stages.core.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
 from stages.core.tracks import TRACK_P
 from stages.judge import chat
 from stages.judge.judging import Job, judge_fingerprint, judge_jobs
-from stages.judge.metrics import judge_metrics
+from stages.judge.metrics import ERROR, MISSING, judge_metrics
 from stages.score.metrics import bootstrap_params
 
 JUDGE_SCHEMA = pa.schema([
@@ -132,6 +133,7 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
         return DISABLED
     chat.check(cfg)  # configuration errors before any file is read
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
+    _fail_if_every_request_failed(rows)
     frame = pd.DataFrame(rows, columns=JUDGE_SCHEMA.names)
     boot = bootstrap_params(params.score if typed else params.get("score"))
     block = {**judge_metrics(frame, boot),
@@ -142,6 +144,16 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     write_table(rows, table_path)
     write_json(metrics_path, judge_record.to_file(report))
     return report
+
+
+def _fail_if_every_request_failed(rows: list[dict[str, Any]]) -> None:
+    """A judge whose every request failed measured nothing: a failed stage, not a record of
+    zeros (the replies received stay cached for the re-run)."""
+    sent = [r for r in rows if r["verdict"] != MISSING]
+    if sent and all(r["verdict"] == ERROR for r in sent):
+        common, count = Counter(str(r["error"])[:200] for r in sent).most_common(1)[0]
+        raise StageError(f"judge: all {len(sent)} judge requests ended in an error; the "
+                         f"commonest ({count}x): {common}. Nothing was written.")
 
 
 def run(params: Params) -> None:

@@ -182,7 +182,8 @@ class _Protocol:
             self.session.skip(1)
             return Prediction(item.track, item.problem_id, None, STATUS_ERROR, str(exc),
                               {"request_sha256": exc.request_sha256, "error_kind": exc.kind,
-                               "requests": 1, "usage": dict.fromkeys(USAGE_KEYS, 0)})
+                               "requests": 1, "usage": dict.fromkeys(USAGE_KEYS, 0),
+                               **dict.fromkeys(exc.flags, True)})
         answer = read_reply(reply, key, self.think)
         return Prediction(item.track, item.problem_id,
                           extract.extract_boxed(answer.text) or "", details=answer.details)
@@ -199,7 +200,7 @@ class _Protocol:
                 self.session.skip(total - index)  # the remaining parts will not be asked
                 details = sum_parts(parts, index + 1)
                 details.update(failed_request_sha256=exc.request_sha256, error_kind=exc.kind,
-                               failed_part=index + 1)
+                               failed_part=index + 1, **dict.fromkeys(exc.flags, True))
                 return Prediction(item.track, item.problem_id, None, STATUS_ERROR,
                                   f"part {index + 1} of {total}: {exc}", details)
             answer = read_reply(reply, key, self.think)

@@ -38,10 +38,14 @@ def check_error_budget(preds: Iterable[Prediction], allow: float, unit: str = "i
     share = len(failed) / len(preds)
     summary = (f"{len(failed)} of {len(preds)} {unit} ({share:.1%}) ended in an error; "
                f"the commonest ({count}x): {common}")
-    if share > allow:
-        raise StageError(f"predict: {summary}. That is more than predict.allow_errors = "
-                         f"{allow:g}; nothing was written. Replies received are cached, so a "
-                         f"re-run after the fix only sends the failed requests.")
+    if share > allow or len(failed) == len(preds):
+        # Every one failing is a failed run even at allow_errors = 1: exit 0 with no answer
+        # would read as a model that got everything wrong.
+        why = (f"more than predict.allow_errors = {allow:g}" if share > allow else
+               "every one failed, whatever predict.allow_errors")
+        raise StageError(f"predict: {summary}. That is {why}; nothing was written. Replies "
+                         f"received are cached, so a re-run after the fix only sends the "
+                         f"failed requests.")
     print(f"predict: WARNING: {summary} (within predict.allow_errors = {allow:g}; "
           f"scored as wrong, counted as errors in the metrics)", file=sys.stderr)
     return len(failed)

@@ -18,7 +18,7 @@ from typing import Any
 from stages.core.errors import StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import Item
-from stages.core.jsonl import iter_lines, parse_line
+from stages.core.jsonl import iter_lines, noting_repeats, parse_line
 from stages.core.predictions import lone_surrogate
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.predictors.base import STATUS_MISSING, Prediction, Predictor
@@ -88,10 +88,15 @@ def read_jsonl(path: Path) -> Iterator[Row]:
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
+        repeats: list[str] = []
         try:
-            rec = parse_line(line)
+            rec = parse_line(line, object_pairs_hook=noting_repeats(repeats))
         except ValueError as exc:
             raise StageError(f"{where}: rule replay.json: {exc}") from exc
+        if repeats:
+            # json.loads keeps the last copy: which prediction was meant is not known.
+            raise StageError(f"{where}: rule replay.duplicate_key: key {repeats[0]!r} given "
+                             f"twice in one line")
         if not isinstance(rec, dict) or not {"track", "problem_id", "prediction"} <= rec.keys():
             raise StageError(f"{where}: rule replay.fields: need track, problem_id and "
                              f"prediction")
@@ -186,6 +191,15 @@ class ReplayPredictor(Predictor):
         replay = load_replay(self.path, known, self.samples)
         covered = {key[:2] for key in replay}
         hit = sum(1 for it in items if it.key in covered)
+        if items and not hit:
+            # Every requested item missing and exit 0 would read as a model that answered
+            # nothing: the file is for other items (another sample, seed or benchmark slice).
+            shown = ", ".join(f"{it.track} {it.problem_id}" for it in items[:3])
+            raise StageError(f"{self.path}: rule replay.coverage: the replay covers none of "
+                             f"the {len(items)} requested items ({shown}"
+                             f"{', ...' if len(items) > 3 else ''}); it holds "
+                             f"{len(covered)} other item(s): check predict.replay.path, "
+                             f"predict.limit and predict.sample_seed")
         if items and hit * 2 < len(items):
             print(f"predict: warning: replay {self.path} covers {hit} of the {len(items)} "
                   f"requested items; the other {len(items) - hit} are recorded as missing "

@@ -50,7 +50,10 @@ def read_reply(reply: ChatReply, key: str, think: ThinkSplit | None) -> Answer:
     details = {"request_sha256": key, "raw_text": content, "text": text,
                "reasoning": reasoning, "finish_reason": finish, "extraction": extraction,
                "usage": _usage(reply.usage),
-               "requests": 1, "model": reply.model}
+               "requests": 1, "model": reply.model,
+               # What the engine did to the reply on its way in (unicode_repaired, redacted):
+               # score's diagnostic flags. Absent when nothing was, so details keep their shape.
+               **dict.fromkeys(reply.flags, True)}
     # Latency is kept with the reply in the cache entry named by request_sha256, not here:
     # wall-clock time would make the predictions differ byte-wise between identical runs.
     return Answer(details, text)

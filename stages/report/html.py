@@ -20,8 +20,8 @@ from stages.core.numbers import absent
 from stages.core.tracks import TRACK_N, TRACK_P
 
 MAX_FINDINGS = 200  # rows of a findings table; the rest are counted, not listed
-# MathJax (loaded by nbconvert's template) must not interpret model text: it skips <pre> and
-# these classes (MathJax 2 and 3 names).
+# Math must never be rendered from model or upstream text: the report's KaTeX renders its
+# Markdown cells only (stages/report/nbconvert/rimo), and skips <pre> and these classes too.
 NO_MATH = "tex2jax_ignore mathjax_ignore"
 # A number as the tables print it: 12, 1,000, 0.500, 57.1%.
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(\.\d+)?%?")

@@ -15,6 +15,7 @@ from typing import Any
 from stages.core.atomic import write_text
 from stages.core.errors import StageError
 from stages.core.git import head_commit
+from stages.core.katex import AUTO_RENDER, inline_css, inline_script, katex_dir
 
 CELL_TIMEOUT_S = 600  # a report cell takes seconds; a hang should fail the stage, not block it
 
@@ -113,13 +114,24 @@ def execute(notebook: str | os.PathLike[str], parameters: Mapping[str, Any],
     return strip_volatile(nb)
 
 
+# nbconvert's lab template, offline (stages/report/nbconvert/rimo): no require.js, MathJax or
+# mermaid from a CDN; KaTeX inlined, so report.html is one file that makes no request.
+TEMPLATE_DIR = Path(__file__).parent / "nbconvert"
+TEMPLATE = "rimo"
+
+
 def to_html(nb: Any, title: str = "RIMO evaluation report") -> str:
     """nbconvert HTML with code cells and prompts hidden, so it reads as a report."""
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True,
+    folder = katex_dir()
+    exporter = HTMLExporter(template_name=TEMPLATE, extra_template_basedirs=[str(TEMPLATE_DIR)],
+                            exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
-    body, _resources = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    katex = {"css": inline_css(folder), "js": inline_script(folder, "katex.min.js"),
+             "auto_render": inline_script(folder, AUTO_RENDER)}
+    body, _resources = exporter.from_notebook_node(
+        nb, resources={"metadata": {"name": title}, "rimo_katex": katex})
     return body
 
 

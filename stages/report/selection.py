@@ -1,6 +1,6 @@
 """The report's run header, diagnostics and item selections, as DataFrames (no HTML).
 
-Every item is in the browser (``rimo-eval view``, reports/view/); the report links into it and
+Every item is in the browser (the view stage, reports/view/); the report links into it and
 shows a short selection that explains the score: the RIMO-N rows the diagnostic flags mark,
 the rows where exact and lenient match disagree, and for RIMO-P the reference sub-solution
 next to the model's text, part by part. Model and problem text stays plain text here; the HTML
@@ -16,14 +16,19 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from stages.core.artifacts import REPORT_HTML, VIEW_DIR
 from stages.core.numbers import absent, pct
+from stages.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED
 from stages.core.tracks import TRACK_N, TRACK_P
 
-VIEW_INDEX = "view/index.html"  # relative to reports/report.html (the view command's default)
+# The view stage's site, relative to reports/report.html.
+VIEW_INDEX = (VIEW_DIR.relative_to(REPORT_HTML.parent) / "index.html").as_posix()
 MAX_EXCERPT = 1200  # characters of model text per row: the head and the tail of longer ones
 MAX_CELL = 600  # characters of a problem, sub-problem or reference per row
-# Flags in the order they are listed; lenient_match is shown by its own table.
-FLAGS = ("gold_in_text", "empty_box", "multiple_boxes", "no_box", "truncated")
+# Flags in the order they are listed; lenient_match is shown by its own table. The last two
+# (stages.core.reply_flags) say what the engine did to a reply; scores tables from before them
+# lack their columns, which then read False.
+FLAGS = ("gold_in_text", "empty_box", "multiple_boxes", "no_box", "truncated", *ENGINE_FLAGS)
 FLAG_MEANING = {
     "no_box": "no balanced \\boxed{...} in the reply",
     "empty_box": "the last box is empty, \\boxed{} (no answer)",
@@ -31,6 +36,8 @@ FLAG_MEANING = {
     "truncated": "cut off by the length limit (finish reason length)",
     "gold_in_text": "the gold integer is in the answer text, the prediction is wrong",
     "lenient_match": "right after MathArena-style normalisation",
+    UNICODE_REPAIRED: "the reply held lone surrogates, each graded as U+FFFD",
+    REDACTED: "the API key was cut out of the reply, which can change what is graded",
 }
 
 
@@ -103,7 +110,11 @@ def _interval(ci: Any) -> str:
 
 def has_flags(scores: pd.DataFrame) -> bool:
     """Scores written before the diagnostics have no flag columns (older runs)."""
-    return all(f in scores.columns for f in (*FLAGS, "lenient_match"))
+    return all(f in scores.columns for f in (*FLAGS, "lenient_match") if f not in ENGINE_FLAGS)
+
+
+def _flag(row: Mapping[str, Any], flag: str) -> bool:
+    return bool(row.get(flag, False))
 
 
 def flag_table(metrics: Mapping[str, Any], scores: pd.DataFrame) -> pd.DataFrame:
@@ -193,16 +204,17 @@ def lenient_differs(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.D
 def flagged(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.DataFrame,
             limit: int) -> tuple[pd.DataFrame, int]:
     """Wrong rows that a flag explains, the most telling first (``FLAGS`` order: a gold in the
-    text, an empty box, boxes that disagree, no box, a cut-off reply), at most ``limit`` and
+    text, an empty box, boxes that disagree, no box, a cut-off reply, a repaired or redacted
+    reply), at most ``limit`` and
     one row per flag before a second; returns them and how many wrong rows are flagged."""
     if not has_flags(scores):
         return pd.DataFrame(columns=N_COLUMNS), 0
     preds, problems = _pred_rows(predictions), _item_texts(items)
     wrong = [r for r in scores.to_dict("records")
-             if not bool(r["correct"]) and any(bool(r[f]) for f in FLAGS)]
+             if not bool(r["correct"]) and any(_flag(r, f) for f in FLAGS)]
     wrong.sort(key=lambda r: (str(r["problem_id"]), int(r["sample"])))
     # Round robin over the flags, so a run with 300 cut-off replies still shows its empty box.
-    queues = {f: [r for r in wrong if bool(r[f])] for f in FLAGS}
+    queues = {f: [r for r in wrong if _flag(r, f)] for f in FLAGS}
     chosen: list[dict[str, Any]] = []
     seen: set[tuple[str, int]] = set()
     while len(chosen) < max(limit, 0) and any(queues.values()):
@@ -218,7 +230,7 @@ def flagged(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.DataFrame
                 break
     chosen.sort(key=lambda r: (str(r["problem_id"]), int(r["sample"])))
     frame = pd.DataFrame([_n_row(r, preds.get((str(r["problem_id"]), int(r["sample"])), {}),
-                                 problems, ", ".join(f for f in FLAGS if bool(r[f])))
+                                 problems, ", ".join(f for f in FLAGS if _flag(r, f)))
                           for r in chosen], columns=N_COLUMNS)
     return frame, len(wrong)
 

@@ -19,6 +19,14 @@ reply with any reasoning set apart; ``raw_text`` for older details) and finish r
 
 A row without a reply (missing, error, or a replay with no text) has every text flag False;
 ``lenient_match`` only needs the prediction, so a replay gets it too.
+
+Two more flags, on every row of both tracks (RIMO-P: any part), say what the engine did to a
+reply on its way in, recorded in its details (``stages.chat.transport.ChatReply.flags``):
+
+* ``unicode_repaired``: the reply (or the error a server sent) held lone surrogates, each
+  replaced by U+FFFD (``stages.core.surrogates``); the repaired text is what was graded;
+* ``redacted``: the API key was cut out of the reply's text (``stages.chat.redact``), which can
+  change what is graded.
 """
 
 from __future__ import annotations
@@ -34,10 +42,12 @@ import pandas as pd
 
 from stages.core.boxes import boxes
 from stages.core.predictions import STATUS_OK
+from stages.core.reply_flags import ENGINE_FLAGS
 
-FLAGS_N = ("no_box", "empty_box", "multiple_boxes", "truncated", "gold_in_text",
-           "lenient_match")
-FLAGS_P = ("truncated",)
+TEXT_FLAGS_N = ("no_box", "empty_box", "multiple_boxes", "truncated", "gold_in_text",
+                "lenient_match")
+FLAGS_N = (*TEXT_FLAGS_N, *ENGINE_FLAGS)
+FLAGS_P = ("truncated", *ENGINE_FLAGS)
 LENGTH = "length"
 
 # --- MathArena-style normalisation -------------------------------------------------------------
@@ -148,6 +158,12 @@ def truncated(details: Mapping[str, Any]) -> bool:
     return any(p.get("finish_reason") == LENGTH for p in [details, *parts])
 
 
+def engine_flags(details: Mapping[str, Any]) -> dict[str, bool]:
+    """``ENGINE_FLAGS`` of one row: set in its details or (RIMO-P) in any part's."""
+    parts = [p for p in details.get("parts") or [] if isinstance(p, Mapping)]
+    return {f: any(d.get(f) is True for d in [details, *parts]) for f in ENGINE_FLAGS}
+
+
 def gold_in(text: str, gold: str) -> bool:
     """``gold`` appears in ``text`` as a number of its own (not inside 1234 or 0.25), thousands
     separators in the text ignored (1,011 is 1011)."""
@@ -161,7 +177,7 @@ def gold_in(text: str, gold: str) -> bool:
 
 def flags_n(status: str, details: Mapping[str, Any], prediction: str | None, gold: str,
             correct: bool) -> dict[str, bool]:
-    """The six flags of one RIMO-N row (see the module docstring)."""
+    """The flags of one RIMO-N row (see the module docstring)."""
     text = answer_text(details) if status == STATUS_OK else None
     found = boxes(text) if text is not None else []
     values = {normalise(b) for b in found if b}
@@ -172,23 +188,36 @@ def flags_n(status: str, details: Mapping[str, Any], prediction: str | None, gol
         "truncated": truncated(details),
         "gold_in_text": text is not None and not correct and gold_in(text, gold),
         "lenient_match": lenient_equal(prediction, gold),
+        **engine_flags(details),
     }
 
 
 # --- the metrics block ---------------------------------------------------------------------------
 
-def has_flags(scores: pd.DataFrame, flags: tuple[str, ...] = FLAGS_N) -> bool:
-    """Scores tables written before the flags existed have none of the columns."""
+def has_flags(scores: pd.DataFrame, flags: tuple[str, ...] = TEXT_FLAGS_N) -> bool:
+    """Scores tables written before the flags existed have none of the columns (and those
+    written before ``ENGINE_FLAGS`` have only the text flags)."""
     return all(f in scores.columns for f in flags)
 
 
+def counts(scores: pd.DataFrame, flags: tuple[str, ...]) -> dict[str, int]:
+    """Each flag's count over every row (item and sample, so up to n x k), where the table
+    has its column."""
+    return {f: int(scores[f].sum()) for f in flags if f in scores.columns}
+
+
 def diagnostics_n(scores: pd.DataFrame, first: pd.DataFrame) -> dict[str, Any]:
-    """``RIMO-N.diagnostics``: each flag's count over every row (item and sample, so up to
-    n x k), and ``lenient_accuracy`` over sample 0 (``first``), beside exact match's accuracy."""
-    block: dict[str, Any] = {f: int(scores[f].sum()) for f in FLAGS_N}
+    """``RIMO-N.diagnostics``: each flag's count over every row, and ``lenient_accuracy`` over
+    sample 0 (``first``), beside exact match's accuracy."""
+    block: dict[str, Any] = counts(scores, FLAGS_N)
     block["lenient_accuracy"] = (round(float(first["lenient_match"].mean()), 6) if len(first)
                                  else None)
     return block
+
+
+def diagnostics_p(scores: pd.DataFrame) -> dict[str, int]:
+    """``RIMO-P.diagnostics``: each of ``FLAGS_P``'s counts over every row."""
+    return counts(scores, FLAGS_P)
 
 
 def lenient_ratio(first: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -197,5 +226,6 @@ def lenient_ratio(first: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return lenient, np.ones(len(lenient))
 
 
-__all__ = ["FLAGS_N", "FLAGS_P", "answer_text", "diagnostics_n", "flags_n", "gold_in",
-           "has_flags", "lenient_equal", "lenient_ratio", "normalise", "parse_details", "truncated"]
+__all__ = ["ENGINE_FLAGS", "FLAGS_N", "FLAGS_P", "TEXT_FLAGS_N", "answer_text", "counts",
+           "diagnostics_n", "diagnostics_p", "engine_flags", "flags_n", "gold_in", "has_flags",
+           "lenient_equal", "lenient_ratio", "normalise", "parse_details", "truncated"]

@@ -20,7 +20,13 @@ from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.score.diagnostics import diagnostics_n, has_flags, lenient_ratio
+from stages.score.diagnostics import (
+    FLAGS_P,
+    diagnostics_n,
+    diagnostics_p,
+    has_flags,
+    lenient_ratio,
+)
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap, proportion, wilson
 
@@ -175,6 +181,8 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
         lenient = lenient_ratio(first)[0]
         metrics[TRACK_N]["ci"]["diagnostics"] = {
             "lenient_accuracy": wilson_or_null(int(lenient.sum()), len(lenient), boot)}
+    if has_flags(scores[TRACK_P], FLAGS_P):  # scores from before the engine's flags: none
+        metrics[TRACK_P]["diagnostics"] = diagnostics_p(scores[TRACK_P])
     evaluated = {t: len(first_sample(scores[t])) for t in TRACKS}
     total = {t: int(totals[t]) for t in TRACKS}
     metrics["sample"] = {"evaluated": evaluated, "total": total, "is_sample": evaluated != total,

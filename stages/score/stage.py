@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
     METRICS_PATH,
+    MODEL_PATH,
     PLOTS_DIR,
     PROVENANCE_PATH,
     SCORE_FILES,
@@ -22,6 +24,7 @@ from stages.core.errors import IntegrityError, StageError
 from stages.core.hashing import sha256_file
 from stages.core.items import ITEMS_DIR, items_path, read_items_frame
 from stages.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
+from stages.core.model_name import run_label
 from stages.core.predictions import (
     PREDICTIONS_DIR,
     STATUS_OK,
@@ -33,7 +36,14 @@ from stages.core.predictions import (
 from stages.core.provenance import build_provenance
 from stages.core.tables import write_parquet
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.score.diagnostics import FLAGS_N, FLAGS_P, flags_n, parse_details, truncated
+from stages.score.diagnostics import (
+    FLAGS_N,
+    FLAGS_P,
+    engine_flags,
+    flags_n,
+    parse_details,
+    truncated,
+)
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
 from stages.score.samples import with_sample
@@ -124,6 +134,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in df.to_dict("records"):
         raw = r["prediction"]
+        details = parse_details(r["details"])
         # Parquet lists come back as arrays; a null comes back as None or NaN.
         ok = r["status"] == STATUS_OK and raw is not None and not isinstance(raw, float)
         pred = [str(x) for x in raw] if ok else []
@@ -140,19 +151,35 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
             "n_predicted": len(pred), "matched": matched, "n_matched": sum(matched),
             "prefix_len": prefix, "strict": gradable and grade_p_strict(pred, gold),
             "prefix_score": prefix / parts if gradable else 0.0,
-            "truncated": truncated(parse_details(r["details"])),
+            "truncated": truncated(details),
+            **engine_flags(details),
         })
     return pd.DataFrame(rows, columns=SCORE_SCHEMAS[TRACK_P].names)
+
+
+def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
+    """Backend and model the predictions were made with (stages.core.model_name), from what
+    they record; None when no item was evaluated (DVC then shows "-")."""
+    for track in TRACKS:
+        frame = preds[track]
+        if len(frame):
+            row = frame.iloc[0]
+            try:
+                section = json.loads(row["backend_params"] or "{}")
+            except (TypeError, ValueError):
+                section = {}
+            return run_label(str(row["backend"]), section if isinstance(section, dict) else {})
+    return None
 
 
 def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
           scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
           plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None,
-          breakdown_path: Path | None = None, provenance_path: Path | None = None
-          ) -> dict[str, Any]:
+          breakdown_path: Path | None = None, provenance_path: Path | None = None,
+          model_path: Path | None = None) -> dict[str, Any]:
     """``params`` is the whole params file; only its upstream pin goes into the provenance.
-    The breakdown and provenance files sit beside ``metrics_path`` unless given. Returns the
-    joined block (stages.core.metrics_files.join's shape)."""
+    The breakdown, provenance and model files sit beside ``metrics_path`` unless given.
+    Returns the joined block (stages.core.metrics_files.join's shape)."""
     boot = bootstrap_params(cfg)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
@@ -179,8 +206,10 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
     metrics_path = Path(metrics_path)
     breakdown_path = breakdown_path or metrics_path.parent / BREAKDOWN_PATH.name
     provenance_path = provenance_path or metrics_path.parent / PROVENANCE_PATH.name
+    model_path = model_path or metrics_path.parent / MODEL_PATH.name
     view, breakdown = split(metrics)
     write_json(breakdown_path, breakdown)
+    write_json(model_path, {"model": run_model(preds)})
     write_json(provenance_path, provenance)
     # Last, naming the provenance it belongs to: a copied metrics.json still points to it.
     view[POINTER_KEY] = pointer(sha256_file(provenance_path), PROVENANCE_PATH)
@@ -197,5 +226,8 @@ def run(params: Params) -> None:
     diag = n.get("diagnostics") or {}
     if diag:
         flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f))
+        diag_p = p.get("diagnostics") or {}
+        flags_p = ", ".join(f"{f} {diag_p[f]}" for f in FLAGS_P if diag_p.get(f))
         print(f"score: diagnostics (not the metric): RIMO-N lenient accuracy "
-              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}")
+              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}"
+              + (f"; RIMO-P: {flags_p}" if flags_p else ""))

@@ -20,6 +20,7 @@ from stages.core.artifacts import UPSTREAM_FILES as SOURCES
 from stages.core.errors import ConfigError
 from stages.core.hashing import sha256_file
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.core.yaml_file import DuplicateKeyError, load_unique
 from stages.validate.rules import CSV_COLUMNS, Finding, TrackCheck, item_issues, schema_errors
 
 ACTIONS = ("set", "mark_ungradable")
@@ -105,9 +106,11 @@ def load_errata(path: Path) -> Errata:
     """Parse and check the errata file; any problem in it is a ConfigError (it is config)."""
     try:
         text = path.read_text(encoding="utf-8")
-        doc = yaml.safe_load(text)
+        doc = load_unique(text, path)
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: errata file not found") from exc
+    except DuplicateKeyError as exc:  # a repeated key would silently change an entry
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read errata: {exc}") from exc
     problems = [f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"

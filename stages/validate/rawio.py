@@ -11,14 +11,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stages.core.errors import DataError
 from stages.core.hashing import sha256_bytes
-from stages.core.jsonl import parse_line
+from stages.core.jsonl import noting_repeats, parse_line
 from stages.validate.rules import Finding, show
 
 BOM = b"\xef\xbb\xbf"
@@ -118,7 +117,7 @@ def _parse_line(name: str, track: str, number: int, text: str
             Finding(name, number, track, None, "json.parse", "empty line")]
     dups: list[str] = []
     try:
-        record = parse_line(text, object_pairs_hook=_dict_noting(dups))
+        record = parse_line(text, object_pairs_hook=noting_repeats(dups))
     except ValueError as exc:
         return JsonlRow(number, None, pid), [
             Finding(name, number, track, pid, "json.parse", f"invalid JSON: {exc}")]
@@ -140,18 +139,6 @@ def _has_lone_surrogate(record: Any) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def _dict_noting(dups: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    """A json object_pairs_hook that records repeated keys (json.loads keeps the last)."""
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in obj:
-                dups.append(key)
-            obj[key] = value
-        return obj
-    return hook
 
 
 def read_csv(raw: RawFile, track: str, columns: tuple[str, ...]

@@ -43,10 +43,6 @@ RULES: dict[str, str] = {
     "crosscheck.missing_row": "a problem_id present in only one of JSONL and CSV",
     "errata.unused": "an erratum (or one rule it covers) that matches no finding",
 }
-# Findings that never block: kept in the report for a human to look at.
-WARNING_RULES: dict[str, str] = {
-    "text.control_char": "a control character in stored text (often a mangled LaTeX escape)",
-}
 
 EXPECTED_COUNTS = {TRACK_N: 335, TRACK_P: 456}
 MAX_PARTS = 4
@@ -61,7 +57,6 @@ SCHEMA_FILES = {TRACK_N: "rimo_n.schema.json", TRACK_P: "rimo_p.schema.json"}
 # RIMO-P ids carry the shortlist domain as a letter; 'p' (an IMO problem) has none.
 ID_LETTER_DOMAIN = {"a": "algebra", "c": "combinatorics", "g": "geometry", "n": "number theory"}
 _INTEGER = re.compile(r"-?[0-9]+")  # ASCII only: \d also matches fullwidth, Arabic-Indic digits
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # all but TAB and LF
 _REQUIRED = re.compile(r"^'(.+)' is a required property$")
 _SHOW = 60
 
@@ -271,17 +266,3 @@ def compare(jsonl_value: Any, csv_value: str) -> str | None:
     if left_lf.strip() == right_lf.strip():
         return "whitespace"
     return "mismatch"
-
-
-# --- warnings on stored text ----------------------------------------------------------------------
-
-
-def control_chars(text: str) -> str | None:
-    """Control characters left after normalisation, with the first one in context: in this
-    data they come from LaTeX written unescaped in JSON ('\\frac' read as form feed + 'rac')."""
-    found = list(_CONTROL.finditer(text))
-    if not found:
-        return None
-    codes = sorted({f"U+{ord(m.group()):04X}" for m in found})
-    first = found[0].start()
-    return f"{', '.join(codes)} ({len(found)}x), first at {show(text[first - 12:first + 12])}"

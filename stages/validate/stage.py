@@ -23,6 +23,7 @@ from stages.core.errors import DataError
 from stages.core.hashing import fingerprint
 from stages.core.items import ITEM_SCHEMAS, ITEMS_DIR, items_path
 from stages.core.tables import write_parquet
+from stages.core.text_quality import WARNING_RULES, text_warnings
 from stages.core.tracks import TRACK_N, TRACKS
 from stages.validate.errata import Corrected, Errata, apply_errata, load_errata, match_errata
 from stages.validate.rawio import CsvTable, JsonlRow, RawFile, read_csv, read_jsonl, read_raw
@@ -32,11 +33,9 @@ from stages.validate.rules import (
     ID_LETTER_DOMAIN,
     MAX_PARTS,
     RULES,
-    WARNING_RULES,
     Finding,
     TrackCheck,
     compare,
-    control_chars,
     item_issues,
     normalise_text,
     schema_errors,
@@ -167,16 +166,22 @@ def to_table(track: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=ITEM_SCHEMAS[track])
 
 
-def text_warnings(check: TrackCheck, rows: list[dict[str, Any]]) -> list[Finding]:
+def item_warnings(check: TrackCheck, rows: list[dict[str, Any]]) -> list[Finding]:
+    """The data-quality warnings of the stored texts (stages.core.text_quality): one finding
+    per item and rule, naming every field it occurs in and the first occurrence."""
     name = SOURCES[check.track][0]
     out = []
     for row in rows:
         pid = row["problem_id"]
+        found: dict[str, list[tuple[str, str]]] = {}
         for fld, text in _texts(row):
-            found = control_chars(text)
-            if found:
-                out.append(Finding(name, check.records[pid][0], check.track, pid,
-                                   "text.control_char", f"{fld} contains {found}", fld))
+            for rule, message in text_warnings(text):
+                found.setdefault(rule, []).append((fld, message))
+        for rule, hits in found.items():
+            fields = ", ".join(f for f, _ in hits)
+            out.append(Finding(name, check.records[pid][0], check.track, pid, rule,
+                               f"{hits[0][0]} contains {hits[0][1]}" if len(hits) == 1 else
+                               f"{fields}; {hits[0][0]} contains {hits[0][1]}", hits[0][0]))
     return out
 
 
@@ -243,7 +248,7 @@ def validate(raw_dir: Path, errata_path: Path) -> ValidationResult:
         tables[track] = to_table(track, rows_by_track[track])
     matched += [(f, None) for f in sorted(recheck, key=Finding.sort_key)]
     violations = [f for f, e_id in matched if e_id is None]
-    warnings = [w for t in TRACKS for w in text_warnings(checks[t], rows_by_track[t])]
+    warnings = [w for t in TRACKS for w in item_warnings(checks[t], rows_by_track[t])]
     report = build_report(files, errata, checks, rows_by_track, matched, warnings)
     return ValidationResult(tables, report, [f for f, _ in matched], violations, warnings)
 

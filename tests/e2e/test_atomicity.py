@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from stages.core.artifacts import PARAMS_CHECK_PATH
 from stages.core.atomic import PAUSE_ENV
 from tests.pipeline_repo import copy_repo, env, sh
 
@@ -281,7 +282,8 @@ def test_killed_score_leaves_each_artifact_old_or_complete_new(
     sh(repo, "rimo-eval", "predict")
     score_outs = outs["score"]
     old = read(repo, score_outs)
-    assert_status_truthful(repo, truth, {"predict", "score", "judge", "report"})
+    assert_status_truthful(repo, truth, {"check-params", "predict", "score", "judge",
+                                          "view", "report"})
 
     published: dict[str, bytes] = {}  # the new version of each artifact, once seen
     for k in (1, 3, len(score_outs)):
@@ -297,7 +299,8 @@ def test_killed_score_leaves_each_artifact_old_or_complete_new(
             else:
                 assert now[rel] == old[rel], rel
         assert_temporaries_harmless(repo, outs)
-        assert_status_truthful(repo, truth, {"predict", "score", "judge", "report"})
+        assert_status_truthful(repo, truth, {"check-params", "predict", "score", "judge",
+                                          "view", "report"})
 
     # Random points: anywhere in the run, including inside a write. The old versions are put
     # back before each run, so every artifact must then be the old or the final one.
@@ -317,17 +320,18 @@ def test_killed_score_leaves_each_artifact_old_or_complete_new(
         assert final[rel] != old[rel], rel
         assert published.get(rel, final[rel]) == final[rel], rel
     assert temporaries(repo) == [], "a complete run removes what killed runs left"
-    assert_status_truthful(repo, truth, {"predict", "score", "judge", "report"})
+    assert_status_truthful(repo, truth, {"check-params", "predict", "score", "judge",
+                                          "view", "report"})
 
     sh(repo, "dvc", "repro", "score")
     assert read(repo, score_outs) == final  # DVC's run gives the bytes the direct run gave
-    assert_status_truthful(repo, Truth(repo), {"judge", "report"})
+    assert_status_truthful(repo, Truth(repo), {"judge", "view", "report"})
 
 
 def test_killed_validate_and_report_keep_previous_artifacts(
         repo: Path, outs: dict[str, list[str]]) -> None:
     truth = Truth(repo)
-    assert truth.changed() == {"judge", "report"}
+    assert truth.changed() == {"judge", "view", "report"}
     old = read(repo, outs["validate"])
     targets = kill_at(repo, 2, "rimo-eval", "validate")
     assert targets == outs["validate"][:2]
@@ -337,7 +341,7 @@ def test_killed_validate_and_report_keep_previous_artifacts(
         # Same inputs, same bytes: anything else is a torn or half-published file.
         assert read(repo, outs["validate"]) == old
     assert_temporaries_harmless(repo, outs)
-    assert_status_truthful(repo, truth, {"judge", "report"})
+    assert_status_truthful(repo, truth, {"judge", "view", "report"})
     sh(repo, "rimo-eval", "validate")  # the next complete run removes what the kills left
     assert read(repo, outs["validate"]) == old and temporaries(repo) == []
 
@@ -353,7 +357,7 @@ def test_killed_validate_and_report_keep_previous_artifacts(
     if kill_after(repo, 1.5, "rimo-eval", "report"):  # inside the kernel run: nothing yet
         assert read(repo, outs["report"]) == now
     assert_temporaries_harmless(repo, outs)
-    assert_status_truthful(repo, truth, {"judge", "report"})
+    assert_status_truthful(repo, truth, {"check-params", "judge", "view", "report"})
 
     sh(repo, "dvc", "repro")
     assert_status_truthful(repo, Truth(repo), set())
@@ -370,10 +374,22 @@ def test_killed_dvc_repro_is_reported_and_recovers(repo: Path,
     assert truth.changed() == set()
     lock = (repo / "dvc.lock").read_bytes()
     set_params(repo, **{"score.bootstrap.samples": 200})
+
+    def without_check(source: Path | bytes) -> dict[str, Any]:
+        text = source.read_bytes() if isinstance(source, Path) else source
+        stages = yaml.safe_load(text)["stages"]
+        stages.pop("check-params")
+        return stages
+
     old = read(repo, outs["score"])
-    targets = kill_at(repo, 2, "dvc", "repro")
+    # check-params publishes its stamp first (the params file changed), then score its 1st
+    # artifact; killed before score's 2nd.
+    targets = kill_at(repo, 3, "dvc", "repro")
+    assert targets[0] == PARAMS_CHECK_PATH.as_posix()
+    targets = targets[1:]
     assert targets[0] == outs["score"][0]
-    assert (repo / "dvc.lock").read_bytes() == lock
+    # check-params ran first and was recorded (a params file that changed); no other stage was.
+    assert without_check(repo / "dvc.lock") == without_check(lock)
     now = read(repo, outs["score"])
     for rel in outs["score"]:
         assert now[rel] is None or now[rel] == old[rel] or rel in targets[:-1], rel
@@ -381,7 +397,7 @@ def test_killed_dvc_repro_is_reported_and_recovers(repo: Path,
             assert_complete(repo / rel)
     assert_temporaries_harmless(repo, outs)
     # A stale DVC lock would make this fail with "is busy"; status must also be truthful.
-    assert_status_truthful(repo, truth, {"score", "judge", "report"})
+    assert_status_truthful(repo, truth, {"score", "judge", "view", "report"})
 
     sh(repo, "dvc", "repro")
     assert_status_truthful(repo, Truth(repo), set())

@@ -73,17 +73,21 @@ def test_flips_pairs_and_tests_on_small_tables(small_sides: tuple[Side, Side]) -
         ("2001g1", False, True, 2), ("2001n1", True, False, 3)]
     assert p["test"]["p_value"] == 1.0
     rows = {r["name"]: r for r in result["metrics"]}
-    # The table subtracts the metrics.json values; the paired delta is over paired items only.
-    assert rows["RIMO-N.accuracy"]["delta"] == pytest.approx(0.4 - 0.6)
-    assert rows["RIMO-N.accuracy"]["paired_delta"] == pytest.approx(1 / 4 - 2 / 4)
-    assert rows["RIMO-P.sub_problem_accuracy"]["paired_delta"] == pytest.approx((5 - 5) / 6)
-    assert rows["RIMO-P.prefix_score"]["paired_delta"] == pytest.approx(
+    # 2001a2 changed content, so the item sets differ: every value is over the 4 shared RIMO-N
+    # items (A right on 2, B on 1), not metrics.json's 5 (0.6 and 0.4).
+    assert result["items"][TRACK_N] == {"shared": 4, "only_a": 0, "only_b": 0,
+                                        "changed_items": 1}
+    acc = rows["RIMO-N.accuracy"]
+    assert (acc["a"], acc["b"], acc["delta"]) == (2 / 4, 1 / 4, 1 / 4 - 2 / 4)
+    assert rows["RIMO-P.sub_problem_accuracy"]["delta"] == pytest.approx((5 - 5) / 6)
+    assert rows["RIMO-P.prefix_score"]["delta"] == pytest.approx(
         ((1 + 1 + 2 / 3) - (1 + 0.5 + 1)) / 3, abs=1e-6)
-    assert rows["RIMO-N.correct"]["delta"] == 2 - 3 and rows["RIMO-N.correct"]["ci"] is None
+    assert rows["RIMO-N.correct"]["delta"] == 1 - 2 and rows["RIMO-N.correct"]["ci"] is None
+    assert rows["RIMO-N.n"]["a"] == rows["RIMO-N.n"]["b"] == 4
     for name in ("RIMO-N.accuracy", "RIMO-N.by_domain.combinatorics", "RIMO-P.strict",
                  "RIMO-P.by_parts.3.strict"):
         ci = rows[name]["ci"]
-        assert ci is not None and ci["low"] <= rows[name]["paired_delta"] <= ci["high"]
+        assert ci is not None and ci["low"] <= rows[name]["delta"] <= ci["high"]
     assert [r["name"] for r in result["metrics"]][:2] == ["RIMO-N.accuracy",
                                                           "RIMO-N.by_domain.algebra"]
     assert not any(".ci." in r["name"] or r["name"].startswith("provenance")

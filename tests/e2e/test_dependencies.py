@@ -77,10 +77,25 @@ def stage_deps() -> dict[str, list[str]]:
             for name, st in spec["stages"].items()}
 
 
-@pytest.mark.parametrize("stage", sorted(STAGES))
+def stage_modules() -> dict[str, str]:
+    """Each dvc.yaml stage's module, from its command (`rimo-eval NAME`): a pipeline stage of
+    the CLI, or a tool run as a stage (view)."""
+    spec = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())
+    out = {}
+    for name, st in spec["stages"].items():
+        program, command = st["cmd"].split()[:2]
+        assert program == "rimo-eval", st["cmd"]
+        out[name] = MODULES[command]
+    return out
+
+
+PIPELINE = sorted(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"])
+
+
+@pytest.mark.parametrize("stage", PIPELINE)
 def test_stage_deps_cover_its_imports(stage: str) -> None:
     deps = stage_deps()[stage]
-    files = project_imports("stages.cli") | project_imports(MODULES[stage])
+    files = project_imports("stages.cli") | project_imports(stage_modules()[stage])
     missing = sorted(p.relative_to(REPO_ROOT).as_posix() for p in files if not covered(p, deps))
     assert not missing, f"dvc.yaml stage {stage!r} imports files it does not depend on: {missing}"
 
@@ -94,7 +109,10 @@ def test_import_graph_sees_helpers() -> None:
 
 
 def test_every_stage_module_is_in_dvc_yaml() -> None:
-    assert set(stage_deps()) == set(STAGES)
+    # The pipeline's stages, and the view: a tool that dvc.yaml runs as a stage, so each run's
+    # own browser is a DVC output (issue 29 §4).
+    assert set(stage_deps()) == set(STAGES) | {"view"}
+    assert stage_modules() == {**{s: MODULES[s] for s in STAGES}, "view": MODULES["view"]}
 
 
 @pytest.mark.slow
@@ -107,10 +125,11 @@ def test_editing_a_core_helper_marks_every_importing_stage(tmp_path: Path, mirro
     helper.write_text(helper.read_text() + "\n# an edit to a shared helper\n")
     status = sh(repo, "dvc", "status", "--json").stdout
     changed = set(yaml.safe_load(status) or {})
-    importers = {stage for stage in STAGES
+    importers = {stage for stage, module in stage_modules().items()
                  if REPO_ROOT / "stages/core/hashing.py" in
-                 project_imports("stages.cli") | project_imports(MODULES[stage])}
-    assert importers == set(STAGES)  # every stage hashes something
+                 project_imports("stages.cli") | project_imports(module)}
+    # Every stage but check-params hashes something (it only validates the params file).
+    assert importers == set(PIPELINE) - {"check-params"}
     assert importers <= changed, f"dvc status missed {sorted(importers - changed)}"
     shutil.rmtree(repo / ".dvc" / "cache", ignore_errors=True)
 
@@ -127,6 +146,8 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
     def posix(*ps: Path) -> set[str]:
         return {p.as_posix() for p in ps}
 
+    assert paths("check-params", "outs") == posix(A.PARAMS_CHECK_PATH)
+    assert A.PARAMS_CHECK_PATH.as_posix() in paths("fetch", "deps")  # so it runs first
     assert paths("fetch", "outs") == posix(A.RAW_DIR)
     assert paths("validate", "outs") == posix(*(A.items_path(t) for t in TRACKS),
                                               A.VALIDATION_PATH)
@@ -134,14 +155,19 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
                                              A.PREDICT_RUN_PATH)
     # metrics.json is the benchmark's DVC metrics file (`dvc exp show` leads with its headline);
     # the opt-in judge keeps its own, so its numbers never mix with the exact-match ones.
+    # model.json is one string, the run's backend and model: the "model" column of the
+    # `dvc exp show` view that rimo-eval summary recommends.
     assert {s: spec[s]["metrics"] for s in spec if "metrics" in spec[s]} == {
-        "score": [{A.METRICS_PATH.as_posix(): {"cache": False}}],
+        "score": [{A.METRICS_PATH.as_posix(): {"cache": False}},
+                  {A.MODEL_PATH.as_posix(): {"cache": False}}],
         "judge": [{A.JUDGE_METRICS_PATH.as_posix(): {"cache": False}}]}
     assert paths("score", "outs") == posix(*(A.scores_path(t) for t in TRACKS),
                                            A.BREAKDOWN_PATH, A.PROVENANCE_PATH)
-    assert paths("score", "metrics") == posix(A.METRICS_PATH)
+    assert paths("score", "metrics") == posix(A.METRICS_PATH, A.MODEL_PATH)
     assert paths("score", "plots") == posix(*(A.plot_path(t) for t in TRACKS))
     assert paths("judge", "outs") == posix(A.JUDGE_TABLE)
     assert paths("judge", "metrics") == posix(A.JUDGE_METRICS_PATH)
     assert paths("report", "outs") == posix(A.REPORT_IPYNB, A.REPORT_HTML)
+    # Cached (no cache: false): `dvc exp apply` / `dvc checkout` restore each run's own site.
+    assert spec["view"]["outs"] == [A.VIEW_DIR.as_posix()]
     assert A.NOTEBOOK.as_posix() in paths("report", "deps")

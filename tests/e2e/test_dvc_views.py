@@ -40,8 +40,7 @@ pytestmark = pytest.mark.slow
 WIDTH = 120
 # The view `rimo-eval summary` and the README recommend.
 EXP_SHOW = shlex.split(EXP_SHOW_VIEW)
-COLUMNS = (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score", "predict.backend",
-           "predict.openai.model")
+COLUMNS = (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score", "model", "predict.limit")
 EXPS = {"exp-a": 20, "exp-b": 40}  # name: predict.limit
 SKILL = {"exp-a": 4, "exp-b": 7}  # of 10: the share of items its replay gets right
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -125,6 +124,7 @@ def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
     os.close(follower)
     chunks: list[bytes] = []
     quit_sent, deadline = False, time.monotonic() + 300
+    last_output = time.monotonic()
     while time.monotonic() < deadline:
         if select.select([leader], [], [], 1.0)[0]:
             try:
@@ -134,9 +134,14 @@ def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
             if not data:
                 break
             chunks.append(data)
+            last_output = time.monotonic()
         elif proc.poll() is not None:
             break
-        elif chunks and not quit_sent:  # the pager waits on a full screen: leave it
+        elif chunks and not quit_sent and (
+                pager_prompt(chunks) or time.monotonic() - last_output > 20):
+            # The pager waits on a full screen: leave it. Only once its prompt is up (or after
+            # a long silence): a busy machine may pause DVC mid-output, and a "q" sent then
+            # would be taken for a pager that had to be told to quit.
             os.write(leader, b"q")
             quit_sent = True
     os.close(leader)
@@ -149,6 +154,13 @@ def with_pager(repo: Path, args: list[str], columns: int = WIDTH, rows: int = 40
     return [line for line in text.split("\n") if line.strip()], quit_sent
 
 
+def pager_prompt(chunks: list[bytes]) -> bool:
+    """Whether less is showing its prompt (":" or "(END)") and waiting for a key."""
+    tail = b"".join(chunks)[-200:].decode("utf-8", "replace")
+    tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]", "", tail).rstrip()
+    return tail.endswith((":", "(END)"))
+
+
 def check_table(lines: list[str]) -> None:
     assert lines and all(len(line) <= WIDTH for line in lines), [len(x) for x in lines]
     header = next(line for line in lines if "Experiment" in line)
@@ -156,8 +168,10 @@ def check_table(lines: list[str]) -> None:
         assert column in header, header
     assert "…" not in "\n".join(lines)  # no column was collapsed away
     assert "\u2192" not in "\n".join(lines)  # nor cut off by the pager
-    for name in EXPS:
-        assert any(f"[{name}]" in line for line in lines), name
+    for name, limit in EXPS.items():
+        # Issue 29 §5: each experiment's sample size and its replay file, not just "replay".
+        row = next(line for line in lines if f"[{name}]" in line)
+        assert f"replay runs/{name}.jsonl" in row and re.search(rf"\s{limit}\s*$", row), row
 
 
 def test_readme_and_summary_recommend_the_tested_view() -> None:
@@ -191,8 +205,9 @@ def test_exp_show_columns_lead_with_the_headline(repo: Path) -> None:
     rows = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
     workspace = next(r for r in rows if r["rev"] == "workspace")
     files = workspace["data"]["metrics"]
-    # metrics.json leads; the only other metrics file is the opt-in judge's own.
-    assert list(files) == ["reports/metrics.json", "reports/judge.json"]
+    # metrics.json leads; then the run's model (one string) and the opt-in judge's own.
+    assert list(files) == ["reports/metrics.json", "reports/model.json", "reports/judge.json"]
+    assert files["reports/model.json"]["data"] == {"model": "replay runs/exp-b.jsonl"}
     data = files["reports/metrics.json"]["data"]
     assert list(data[TRACK_N])[:3] == ["accuracy", "accuracy_ci_low", "accuracy_ci_high"]
     assert list(data[TRACK_P])[:3] == ["prefix_score", "strict", "sub_problem_accuracy"]
@@ -203,19 +218,29 @@ def _numbers(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def test_metrics_diff_between_two_experiments_lists_only_numbers(repo: Path) -> None:
+def test_metrics_diff_between_two_experiments_lists_numbers_and_the_model(repo: Path) -> None:
     diff = json.loads(sh(repo, "dvc", "metrics", "diff", "exp-a", "exp-b", "--json").stdout)
-    assert list(diff) == ["reports/metrics.json"]
+    # DVC does not promise an order across files here (CI listed model.json first).
+    assert sorted(diff) == ["reports/metrics.json", "reports/model.json"]
+    # The one string: which model each side ran.
+    assert diff["reports/model.json"] == {"model": {"old": "replay runs/exp-a.jsonl",
+                                                    "new": "replay runs/exp-b.jsonl"}}
     changed = diff["reports/metrics.json"]
     assert f"{TRACK_N}.n" in changed and f"{TRACK_P}.n" in changed
     assert changed[f"{TRACK_N}.n"] == {"old": 20, "new": 40, "diff": 20}
     for key, entry in changed.items():
         assert _numbers(entry["old"]) and _numbers(entry["new"]) and "diff" in entry, key
     assert not any("provenance" in k or "by_" in k for k in changed)
-    # The table form, as a user reads it: one row per metric, nothing wider than the terminal.
+    # The table form, as a user reads it: one row per metric; the model row where it changed.
     table = in_terminal(repo, ["dvc", "metrics", "diff", "exp-a", "exp-b"])
-    assert all(len(line) <= WIDTH for line in table)
     assert any(f"{TRACK_N}.n" in line for line in table)
+    assert any("replay runs/exp-a.jsonl" in line for line in table)
+    # A model name widens the value columns; the numbers alone fit the terminal (README).
+    numbers = in_terminal(repo, ["dvc", "metrics", "diff", "exp-a", "exp-b", "--targets",
+                                 "reports/metrics.json"])
+    assert all(len(line) <= WIDTH for line in numbers)
+    assert any(f"{TRACK_N}.n" in line for line in numbers)
+    assert not any("model" in line for line in numbers)
 
 
 def summary_lines(repo: Path) -> list[str]:

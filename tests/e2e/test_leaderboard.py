@@ -7,11 +7,13 @@ runs and a 5-item sample, all made by ``dvc exp run``; every test reads it throu
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from stages.core.dicts import flatten
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -155,14 +157,35 @@ def test_a_sample_against_the_full_run_is_refused(repo: Path) -> None:
     assert "m-sample evaluates 5/5 RIMO-N/RIMO-P items (a sample)" in err
 
 
-def test_all_takes_the_workspace_and_every_experiment(repo: Path) -> None:
-    # Here they mix k and sample sizes, so --all is refused, naming the first mismatch.
-    err = refused(repo, "--all")
-    assert "not comparable" in err and "workspace and m-k4" in err
+def test_all_ranks_the_largest_comparable_group_and_lists_the_others(repo: Path,
+                                                                     tmp_path: Path) -> None:
+    """--all beside a sample and k = 4 runs (issue 29 §3: it used to refuse outright): the five
+    full k = 1 runs are ranked, the three others are listed with the reason."""
     from stages.commands.compare.revisions import baseline_experiments
 
     names = [r.label for r in baseline_experiments(repo)]
     assert names == sorted([*FIVE[1:], K4, K4B, SAMPLE])
+    out = tmp_path / "lb"
+    proc = sh(repo, "rimo-eval", "leaderboard", "--all", "--json", "--out", str(out))
+    result = json.loads(proc.stdout)
+    assert sorted(r["label"] for r in result["runs"]) == sorted(FIVE)
+    assert result["runs"][0]["label"] == "m-strong" and result["k"] == 1
+    left = {x["label"]: x["reason"] for x in result["left_out"]}
+    assert sorted(left) == sorted([K4, K4B, SAMPLE])
+    assert left[K4] == ("not comparable with workspace: different k (samples per item): "
+                        "workspace has k = 1, m-k4 k = 4. Rank runs with the same "
+                        "predict.samples.")
+    assert left[SAMPLE].startswith(
+        "not comparable with workspace: different items: workspace evaluates 335/456 "
+        "RIMO-N/RIMO-P items (all items), m-sample evaluates 5/5 RIMO-N/RIMO-P items (a "
+        "sample)")
+    for label, reason in left.items():  # on stderr, in the Markdown and on the page
+        assert f"leaderboard: left out {label}: {reason}" in proc.stderr
+        assert f"- Left out by --all: {label}: {reason}" in (out / "leaderboard.md").read_text()
+    assert "5 runs ranked by RIMO-N.accuracy, 3 left out" in proc.stderr
+    page = (out / "leaderboard.html").read_text()
+    assert "Left out by --all: m-sample: not comparable with workspace" in page
+    # Named runs still refuse a mix: test_a_sample_against_the_full_run_is_refused.
 
 
 def test_label_model_names_rows_by_model(repo: Path, tmp_path: Path) -> None:
@@ -179,3 +202,45 @@ def test_a_run_whose_scores_are_not_cached_names_dvc_exp_pull(repo: Path, tmp_pa
     assert proc.returncode == 1
     assert "missing from the local DVC cache: data/scores/rimo_n.parquet" in proc.stderr
     assert "dvc exp pull" in proc.stderr
+    # --all, with the cache but for one table of m-weak: the others are ranked, m-weak is left
+    # out with the reason and the command that brings it.
+    shutil.copytree(repo / ".dvc/cache", clone / ".dvc/cache")
+    sh(clone, "dvc", "checkout", "-q", "score")  # this repo ran up to score
+    refs = sh(clone, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    (weak,) = [r for r in refs if r.endswith("/m-weak")]
+    lock = yaml.safe_load(sh(clone, "git", "show", f"{weak}:dvc.lock").stdout)
+    md5 = next(o["md5"] for o in lock["stages"]["score"]["outs"]
+               if o["path"] == "data/scores/rimo_n.parquet")
+    (clone / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).unlink()
+    proc = sh(clone, "rimo-eval", "leaderboard", "--all", "--json", "--out", "lb")
+    result = json.loads(proc.stdout)
+    assert sorted(r["label"] for r in result["runs"]) == sorted(set(FIVE) - {"m-weak"})
+    left = {x["label"]: x["reason"] for x in result["left_out"]}
+    assert sorted(left) == sorted(["m-weak", K4, K4B, SAMPLE])
+    assert left["m-weak"].startswith("not readable: 1 DVC-tracked output(s) of m-weak (")
+    assert "`dvc exp pull <git-remote> m-weak`" in left["m-weak"]
+
+
+def test_compare_of_the_full_run_against_the_sample_says_so_first(repo: Path) -> None:
+    """compare in the same repo (issue 29 §2): the full workspace run against the 5-item
+    sample opens with the item sets and compares the shared items only; --strict refuses."""
+    proc = sh(repo, "rimo-eval", "compare", "workspace", SAMPLE)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"## RIMO comparison: A = workspace, B = {SAMPLE}"
+    assert lines[2] == (
+        "**The runs evaluated different items: RIMO-N: 5 shared, 330 only in A, 0 only in B; "
+        "RIMO-P: 5 shared, 451 only in A, 0 only in B. Everything below (A, B, Δ, intervals, "
+        "tests, flips) is over the shared items only; --strict refuses such a pair.**")
+    assert f"compare: workspace and {SAMPLE} evaluated different items" in proc.stderr
+    # The sample replays the workspace's own file: over the shared items nothing differs, and
+    # the counts are the shared items'.
+    cells = [line.strip("| ").split(" | ") for line in lines if line.startswith("| RIMO-")]
+    rows = {c[0]: c[1:] for c in cells}
+    for name in (f"{TRACK_N}.accuracy", f"{TRACK_P}.prefix_score"):
+        assert rows[name][0] == rows[name][1] and rows[name][2] == "+0.000000", rows[name]
+    assert rows[f"{TRACK_N}.n"][:3] == ["5", "5", "+0"]
+    assert "0 flipped" in proc.stdout
+    strict = sh(repo, "rimo-eval", "compare", "workspace", SAMPLE, "--strict", check=False)
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert (f"workspace and {SAMPLE} are not comparable: different items (RIMO-N: 5 shared, "
+            f"330 only in A, 0 only in B") in strict.stderr

@@ -9,16 +9,18 @@ output, or fails, and the test names the stage and the keys.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from stages.core.artifacts import PREDICT_RUN_PATH
 from stages.core.config import parse_params
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, make_repo, sh
 
-STAGES = ("fetch", "validate", "predict", "score", "judge", "report")
+STAGES = ("check-params", "fetch", "validate", "predict", "score", "judge", "view", "report")
 # What another engineer's score change will read; declared ahead of it.
 SCORE_WILL_READ = ("predict.limit", "predict.sample_seed")
 
@@ -87,8 +89,18 @@ def snapshot(root: Path, paths: list[str]) -> dict[str, bytes]:
         target = root / rel
         found = sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [
             target]
-        files |= {p.relative_to(root).as_posix(): p.read_bytes() for p in found}
+        files |= {p.relative_to(root).as_posix(): steady_bytes(root, p) for p in found}
     return files
+
+
+def steady_bytes(root: Path, path: Path) -> bytes:
+    """The file's bytes, less the run facts that differ between any two runs: predict's
+    wall time (reports/predict_run.json is documented as not deterministic)."""
+    if path.relative_to(root) != PREDICT_RUN_PATH:
+        return path.read_bytes()
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    facts.pop("wall_s")
+    return json.dumps(facts, sort_keys=True).encode()
 
 
 def test_score_declares_the_sample_params() -> None:

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from stages.commands.compare.revisions import RunFiles, resolve
+from stages.core.artifacts import METRICS_PATH, scores_path
+from stages.core.tracks import TRACK_N, TRACKS
 from tests.independent_grader import independent_gold, independent_metrics
 from tests.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
+
+REPLAY_EXP = "replay-mix"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,24 @@ def test_second_repro_reruns_nothing(repo: Path) -> None:
     assert {p: p.read_bytes() for p in before} == before
 
 
-def test_replay_experiment_matches_independent_grader(repo: Path, mirror_dir: Path) -> None:
+def test_editing_the_browser_reruns_the_view_stage_alone(repo: Path) -> None:
+    """The view is a stage (issue 29 §4), but a cheap one: its code is none of the paid
+    predict's deps, so an edit to the browser marks the view stage and nothing else."""
+    app = repo / "stages/commands/view/assets/app.js"
+    before = app.read_bytes()
+    app.write_bytes(before + b"\n// an edit to the browser\n")
+    try:
+        changed = json.loads(sh(repo, "dvc", "status", "--json").stdout or "{}")
+    finally:
+        app.write_bytes(before)
+    assert set(changed) == {"view"}, changed
+    assert "Data and pipelines are up to date" in sh(repo, "dvc", "status").stdout
+
+
+@pytest.fixture(scope="module")
+def replay_exp(repo: Path, mirror_dir: Path) -> dict[str, Any]:
+    """Experiment REPLAY_EXP: the whole pipeline on a replay of known right, wrong and missing
+    answers; what went into it."""
     gold_n, gold_p = independent_gold(mirror_dir)
     ids_n, ids_p = sorted(gold_n), sorted(gold_p)
     # Known mix: right, right-with-spaces, wrong, and left out (missing) answers.
@@ -74,9 +98,18 @@ def test_replay_experiment_matches_independent_grader(repo: Path, mirror_dir: Pa
             fh.write(json.dumps({"track": "RIMO-N", "problem_id": pid, "prediction": p}) + "\n")
         for pid, p in pred_p.items():
             fh.write(json.dumps({"track": "RIMO-P", "problem_id": pid, "prediction": p}) + "\n")
-    sh(repo, "dvc", "exp", "run", "-S", "predict.backend=replay",
+    sh(repo, "dvc", "exp", "run", "-n", REPLAY_EXP, "-S", "predict.backend=replay",
        "-S", f"predict.replay.path={replay.name}")
-    m = read_metrics(repo)
+    return {"gold_n": gold_n, "gold_p": gold_p, "pred_n": pred_n, "pred_p": pred_p}
+
+
+def test_replay_experiment_matches_independent_grader(repo: Path, replay_exp: dict[str, Any]
+                                                      ) -> None:
+    gold_n, gold_p, pred_n, pred_p = (replay_exp[k] for k in ("gold_n", "gold_p", "pred_n",
+                                                              "pred_p"))
+    ids_n = sorted(gold_n)
+    with RunFiles(repo, resolve(repo, REPLAY_EXP)) as files:
+        m = files.read_json(METRICS_PATH) or {}
     want = independent_metrics(gold_n, gold_p, pred_n, pred_p)
     assert m["RIMO-N"]["n"] == 335 and m["RIMO-N"]["missing"] == len(ids_n) - len(pred_n)
     assert m["RIMO-N"]["accuracy"] == pytest.approx(want["accuracy"], abs=1e-6)
@@ -86,3 +119,61 @@ def test_replay_experiment_matches_independent_grader(repo: Path, mirror_dir: Pa
     assert 0.0 < m["RIMO-N"]["accuracy"] < 1.0
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
     assert "predict.backend" in json.dumps(shown) or "replay" in json.dumps(shown)
+
+
+# --- the report's view is its own run's (issue 29 §4) -------------------------------------------
+
+VIEW_LINK = re.compile(r'href="(view/index\.html)[#"]')
+
+
+def linked_view(repo: Path) -> dict[str, Any]:
+    """The index of the site the workspace's report links to."""
+    report = repo / "reports/report.html"
+    links = set(VIEW_LINK.findall(report.read_text(encoding="utf-8")))
+    assert links == {"view/index.html"}, links
+    text = (report.parent / "view/data/index.js").read_text(encoding="utf-8")
+    assert text.startswith("RIMO.index(") and text.endswith(");\n")
+    return json.loads(text[len("RIMO.index("):-3])
+
+
+def outcomes(index: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {(it["track"], it["id"]): it["o"][0] for it in index["items"]}
+
+
+def expected(repo: Path, name: str) -> dict[tuple[str, str], str]:
+    """Each item's outcome in experiment ``name``, from its own score tables (read through
+    DVC at the experiment, not from the workspace): R right, S strict, else not right."""
+    out = {}
+    with RunFiles(repo, resolve(repo, name)) as files:
+        for track in TRACKS:
+            frame = files.read_parquet(scores_path(track))
+            col = "correct" if track == TRACK_N else "strict"
+            out |= {(track, pid): ok for pid, ok in zip(frame["problem_id"], frame[col],
+                                                        strict=True)}
+    return out
+
+
+def assert_view_of(repo: Path, name: str, backend: str, sample: bool) -> None:
+    index = linked_view(repo)
+    (run,) = index["runs"]
+    assert (run["backend"], run["is_sample"]) == (backend, sample), name
+    got, want = outcomes(index), expected(repo, name)
+    evaluated = {key for key, o in got.items() if o != "-"}
+    assert evaluated == set(want), name  # the run's own items, no other run's
+    for key, right in want.items():
+        assert (got[key] in ("R", "S")) == bool(right), (name, key, got[key])
+
+
+def test_report_links_to_the_view_of_the_applied_experiment(repo: Path,
+                                                            replay_exp: dict[str, Any]) -> None:
+    """Two experiments of the whole pipeline, then `dvc exp apply` of each: the site the
+    report links to is the applied run's (backend, sample, every item's outcome), restored
+    from the DVC cache without a rerun. Before the view stage, reports/view/ stayed whatever
+    `rimo-eval view` last built."""
+    sh(repo, "dvc", "exp", "run", "-n", "const-5", "-S", "predict.backend=constant",
+       "-S", "predict.limit=5")
+    assert_view_of(repo, "const-5", "constant", True)
+    for name, backend, sample in ((REPLAY_EXP, "replay", False), ("const-5", "constant", True)):
+        sh(repo, "dvc", "exp", "apply", name)
+        assert_view_of(repo, name, backend, sample)
+        assert "Data and pipelines are up to date" in sh(repo, "dvc", "status").stdout

@@ -220,10 +220,11 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
     old = _old_code_metrics(tmp_path, replay, real_items)
     if old is not None:
         # Every key the old code wrote keeps its value but the intervals of proportions, now
-        # Wilson's (issue 19; tests/unit/test_intervals.py); usage, RIMO-N's diagnostics and the
-        # breakdown's intervals are the new keys. The bootstrap intervals (prefix score,
-        # sub-problem accuracy) are equal.
-        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci"}, TRACK_P: {"usage"}}
+        # Wilson's (issue 19; tests/unit/test_intervals.py); usage, the diagnostics (RIMO-P's
+        # since issue 28) and the breakdown's intervals are the new keys. The bootstrap
+        # intervals (prefix score, sub-problem accuracy) are equal.
+        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci"},
+                 TRACK_P: {"usage", "diagnostics"}}
 
         def points(track: str, block: dict[str, Any]) -> dict[str, Any]:
             out = {k: v for k, v in block.items() if k not in added[track] | {"ci"}}

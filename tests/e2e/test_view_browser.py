@@ -12,6 +12,7 @@ Needs /usr/bin/chromium and /usr/bin/chromedriver; RIMO_EVAL_NO_BROWSER=1 skips.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,16 +25,26 @@ import pytest
 from stages.commands.view.model import build
 from stages.commands.view.site import write_site
 from stages.core.tracks import TRACK_N, TRACK_P
-from tests.browser import chromium
+from tests.browser import chromium, renderer_alive
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import env, make_repo, sh
-from tests.view_runs import HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, build_runs, small_run
+from tests.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, build_runs, small_run
 
 SPY = """
 window.__rimo_dialogs = [];
 for (const name of ["alert", "confirm", "prompt", "print", "open"]) {
   window[name] = function (m) { window.__rimo_dialogs.push(name + ":" + m); };
 }
+// When each item page was first painted: the frame after it entered the document.
+window.__rimo_painted = {};
+new MutationObserver(() => {
+  const item = document.getElementById("item");
+  if (!item || item.dataset.key in window.__rimo_painted) return;
+  const key = item.dataset.key;
+  window.__rimo_painted[key] = null;
+  const painted = () => { window.__rimo_painted[key] = performance.now(); };
+  requestAnimationFrame(() => setTimeout(painted));
+}).observe(document, { childList: true, subtree: true });
 """
 # Everything a payload could have left behind in the DOM. KaTeX draws some glyphs (roots,
 # arrows) as SVG of its own: an SVG outside .katex is foreign.
@@ -47,9 +58,11 @@ for (const el of document.querySelectorAll(foreign)) hits.push("element " + show
 for (const el of document.querySelectorAll("a")) hits.push("link " + show(el));
 for (const el of document.querySelectorAll("svg"))
   if (!el.closest(".katex")) hits.push("svg " + show(el));
-for (const el of document.querySelectorAll("#main [style]"))
-  if (!el.closest(".katex") && !el.matches(".strip,.bar")) hits.push("style " + show(el));
-const own = /(katex\\.min|app|data\\/(index|items\\/\\d+|search\\/\\d+))\\.js$/;
+for (const el of document.querySelectorAll("#main [style]"))  // KaTeX's own, errors included
+  if (!el.closest(".katex,.katex-error") && !el.matches(".strip,.bar"))
+    hits.push("style " + show(el));
+const own =
+  /(katex\\.min|text|app|data\\/(index|items\\/\\d+|rest\\/\\d+-\\d+|search\\/\\d+))\\.js$/;
 for (const s of document.scripts)
   if (!own.test(s.src)) hits.push("script " + (s.src || s.textContent.slice(0, 60)));
 if (getComputedStyle(document.body).display === "none") hits.push("body hidden by a payload's CSS");
@@ -71,10 +84,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str
     return info
 
 
-def wait(driver: Any, script: str, timeout: float = 20) -> Any:
+def wait(driver: Any, script: str, timeout: float = 20, poll: float = 0.5) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout).until(lambda d: d.execute_script(script))
+    return WebDriverWait(driver, timeout, poll_frequency=poll).until(
+        lambda d: d.execute_script(script))
 
 
 def open_site(driver: Any, site: Path | str, fragment: str = "") -> None:
@@ -406,3 +420,169 @@ def test_model_replies_render_as_text_with_math_and_folded_reasoning(
             sample = driver.find_element(By.CSS_SELECTOR, ".sample").text
             assert "prediction: 7" in sample and "finish reason stop" in sample
             assert "completion_tokens" in sample and "extraction boxed" in sample
+
+
+# --- the fuzz corpus: no model text crashes or hangs an item page (issue 28, section 4) -------
+
+DOUBLED = "Let $S = \\\\sum_{k} k \\\\cdot p_n(k)$ over $\\{1, \\\\ldots, n\\}$."  # upstream's kind
+PAGE_MS = 2000  # an item page, from navigation start to its math done and laid out
+
+
+@pytest.fixture(scope="module")
+def fuzz_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One RIMO-N item per case of FUZZ, the case as the model's reply (the frac case with the
+    sqrt case as its reasoning), scored by the real replay predict and score stages; a RIMO-P
+    item whose sub-solution has upstream's doubled backslashes and whose proof is the arrays
+    case."""
+    root = tmp_path_factory.mktemp("view_fuzz")
+    ids = {name: f"2001f{i:02d}" for i, name in enumerate(FUZZ)}
+    items = root / "items"
+    write_items(items, [n_item(pid, "12") for pid in ids.values()],
+                [p_item("2001g1", [DOUBLED, "done"])])
+    rows: list[dict[str, Any]] = [
+        {"track": TRACK_N, "problem_id": pid,
+         "prediction": "12\u200b" if name == "controls" else "12"} for name, pid in ids.items()]
+    rows.append({"track": TRACK_P, "problem_id": "2001g1", "prediction": [FUZZ["arrays"], "x"]})
+    details = {(TRACK_N, pid, 0): {"text": FUZZ[name], "finish_reason": "stop",
+                                   **({"reasoning": FUZZ["sqrt"]} if name == "frac" else {})}
+               for name, pid in ids.items()}
+    run = small_run(root, "fuzz", items, rows, 1, details)
+    scores = run.scores[TRACK_N]
+    scores["lenient_match"] = scores["correct"]  # as score writes it: exact implies lenient
+    site = root / "site"
+    write_site(site, *build([run]))
+    return {"site": site, "ids": ids}
+
+
+# After the next frame: what the page showed has been laid out and painted.
+PAINTED = ("const done = arguments[arguments.length - 1]; "
+           "requestAnimationFrame(() => setTimeout(() => done(performance.now()), 0));")
+
+
+def open_item_timed(driver: Any, site: Path, key: str) -> float:
+    """Open an item page; ms from navigation start until it is rendered, math included, laid
+    out and painted (SPY). Then scrolled to its end (where formulas render as they come
+    near), the renderer must have survived."""
+    driver.get("about:blank")
+    driver.get((site / "index.html").as_uri() + f"#item={key}")
+    painted = float(wait(driver, f"return window.__rimo_painted[{json.dumps(key)}]", poll=0.05))
+    assert renderer_alive(driver), f"{key}: the tab crashed"
+    driver.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+    driver.execute_async_script(PAINTED)
+    driver.execute_async_script(PAINTED)
+    driver.get_screenshot_as_png()
+    assert renderer_alive(driver), f"{key}: the tab crashed"
+    return painted
+
+
+@pytest.mark.slow
+def test_fuzz_corpus_opens_fast_and_the_tab_survives(driver: Any, fuzz_site: dict[str, Any]
+                                                     ) -> None:
+    from selenium.webdriver.common.by import By
+
+    site, ids = fuzz_site["site"], fuzz_site["ids"]
+    times = {}
+    for name, pid in ids.items():
+        key = f"{TRACK_N}:{pid}"
+        times[name] = open_item_timed(driver, site, key)
+        assert_inert(driver)
+        shown = driver.execute_script("return document.getElementById('item').innerText.length")
+        assert shown < 150_000, (name, shown)  # folded: never the whole reply laid out
+        if name in ("frac", "sqrt", "left", "braces", "sup", "arrays"):  # one fold block each
+            why = driver.execute_script(
+                "return [...document.querySelectorAll('.model .math.tex-source')]"
+                ".map(e => e.title)")
+            assert why, name  # left as TeX source, with the reason
+            assert "shown as TeX source" in driver.find_element(By.CSS_SELECTOR,
+                                                                ".model .note").text
+    print("item pages, ms:", times)
+    assert max(times.values()) < PAGE_MS, times
+
+    # The deep reasoning, unfolded: its math is bounded too.
+    open_item_timed(driver, site, f"{TRACK_N}:{ids['frac']}")
+    driver.find_element(By.CSS_SELECTOR, "details.reasoning summary").click()
+    wait(driver, "return document.querySelector('details.reasoning .note')")
+    driver.get_screenshot_as_png()
+    assert renderer_alive(driver)
+    # A 10 MB reply: its first block, then the next ones on request: rendered up to 100,000
+    # characters, then plain text from a file of its own.
+    open_item_timed(driver, site, f"{TRACK_N}:{ids['reply_10mb']}")
+    assert "of 10,000,000 shown" in driver.find_element(By.CSS_SELECTOR, ".fold-more").text
+    for n in range(1, 20):  # 10 blocks and a short one make the first 100,000 characters
+        driver.find_element(By.CSS_SELECTOR, "button[data-fold-next]").click()
+        wait(driver, f"return document.querySelectorAll('.fold-part').length === {n}", poll=0.05)
+        if driver.find_elements(By.CSS_SELECTOR, ".fold-part.plain"):
+            break
+    assert 10 <= n <= 12
+    assert driver.execute_script("return document.querySelectorAll('.fold-part .katex').length")
+    plain = driver.find_element(By.CSS_SELECTOR, ".fold-part.plain")
+    assert plain.get_attribute("textContent").startswith("A paragraph with $x_i^2$ and **words**")
+    assert "of 10,000,000 shown" in driver.find_element(By.CSS_SELECTOR, ".fold-more").text
+    driver.get_screenshot_as_png()
+    assert renderer_alive(driver)
+    assert_inert(driver)
+    # Invisible characters in a prediction are named: "12" + U+200B is not "12".
+    open_item_timed(driver, site, f"{TRACK_N}:{ids['controls']}")
+    assert driver.find_element(By.CSS_SELECTOR, ".sample .pred .cc").text == "U+200B"
+    assert "wrong" in driver.find_element(By.CSS_SELECTOR, ".sample").text
+
+
+@pytest.mark.slow
+def test_upstream_text_is_shown_as_the_model_got_it_and_marked(driver: Any,
+                                                               fuzz_site: dict[str, Any]) -> None:
+    from selenium.webdriver.common.by import By
+
+    site = fuzz_site["site"]
+    open_site(driver, site, "data=text.double_backslash&outcome=all")
+    assert shown_keys(driver) == [f"{TRACK_P}:2001g1"]
+    open_item_timed(driver, site, f"{TRACK_P}:2001g1")
+    note = driver.find_element(By.CSS_SELECTOR, ".dataq").text
+    assert "sub-solution 1" in note and "doubled backslash" in note
+    source = driver.find_element(By.CSS_SELECTOR, ".part .ref pre.tex-source").text
+    assert source == DOUBLED  # as stored and sent, not rendered
+    assert driver.execute_script("return document.querySelectorAll('.katex-error').length") == 0
+    assert renderer_alive(driver)
+
+
+@pytest.mark.slow
+def test_diagnostic_flags_read_as_notes_not_warnings(driver: Any, fuzz_site: dict[str, Any]
+                                                     ) -> None:
+    """lenient_match on a right answer (exact implies lenient) is a grey note labelled
+    diagnostic, not a yellow badge."""
+    from selenium.webdriver.common.by import By
+
+    open_item_timed(driver, fuzz_site["site"], f"{TRACK_N}:{fuzz_site['ids']['dollars']}")
+    sample = driver.find_element(By.CSS_SELECTOR, ".sample")
+    assert "right" in sample.text and "diagnostics: no_box lenient_match" in sample.text
+    flag = sample.find_elements(By.CSS_SELECTOR, ".flag")[1]
+    assert flag.text == "lenient_match"
+    rgb = [int(x) for x in re.findall(r"\d+", flag.value_of_css_property("background-color"))[:3]]
+    assert max(rgb) - min(rgb) <= 12, rgb  # a grey, not yellow
+    assert "not the metric" in flag.get_attribute("title")
+
+
+@pytest.mark.slow
+def test_a_sample_run_lists_its_evaluated_items_and_steps_over_them_only(
+        driver: Any, model_site: Path) -> None:
+    """A sample of 3 + 3 items: the grid lists those 6 by default (not 785 "not evaluated"
+    rows), and next/previous step through them only."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    open_site(driver, model_site)
+    keys = shown_keys(driver)
+    assert len(keys) == 6 and "6 of 791 items" in driver.find_element(By.ID, "shown").text
+    outcome = Select(driver.find_element(By.CSS_SELECTOR, "select[data-key=outcome]"))
+    assert outcome.first_selected_option.get_attribute("value") == "evaluated"
+    open_item(driver, model_site, keys[0])
+    assert not driver.find_elements(By.CSS_SELECTOR, "button[data-nav=prev]")
+    for key in keys[1:]:
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
+        wait(driver, f"const i = document.getElementById('item'); return i && i.dataset.key === "
+                     f"{json.dumps(key)}")
+    assert not driver.find_elements(By.CSS_SELECTOR, "button[data-nav=next]")
+    open_site(driver, model_site, "outcome=all")
+    assert len(shown_keys(driver)) == 791
+    open_site(driver, model_site, "outcome=none")
+    assert len(shown_keys(driver)) == 785

@@ -29,10 +29,14 @@ def read_index(site: Path) -> dict[str, Any]:
 @pytest.mark.slow
 def test_cli_site_counts_and_flips_equal_metrics_and_compare(two_runs: dict[str, Any]) -> None:
     repo = two_runs["repo"]
-    sh(repo, "rimo-eval", "view", "run-a", "run-b", "--out", "site")
-    index = read_index(repo / "site")
+    # Named runs go to their own folder by default, never the view stage's reports/view/ that
+    # the workspace's report links to (issue 29 §4).
+    sh(repo, "rimo-eval", "view", "run-a", "run-b")
+    site = repo / "reports/views/run-a+run-b"
+    assert not (repo / "reports/view").exists()
+    index = read_index(site)
     assert len(index["items"]) == two_runs["n_items"] == 791
-    assert len(list((repo / "site/data/items").glob("*.js"))) == 791
+    assert len(list((site / "data/items").glob("*.js"))) == 791
     result = json.loads(sh(repo, "rimo-eval", "compare", "run-a", "run-b", "--json").stdout)
     metrics = {m["name"]: (m["a"], m["b"]) for m in result["metrics"]}
     for i, side in enumerate(("a", "b")):

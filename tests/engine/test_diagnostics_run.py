@@ -20,7 +20,7 @@ from stages.core.hashing import fingerprint
 from stages.core.predictions import predictions_path
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict
-from stages.score.diagnostics import FLAGS_N
+from stages.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
 from stages.score.metrics import compute
 from stages.score.stage import score
 from tests.chat_server import ChatServer
@@ -104,7 +104,7 @@ def test_diagnostics_block_in_metrics_json(chat_run: dict[str, Any]) -> None:
     assert n["accuracy"] == 0.2
     assert n["diagnostics"] == {
         "no_box": 1, "empty_box": 1, "multiple_boxes": 1, "truncated": 2, "gold_in_text": 3,
-        "lenient_match": 2, "lenient_accuracy": 0.4,
+        "lenient_match": 2, "unicode_repaired": 0, "redacted": 0, "lenient_accuracy": 0.4,
         "lenient_accuracy_ci_low": n["diagnostics"]["lenient_accuracy_ci_low"],
         "lenient_accuracy_ci_high": n["diagnostics"]["lenient_accuracy_ci_high"]}
     assert 0.0 <= n["diagnostics"]["lenient_accuracy_ci_low"] <= 0.4 \
@@ -123,14 +123,22 @@ def test_scores_from_before_the_flags_have_no_diagnostics(chat_run: dict[str, An
     scores = {t: pd.read_parquet(root / f"scores/{n}.parquet")
               for t, n in ((TRACK_N, "rimo_n"), (TRACK_P, "rimo_p"))}
     old = {TRACK_N: scores[TRACK_N].drop(columns=list(FLAGS_N)),
-           TRACK_P: scores[TRACK_P].drop(columns=["truncated"])}
+           TRACK_P: scores[TRACK_P].drop(columns=list(FLAGS_P))}
     fresh = compute(scores, {TRACK_N: 5, TRACK_P: 1}, BOOT)
     legacy = compute(old, {TRACK_N: 5, TRACK_P: 1}, BOOT)
     assert "diagnostics" in fresh[TRACK_N] and "diagnostics" not in legacy[TRACK_N]
     assert "diagnostics" not in legacy[TRACK_N]["ci"]
+    assert "diagnostics" in fresh[TRACK_P] and "diagnostics" not in legacy[TRACK_P]
     fresh[TRACK_N].pop("diagnostics")
     fresh[TRACK_N]["ci"].pop("diagnostics")
+    fresh[TRACK_P].pop("diagnostics")
     assert fresh == legacy
+    # Scores from before the engine's flags (unicode_repaired, redacted): the text flags only.
+    between = {TRACK_N: scores[TRACK_N].drop(columns=list(ENGINE_FLAGS)),
+               TRACK_P: scores[TRACK_P].drop(columns=list(ENGINE_FLAGS))}
+    middle = compute(between, {TRACK_N: 5, TRACK_P: 1}, BOOT)
+    assert set(middle[TRACK_N]["diagnostics"]) == set(TEXT_FLAGS_N) | {"lenient_accuracy"}
+    assert "diagnostics" not in middle[TRACK_P]
 
 
 # --- exact match unchanged -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 
 from stages.cli import main as cli_main
 from stages.core import judge_record
+from stages.core.errors import StageError
 from stages.core.items import load_items
 from stages.core.tracks import TRACK_P
 from stages.judge import parse
@@ -143,6 +144,17 @@ def test_each_reply_style_and_the_metrics(server: ChatServer, styled: Path) -> N
     assert {p: paths[p].read_bytes() for p in before} == before
     assert server.records[sent:] and all("[[fail:503:*]]" in r.prompt
                                          for r in server.records[sent:])
+
+
+def test_a_judge_whose_requests_all_fail_fails_the_stage(server: ChatServer,
+                                                         styled: Path) -> None:
+    """Before, it wrote a record of zeros with every part an error, and exited 0."""
+    server.fail_all = 400
+    paths = judge_paths(styled)
+    with pytest.raises(StageError, match=r"^judge: all 10 judge requests ended in an error; the "
+                                         r"commonest \(10x\): .*HTTP 400"):
+        judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    assert not paths["table_path"].exists() and not paths["metrics_path"].exists()
 
 
 def test_prompt_follows_the_protocol(server: ChatServer, styled: Path) -> None:
@@ -354,6 +366,38 @@ def test_compare_shows_judge_metrics_when_both_sides_have_them(styled: Path) -> 
     assert "| RIMO-P.judge.prefix_score | 0.250000 | 0.750000 | +0.500000 | - |" in text
     one = compare_sides(side("a", judged), side("b", DISABLED), samples=50)
     assert "judge" not in render_markdown(one)
+
+
+def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_items(
+        server: ChatServer, styled: Path) -> None:
+    """Issue 29 §2: the judge rows too are over the items both runs have. B judged only three
+    of A's six items: A's judge prefix score over those three is B's, so Δ is 0, though A's
+    judge.json (all six) differs."""
+    from stages.commands.compare.command import Revision, Side, compare_sides
+    from stages.core.metrics_files import read_all
+
+    server.responder = styled_reply
+    paths = judge_paths(styled)
+    report = judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    table = pd.read_parquet(paths["table_path"])
+    scores = {t: pd.read_parquet(styled / f"data/scores/{f}") for t, f in
+              (("RIMO-N", "rimo_n.parquet"), (TRACK_P, "rimo_p.parquet"))}
+    metrics = read_all(styled / "reports/metrics.json", styled / "reports/breakdown.json",
+                       styled / "reports/provenance.json")
+    few = ["a1", "b2", "c3"]
+    shared = {**scores, TRACK_P: scores[TRACK_P][scores[TRACK_P]["problem_id"].isin(few)]}
+    a = Side(Revision("a", "git", "0" * 40), metrics, scores, report, judge_table=table)
+    b = Side(Revision("b", "git", "1" * 40), metrics, shared, report,
+             judge_table=table[table["problem_id"].isin(few)])
+    result = compare_sides(a, b, samples=50)
+    assert result["items"][TRACK_P] == {"shared": 3, "only_a": 4, "only_b": 0,
+                                        "changed_items": 0}
+    rows = {r["name"]: r for r in result["metrics"]}
+    prefix = rows[f"{TRACK_P}.judge.prefix_score"]
+    # a1: 1/1, b2: 1/2, c3: 1/3 (EXPECTED), over those three only.
+    assert prefix["a"] == prefix["b"] == round((1 + 1 / 2 + 1 / 3) / 3, 6)
+    assert prefix["delta"] == 0 and report[TRACK_P]["judge"]["prefix_score"] != prefix["a"]
+    assert rows[f"{TRACK_P}.judge.n"]["a"] == 3
 
 
 def test_calibration_settings_are_checked() -> None:

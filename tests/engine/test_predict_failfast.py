@@ -204,6 +204,17 @@ def test_errors_within_the_allowed_share_pass_loudly(server: ChatServer, tmp_pat
     assert "WARNING: 2 of 20 items (10.0%) ended in an error" in capsys.readouterr().err
 
 
+def test_every_item_failing_fails_even_when_every_error_is_allowed(
+        server: ChatServer, tmp_path: Path) -> None:
+    """allow_errors = 1 let a run whose calls all failed exit 0 with nothing but errors."""
+    items_dir = stage_items(tmp_path, error_rows(4, 4))
+    with pytest.raises(StageError, match=r"4 of 4 items \(100\.0%\) ended in an error.*That "
+                                         r"is every one failed, whatever predict\.allow_errors"):
+        predict({"backend": "openai", "allow_errors": 1.0,
+                 "openai": config(server.base_url, tmp_path)}, items_dir, tmp_path / "preds")
+    assert not (tmp_path / "preds").exists()
+
+
 @pytest.mark.parametrize("value", [-0.1, 1.5, "5%", True])
 def test_allow_errors_must_be_a_share(value: Any, tmp_path: Path) -> None:
     items_dir = stage_items(tmp_path, error_rows(2, 0))

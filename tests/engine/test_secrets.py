@@ -234,6 +234,8 @@ def test_api_key_only_reaches_the_server(tmp_path: Path, mirror_dir: Path,
     assert len(errors) == 2 and all("[REDACTED]" in e for e in errors), errors
     echoed = [row for rows in tables for row in rows if "[REDACTED]" in str(row["prediction"])]
     assert len(echoed) == 1, "the echoed reply should be stored with the key masked"
+    metrics = json.loads((repo / "reports/metrics.json").read_text(encoding="utf-8"))
+    assert sum(metrics[t]["diagnostics"]["redacted"] for t in ("RIMO-N", "RIMO-P")) == 1
     assert (repo / ".rimo_cache/responses").is_dir()
     assert cache_entries(repo / ".rimo_cache/responses")
     for name in ("reports/report.html", "reports/report.ipynb", "dvc.lock",
@@ -262,4 +264,34 @@ def test_key_echoed_in_response_fields_is_not_stored(tmp_path: Path,
     assert records and {r.headers.get("authorization") for r in records} == {f"Bearer {key}"}
     assert {r.outcome for r in records} == {"ok"}
     leaks = find_leaks(tmp_path, key)
+    assert not leaks, "the API key leaked:\n" + "\n".join(leaks)
+
+
+def test_a_short_key_reaches_no_error_log_or_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """A key too short to be cut out of model text (stages.chat.redact.looks_secret) is still
+    cut out of every error the server quotes it in, and no log, cache entry or table holds it
+    (the server here never puts it in a reply's text, which would be kept as written)."""
+    key = "l0c-k3y9q"  # 9 characters: not a secret by its looks
+    monkeypatch.setenv(KEY_ENV, key)
+    monkeypatch.chdir(tmp_path)
+    small_benchmark(tmp_path / "items")
+    defaults = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["predict"]["openai"]
+    server = LeakyServer(leak_modes=("echo-400", "echo-503", "echo-400")).start()
+    try:
+        openai_cfg = {**defaults, "base_url": server.base_url, "model": "fake",
+                      "api_key_env": KEY_ENV, "cache_dir": str(tmp_path / "cache"),
+                      "timeout_s": 10.0, "max_retries": 1, "backoff_initial_s": 0.01,
+                      "backoff_max_s": 0.05, "concurrency": 4}
+        predict({"backend": "openai", "limit": None, "openai": openai_cfg,
+                 "allow_errors": 0.5}, tmp_path / "items", tmp_path / "preds")
+        records = list(server.records)
+    finally:
+        server.stop()
+    assert {r.headers.get("authorization") for r in records} == {f"Bearer {key}"}
+    tables = [pq.read_table(tmp_path / f"preds/rimo_{t}.parquet").to_pylist() for t in "np"]
+    errors = [row["error"] for rows in tables for row in rows if row["status"] == "error"]
+    assert len(errors) == 3 and all("[REDACTED]" in e for e in errors), errors
+    out = capfd.readouterr()
+    leaks = find_leaks(tmp_path, key, {"stdout": out.out, "stderr": out.err})
     assert not leaks, "the API key leaked:\n" + "\n".join(leaks)

@@ -48,3 +48,54 @@ def test_leaderboard_page_keeps_labels_inert(driver: Any, tmp_path: Path) -> Non
         "return [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
     assert len(sizes) == len(figs) == 4  # no costs here: no accuracy-vs-cost figure
     assert all(ok and w > 500 and h > 100 for ok, w, h in sizes), sizes
+
+
+# Five runs as a researcher has them: experiment names, long model names and replay paths,
+# tokens and costs, every headline interval, the commit date (issue 29 §5: 1,613 px wide, it
+# scrolled in a 1,400 px window).
+WIDE = (("const-full", "constant", {"answer": "0"}, 0.05),
+        ("model-a", "local", {}, 0.3),
+        ("model-b", "replay", {"path": "runs/model_b_with_a_rather_longer_name.jsonl"}, 0.5),
+        ("claude-full", "anthropic", {"model": "claude-sonnet-4-5-20250929"}, 0.6),
+        ("workspace", "openai", {"model": "Qwen/Qwen3-235B-A22B-Instruct-2507"}, 0.55))
+FITS = """
+const wide = document.querySelector('div.wide'), table = wide.querySelector('table');
+const names = [...table.querySelectorAll('td.name')].map(td => td.getBoundingClientRect().width);
+return {scroll: wide.scrollWidth, box: wide.clientWidth, page: document.documentElement.clientWidth,
+        right: table.getBoundingClientRect().right, narrowest: Math.min(...names),
+        cells: [...table.rows].slice(1).map(r => [...r.cells].map(c => c.innerText))};
+"""
+
+
+def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    parts = rng.integers(1, 5, 456)
+    runs = []
+    for name, backend, section, p in WIDE:
+        run = make_run(name, rng.random((335, 1)) < p, rng.random((456, 1)) < p, parts)
+        run.params = {"predict": {"backend": backend, backend: section}}
+        for track in ("RIMO-N", "RIMO-P"):
+            block = run.metrics[track]
+            block["usage"] = {"prompt_tokens": 4_567_890, "completion_tokens": 23_456_789,
+                              "cost_usd": 412.37}
+            for m in ("strict", "prefix_score", "sub_problem_accuracy"):
+                if m in block:
+                    block[f"{m}_ci_low"], block[f"{m}_ci_high"] = block[m] - 0.04, block[m] + 0.04
+        run.date = "2026-12-04T10:00:00+00:00"
+        runs.append(run)
+    board = build(runs, find_metric("RIMO-N.accuracy", 1),
+                  {"samples": 200, "seed": 0, "confidence": 0.95})
+    write(tmp_path, {"leaderboard.html": render_html(board, {})})
+    assert driver.get_window_size()["width"] == 1280
+    load(driver, tmp_path / "leaderboard.html")
+    got = driver.execute_script(FITS)
+    assert got["scroll"] <= got["box"] and got["right"] <= got["page"], got  # no scrolling
+    assert got["narrowest"] >= 60, got  # long names wrap, but no name is squeezed to a sliver
+    texts = [" ".join(row) for row in got["cells"]]
+    for row, text in zip(board["runs"], texts, strict=True):
+        assert row["label"] in text and row["model"] in text, text  # wrapped, never cut
+        # Every value with its interval (on the line under it), the commit under its date.
+        for key in ("RIMO-N.accuracy", "RIMO-P.strict", "RIMO-P.prefix_score"):
+            assert f"{100 * row[key]:.1f}" in text, (key, text)
+            assert f"[{100 * row[key + '_ci_low']:.1f}, {100 * row[key + '_ci_high']:.1f}]" \
+                in text, (key, text)

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
+import matplotlib
 import numpy as np
 import pytest
+from matplotlib import colors as mcolors
 from matplotlib import image as mpimg
 
 from stages.commands.leaderboard.board import build
-from stages.commands.leaderboard.figures import WIDTH, figures
+from stages.commands.leaderboard.figures import (
+    BELOW,
+    LEADER,
+    OTHER,
+    RC,
+    WIDTH,
+    domain_heatmap,
+    figures,
+    forest,
+)
 from stages.commands.leaderboard.loading import Run
 from stages.commands.leaderboard.statistics import find_metric
+from stages.core.items import DOMAINS
+from stages.core.tracks import TRACK_N, TRACK_P
 from tests.leaderboard_runs import make_run
 
 
@@ -51,3 +65,79 @@ def test_accuracy_against_cost_only_where_costs_are_known(costed: list[Run]) -> 
                       r.scores["RIMO-P"]["strict"].to_numpy()[:, None],
                       r.scores["RIMO-P"]["number_of_parts"].to_numpy()) for r in costed]
     assert "accuracy_cost" not in figures(board_of(plain), plain)
+
+
+# --- issue 29 §5: the RIMO-P forest marks, the heatmap's colour bar -------------------------
+
+
+def forest_marks(fig: Any) -> list[dict[str, str]]:
+    """Per panel, each run's label -> the colour of its point."""
+    axes = [ax for ax in fig.axes if ax.containers]
+    labels = {round(y): t.get_text() for y, t in zip(axes[0].get_yticks(),
+                                                     axes[0].get_yticklabels(), strict=True)}
+    return [{labels[round(c.lines[0].get_ydata()[0])]: mcolors.to_hex(c.lines[0].get_color())
+             for c in ax.containers} for ax in axes]
+
+
+@pytest.fixture(scope="module")
+def p_spread() -> list[Run]:
+    """RIMO-N close together (nobody significantly below its leader), RIMO-P far apart: a
+    strong leader, a middle run and a weak one."""
+    rng = np.random.default_rng(1)
+    parts = rng.integers(1, 5, 200)
+    n = rng.random((150, 1)) < 0.5
+    strong = rng.random((200, 1)) < 0.8
+    mid = strong.copy()
+    mid[np.flatnonzero(strong)[:3]] = False  # 3 items fewer: McNemar p = 0.25, not below
+    weak = rng.random((200, 1)) < 0.3
+
+    def flip(first: int) -> np.ndarray:  # RIMO-N: one item apart, nobody below
+        out = n.copy()
+        out[first] = ~out[first]
+        return out
+
+    return [make_run("p-strong", n, strong, parts), make_run("p-mid", flip(0), mid, parts),
+            make_run("p-weak", flip(1), weak, parts)]
+
+
+def test_rimo_p_forest_marks_the_runs_below_each_panels_leader(p_spread: list[Run]) -> None:
+    """The RIMO-P panels test their own metric against its leader (the RIMO-N panel's test is
+    of the ranked metric): blue the leader, red a run significantly below it, grey the rest.
+    Before, RIMO-P's panels were all grey whatever the gaps."""
+    board = board_of(p_spread)
+    assert not any(r["vs_leader"] and r["vs_leader"]["below_leader"] for r in board["runs"])
+    png = figures(board, p_spread)["forest_rimo_p"]["png"]
+    pixels = (mpimg.imread(io.BytesIO(png))[..., :3] * 255).round().astype(int)
+    red = np.array(mcolors.to_rgb(BELOW)) * 255
+    assert (np.abs(pixels - red).max(axis=-1) < 8).sum() > 20  # the weak run's points, drawn
+    with matplotlib.rc_context(RC):
+        panels = forest_marks(forest(board, TRACK_P, p_spread))
+        ranked = forest_marks(forest(board, TRACK_N, p_spread))
+    assert len(panels) == 3
+    for marks in panels:  # strict, sub-problem accuracy, prefix score
+        assert marks == {"p-strong": LEADER, "p-mid": OTHER, "p-weak": BELOW}, marks
+    # RIMO-N: the table's own test; no run is significantly below its leader there.
+    assert sorted(ranked[0].values()) == [LEADER, OTHER, OTHER]
+
+
+def test_domain_heatmap_colour_bar_is_in_percent_like_its_cells(costed: list[Run]) -> None:
+    for run, values in zip(costed, ((0.25, 0.5, 0.125, 1.0), (0.0, 0.75, 0.5, 0.6),
+                                    (1.0, 0.9, 0.8, 0.7)), strict=True):
+        run.breakdown = {"RIMO-N": {"by_domain": dict(zip(DOMAINS, values, strict=True)),
+                                    "by_domain_n": dict.fromkeys(DOMAINS, 8)}}
+    board = board_of(costed)
+    with matplotlib.rc_context(RC):
+        fig = domain_heatmap(board, {r.label: r for r in costed})
+    ax, bar = fig.axes
+    assert bar.get_ylim() == (0.0, 100.0)
+    assert [t.get_text() for t in bar.get_yticklabels()] == ["0", "25", "50", "75", "100"]
+    # Every cell's colour is the colour bar's at the percent the cell is labelled with.
+    image = ax.images[0]
+    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): float(t.get_text())
+             for t in ax.texts}
+    data = np.asarray(image.get_array())
+    for (i, j), shown in cells.items():
+        assert data[i, j] == pytest.approx(shown, abs=0.05)
+        assert image.to_rgba(data[i, j]) == image.cmap(image.norm(shown), alpha=None) or \
+            np.allclose(image.to_rgba(data[i, j]), image.cmap(image.norm(shown)), atol=0.01)
+    assert len(cells) == 12

@@ -29,7 +29,7 @@ from matplotlib import image as mpimg
 
 from stages.core.config import load_params
 from stages.report import stage as R
-from tests.browser import chromium
+from tests.browser import chromium, requested_urls
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import XSS_TEXT, make_report_inputs
 
@@ -98,7 +98,7 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
-    with chromium(1280, 1000, spy=SPY) as browser:
+    with chromium(1280, 1000, spy=SPY, console_log=True, request_log=True) as browser:
         yield browser
 
 
@@ -256,3 +256,48 @@ def test_links_lead_into_the_browser_and_gold_does_not_wrap(driver: Any,
     assert cells and all(style == "nowrap" for _text, style, _h in cells), cells
     # One line high: no taller than the gold header cell's line in the same table.
     assert max(h for _t, _s, h in cells) < 60, cells
+
+
+# Where a page may load from: itself and what it inlines. nbconvert's lab template loaded
+# require.js and MathJax 2.7.7 from cdnjs (and mermaid when a diagram is there); offline that
+# was 2 console errors and no math.
+LOCAL = ("file://", "data:")
+MATH = """
+return [document.querySelectorAll(".jp-RenderedMarkdown .katex").length,
+        document.querySelectorAll("table.rimo .katex, .rimo-run .katex").length,
+        document.querySelectorAll("script[src], link[href^=http]").length,
+        [...document.fonts].filter(f => f.family.startsWith("KaTeX") && f.status === "loaded")
+          .length];
+"""
+
+
+def test_control_page_requests_are_logged(driver: Any, tmp_path: Path) -> None:
+    """A page that loads a script from a CDN: the request log must show it (the browser
+    resolves no host, so the request fails, but it was made)."""
+    page = tmp_path / "cdn.html"
+    page.write_text('<!doctype html><script src="https://cdnjs.cloudflare.com/x.js"></script>',
+                    encoding="utf-8")
+    requested_urls(driver)
+    load(driver, page)
+    urls = requested_urls(driver)
+    assert page.as_uri() in urls and "https://cdnjs.cloudflare.com/x.js" in urls, urls
+
+
+def test_report_makes_no_request_outside_its_file_and_renders_math(driver: Any,
+                                                                   report_html: Path) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    requested_urls(driver), driver.get_log("browser")  # only this page's from here on
+    load(driver, report_html)
+    urls = requested_urls(driver)
+    assert report_html.as_uri() in urls
+    assert all(u.startswith(LOCAL) for u in urls), [u for u in urls if not u.startswith(LOCAL)]
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.documentElement.dataset.mathReady"))
+    in_prose, in_tables, remote, fonts = driver.execute_script(MATH)
+    # The report's own formula (RIMO-P's prefix score) in KaTeX with its fonts, inlined;
+    # model and upstream text in the tables stays text ($\href...$ of PAYLOAD_P included).
+    assert in_prose >= 4 and in_tables == 0 and remote == 0 and fonts >= 1
+    assert PAYLOAD_P in driver.execute_script("return document.body.innerText")

@@ -134,6 +134,14 @@ BAD: list[Bad] = [
     Bad("same sample twice", {"r.jsonl": jsonl({**n_row("2001a1", "12"), "sample": 0},
                                                n_row("2001a1", "13"))},
         "replay.duplicate", 2, "2001a1"),
+    # JSON keeps the last copy of a repeated key: which answer was meant is not known.
+    Bad("prediction given twice in one line",
+        {"r.jsonl": jsonl(n_row("2001a1", "12"))
+         + b'{"track": "RIMO-N", "problem_id": "2001a2", "prediction": "-3", '
+           b'"prediction": "7"}\n'}, "replay.duplicate_key", 2),
+    Bad("problem_id given twice in a RIMO-P line",
+        {"r.jsonl": b'{"track": "RIMO-P", "problem_id": "2001g1", "problem_id": "2001n1", '
+                    b'"prediction": ["g1"]}\n'}, "replay.duplicate_key", 1),
     Bad("unterminated quote", {"r.csv": b'problem_id,llm_answer\n2001a1,"12\n2001a2,-3\n'},
         "replay.csv", 3),
 ]
@@ -321,3 +329,63 @@ def test_ok_status_without_a_value_counts_wrong(bench: Path) -> None:
     assert_full_denominator(metrics)
     assert metrics[TRACK_N]["correct"] == ITEMS[TRACK_N] - 1
     assert metrics[TRACK_P]["strict"] == pytest.approx(2 / 3, abs=1e-6)
+
+
+# --- coverage of the requested sample ---------------------------------------------------------
+
+
+def test_replay_covering_none_of_the_sample_fails_naming_the_file(bench: Path) -> None:
+    """Issue 29 §6: a replay for other items than the ones requested (another predict.limit
+    sample or seed) made a run with every item missing, exit 0. It fails, naming the file, and
+    the previous predictions stay."""
+    from stages.core.items import load_items
+    from stages.predict import select_sample
+
+    before = files_under(bench / "preds")
+    requested = {(t, it.problem_id) for t in (TRACK_N, TRACK_P)
+                 for it in select_sample(load_items(t, bench / "items"), 1, 0)}
+    others = [row for row in (n_row("2001a1", "12"), n_row("2001a2", "-3"),
+                              n_row("2001c1", "7"), p_row("2001g1", ["g1", "g2"]))
+              if (row["track"], row["problem_id"]) not in requested]
+    assert others  # known items, every one outside the sample of one item per track
+    path = write_replay(bench, {"r.jsonl": jsonl(*others)})
+    with pytest.raises(StageError) as info:
+        predict({"backend": "replay", "limit": 1, "replay": {"path": str(path)}},
+                bench / "items", bench / "preds")
+    message = str(info.value)
+    assert message.startswith(f"{path}: rule replay.coverage: the replay covers none of the 2 "
+                              f"requested items"), message
+    assert "predict.limit" in message and "predict.sample_seed" in message
+    assert files_under(bench / "preds") == before
+    # One requested item in it is enough: the run goes on, the rest recorded missing.
+    pid = sorted(p for t, p in requested if t == TRACK_N)[0]
+    path.write_bytes(jsonl(*others, n_row(pid, "12")))
+    predict({"backend": "replay", "limit": 1, "replay": {"path": str(path)}},
+            bench / "items", bench / "preds")
+    frame = pd.read_parquet(predictions_path(TRACK_P, bench / "preds"))
+    assert frame["status"].tolist() == ["missing"]
+
+
+def test_the_default_replay_example_covers_the_default_sample(tmp_path: Path,
+                                                              mirror_dir: Path) -> None:
+    """`dvc exp run -S predict.backend=replay` with params.yaml's other defaults: the example
+    file answers every item of the default sample (its answers are made up, not upstream's)."""
+    import yaml
+
+    from stages.core.artifacts import items_path
+    from stages.core.tables import write_parquet
+    from stages.validate.stage import validate
+
+    root = Path(__file__).resolve().parents[2]
+    result = validate(mirror_dir, root / "data/errata.yaml")
+    for track, table in result.tables.items():
+        write_parquet(table, items_path(track, tmp_path / "items"))
+    section = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))["predict"]
+    replay = root / section["replay"]["path"]
+    predict({"backend": "replay", "limit": section["limit"],
+             "sample_seed": section["sample_seed"], "replay": {"path": str(replay)}},
+            tmp_path / "items", tmp_path / "preds")
+    for track in (TRACK_N, TRACK_P):
+        frame = pd.read_parquet(predictions_path(track, tmp_path / "preds"))
+        assert len(frame) == section["limit"]
+        assert set(frame["status"]) == {"ok"}, frame[["problem_id", "status"]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages.core.errors import StageError
+from stages.core.errors import DataError, StageError
 from stages.core.predictions import predictions_path
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.predict import predict, select_sample
@@ -182,12 +182,15 @@ def test_replay_csv_with_unknown_columns(bench: Path) -> None:
         run_predict(bench, {"backend": "replay", "replay": {"path": str(f)}})
 
 
-def test_prediction_with_lone_surrogate_becomes_an_item_error() -> None:
+def test_a_backend_returning_a_lone_surrogate_breaks_the_contract() -> None:
+    """The chat engine repairs model text where it enters (tests/engine/test_wild_replies.py)
+    and replay refuses it naming the line, so only a backend outside both (a plugin) can
+    return a lone surrogate: refused before anything is written, like a prediction that is
+    not a string."""
     from stages.core.items import Item
     from stages.predict import collect
     from stages.predictors import Prediction
     item = Item(TRACK_N, "2001a1", "p", "algebra", 1, True, "h", answer="1")
-    out = collect([Prediction(TRACK_N, "2001a1", "4\ud800")], [item], "test")
-    key = (*item.key, 0)
-    assert out[key].status == "error" and out[key].prediction is None
-    assert "surrogate" in out[key].error
+    with pytest.raises(DataError, match=r"RIMO-N 2001a1: prediction is not valid Unicode "
+                                        r"\(a lone surrogate U\+D800 at index 1\)"):
+        collect([Prediction(TRACK_N, "2001a1", "4\ud800")], [item], "test")

@@ -123,7 +123,7 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
         "prefix_score", "strict", "sub_problem_accuracy",
         "prefix_score_ci_low", "prefix_score_ci_high", "strict_ci_low", "strict_ci_high",
         "sub_problem_accuracy_ci_low", "sub_problem_accuracy_ci_high",
-        "n", "ungradable", "missing", "errors", "usage"]
+        "n", "ungradable", "missing", "errors", "usage", "diagnostics"]
     n, p = on_disk[TRACK_N], on_disk[TRACK_P]
     assert (n["accuracy"], n["n"], n["correct"], n["missing"]) == (0.5, 4, 2, 1)
     assert [n["accuracy_ci_low"], n["accuracy_ci_high"]] == [

@@ -13,9 +13,16 @@ from typing import Any
 
 import pytest
 
-from stages.commands.view.markup import render
-from stages.commands.view.model import FLAGS, build
-from stages.commands.view.site import write_site
+from stages.commands.view.markup import (
+    FOLD_CHARS,
+    PLAIN_CHARS,
+    RENDER_CHARS,
+    blocks,
+    page_text,
+    render,
+)
+from stages.commands.view.model import FLAGS, build, item_texts
+from stages.commands.view.site import script, spill, write_site
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
 from tests.view_runs import HOSTILE, HOSTILE_TEXT, small_run
@@ -129,3 +136,62 @@ def test_two_runs_errors_and_items_a_sample_run_left_out(tmp_path: Path) -> None
     assert p["runs"][0][1]["error"] == "HTTP 500 <b>boom</b>"  # plain text: app.js escapes it
     assert index["runs"][1]["is_sample"] is True and index["runs"][0]["is_sample"] is False
     assert set(index["pairs"]) == {"0-1"} and index["pairs"]["0-1"][TRACK_N]["k"] == 3
+
+
+def test_a_long_text_is_folded_into_blocks_rendered_then_plain() -> None:
+    """Issue 28 section 4: a 10 MB reply is never laid out whole, nor all parsed as Markdown."""
+    assert page_text("short $x$") == render("short $x$")
+    text = "".join(f"Paragraph {i} with $x_{{{i}}}$.\n\n" for i in range(40_000))
+    folded = page_text(text)
+    assert isinstance(folded, dict) and folded["chars"] == len(text)
+    parts = blocks(text, FOLD_CHARS)
+    assert "".join(parts) == text and all(len(p) <= FOLD_CHARS for p in parts)
+    assert all(p.endswith("\n\n") for p in parts[:-1])  # cut at blank lines
+    rendered, plain = folded["fold"], folded["plain"]
+    assert sum(map(len, plain)) + folded["ends"][len(rendered) - 1] == len(text)
+    assert folded["ends"][len(rendered) - 1] <= RENDER_CHARS
+    assert all(len(p) <= PLAIN_CHARS for p in plain) and folded["ends"][-1] == len(text)
+    assert rendered[0].startswith("<p>Paragraph 0 with <span class=\"math inline\">")
+    assert text[folded["ends"][len(rendered) - 1]:].startswith(plain[0])
+    # The site keeps the plain blocks out of the item's file: one script file each.
+    payload, files = spill(7, {"runs": [[{"text": folded, "s": 0}]]})
+    kept = payload["runs"][0][0]["text"]
+    assert "plain" not in kept and kept["fold"] == rendered and len(kept["rest"]) == len(plain)
+    assert [name for name, _ in files] == kept["rest"] == [
+        f"data/rest/00007-{k:04d}.js" for k in range(len(plain))]
+    assert files[0][1] == script("rest", kept["rest"][0], plain[0])
+    # One line of 1 MB (no line break to cut at) is cut at the block size.
+    line = "x" * 1_000_000
+    folded = page_text(line)
+    assert isinstance(folded, dict) and folded["ends"][0] == FOLD_CHARS
+    assert "".join(folded["plain"]) == line[folded["ends"][len(folded["fold"]) - 1]:]
+
+
+def test_upstream_text_with_doubled_backslashes_is_shown_as_source_and_marked() -> None:
+    """Issue 28 section 6: the view shows what the model was shown, and marks the item."""
+    item = {"problem": "Prove $x \\ge 0$.", "sub_problems": ["Show $\\{1, \\\\ldots, n\\}$.", "ok"],
+            "sub_solutions": ["fine $x$", "Since $k \\\\cdot p$ and \x0crac"]}
+    texts, warnings = item_texts(TRACK_P, item)
+    assert texts["sub_problems"][0] == {"source": item["sub_problems"][0]}
+    assert texts["sub_solutions"][1] == {"source": item["sub_solutions"][1]}
+    assert texts["sub_problems"][1] == render("ok") and texts["problem"] == render(item["problem"])
+    assert warnings == [{"rule": "text.control_char", "fields": ["sub-solution 2"]},
+                        {"rule": "text.double_backslash",
+                         "fields": ["sub-problem 1", "sub-solution 2"]}]
+    assert item_texts(TRACK_N, {"problem": "p $x$", "solution": "s"})[1] == []
+
+
+def test_index_lists_the_items_with_upstream_text_warnings(tmp_path: Path) -> None:
+    items = tmp_path / "items"
+    write_items(items, [n_item("2001a1", "12")],
+                [p_item("2001g1", ["Thus $\\\\sum_k k$.", "g2"]), p_item("2001g2", ["g"])])
+    rows = [{"track": TRACK_N, "problem_id": "2001a1", "prediction": "12"},
+            {"track": TRACK_P, "problem_id": "2001g1", "prediction": ["a", "b"]},
+            {"track": TRACK_P, "problem_id": "2001g2", "prediction": ["g"]}]
+    index, payloads, _ = build([small_run(tmp_path, "w", items, rows, 1)])
+    marked = {it["key"]: it.get("w") for it in index["items"]}
+    assert marked == {"RIMO-N:2001a1": None, "RIMO-P:2001g1": ["text.double_backslash"],
+                      "RIMO-P:2001g2": None}
+    assert list(index["data_rules"]) == ["text.double_backslash"]
+    (p,) = [p for p in payloads if p["key"] == "RIMO-P:2001g1"]
+    assert p["data_warnings"] == [{"rule": "text.double_backslash", "fields": ["sub-solution 1"]}]

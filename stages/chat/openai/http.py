@@ -67,7 +67,12 @@ class OpenAIHTTP:
         raw = await self._request("POST", path, data, self._timeout)
         try:
             decoded = json.loads(raw)
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        except UnicodeDecodeError:
+            # Bytes that are not UTF-8 (a model's half character): each becomes a lone
+            # surrogate here, which ChatReply turns into U+FFFD and flags, as it does an
+            # escaped one; the reply is kept rather than retried until it fails.
+            decoded = _json_or_malformed(raw.decode("utf-8", "surrogateescape"))
+        except ValueError as exc:  # JSONDecodeError
             raise MalformedResponse(f"the body is not JSON ({exc})") from None
         return decoded, time.perf_counter() - started
 
@@ -98,6 +103,13 @@ class OpenAIHTTP:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _json_or_malformed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise MalformedResponse(f"the body is not JSON ({exc})") from None
 
 
 def _env_proxy(base_url: str) -> tuple[Any, Any]:

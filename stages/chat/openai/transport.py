@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from stages.chat import probe
-from stages.chat.api_key import resolve_api_key
+from stages.chat.api_key import key_source, resolve_api_key
 from stages.chat.errors import EngineError, HTTPStatusError
 from stages.chat.openai.http import OpenAIHTTP
 from stages.chat.openai.replies import (
@@ -53,7 +53,8 @@ class OpenAITransport(RetryingTransport):
         key = resolve_api_key(params.api_key_env, base_url, section)
         super().__init__(section=section, base_url=base_url, max_retries=params.max_retries,
                          backoff_initial_s=params.backoff_initial_s,
-                         backoff_max_s=params.backoff_max_s, redact=Redactor(key))
+                         backoff_max_s=params.backoff_max_s,
+                         redact=Redactor(key, key_source(params.api_key_env, section)))
         self.concurrency = params.concurrency
         self._model = params.model
         self._sampling = {k: getattr(params, k) for k in SAMPLING_KEYS

@@ -50,6 +50,7 @@ from stages.commands.audit.revision import checked_out
 from stages.commands.compare.revisions import WORKSPACE, resolve
 from stages.core.artifacts import (
     BREAKDOWN_PATH,
+    JUDGE_TABLE,
     LOCK_PATH,
     METRICS_PATH,
     PARAMS_PATH,
@@ -233,9 +234,12 @@ def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> A
     revision = resolve(root, name)
     if revision.rev is None:
         # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
+        # (A missing judge table is the judge.recompute check's to report.)
         require_outputs(root, only=needed)
         return audit(root, params)
-    with checked_out(root, revision, needed) as tree:
+    # The checkout also holds the judge table reports/judge.json is recomputed from (zero rows
+    # when the judge was off), where the revision's dvc.lock has one.
+    with checked_out(root, revision, [*needed, JUDGE_TABLE]) as tree:
         print(f"audit: {revision.kind} {revision.label} at {revision.rev[:12]}, checked out "
               f"in a temporary worktree", file=sys.stderr)
         return audit(tree, load_params(tree / PARAMS_PATH).as_dict())

@@ -73,15 +73,20 @@ class DvcHashes:
         return {"/".join(key): str(hi.value) for key, _, hi in tree}
 
 
+def parse_lock(text: str, where: str = str(LOCK_PATH)) -> dict[str, Any] | None:
+    """A dvc.lock's content; None when it has no stages."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise DataError(f"{where}: invalid YAML: {exc}") from exc
+    return data if isinstance(data, dict) and isinstance(data.get("stages"), dict) else None
+
+
 def load_lock(root: Path) -> dict[str, Any] | None:
     path = root / LOCK_PATH
     if not path.is_file():
         return None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise DataError(f"{LOCK_PATH}: invalid YAML: {exc}") from exc
-    return data if isinstance(data, dict) and isinstance(data.get("stages"), dict) else None
+    return parse_lock(path.read_text(encoding="utf-8"))
 
 
 def covers(out: str, path: str) -> bool:
@@ -215,4 +220,4 @@ def check_lock(ledger: Ledger, root: Path, lock: Mapping[str, Any], stages: Iter
 
 
 __all__ = ["DvcHashes", "changed_files", "check_lock", "covers", "first_difference",
-           "load_lock", "lock_param", "lookup", "producer", "upstream_stages"]
+           "load_lock", "lock_param", "lookup", "parse_lock", "producer", "upstream_stages"]

@@ -97,7 +97,7 @@ def check_plots(ledger: Ledger, root: Path, fresh: Mapping[str, Any]) -> None:
 
 def check_judge(ledger: Ledger, root: Path, boot: Mapping[str, Any]) -> None:
     """The opt-in judge's metrics against its own table; nothing where the judge never ran."""
-    judged = audit_check(root / JUDGE_TABLE, root / JUDGE_METRICS_PATH, boot)
+    judged = audit_check(root, JUDGE_TABLE, JUDGE_METRICS_PATH, boot)
     if judged is not None:
         (ledger.ok if judged[0] else ledger.broke)("judge.recompute",
                                                    JUDGE_METRICS_PATH.as_posix(), judged[1])

@@ -15,8 +15,11 @@ import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
+from stages.commands.audit.lock import parse_lock, producer
 from stages.commands.compare.revisions import Revision
+from stages.core.artifacts import LOCK_PATH
 from stages.core.errors import StageError
 from stages.core.git import git
 from stages.core.missing import require_outputs
@@ -29,16 +32,27 @@ def _git(root: Path, *args: str) -> None:
         raise StageError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
 
 
+def lock_at(root: Path, revision: Revision) -> dict[str, Any] | None:
+    """The revision's dvc.lock, read from git; None when it has none."""
+    assert revision.rev is not None
+    text = git(root, "show", f"{revision.rev}:{LOCK_PATH.as_posix()}")
+    return parse_lock(text, f"{LOCK_PATH} at {revision.label}") if text else None
+
+
 @contextlib.contextmanager
 def checked_out(root: Path, revision: Revision,
                 outputs: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
-    """A temporary tree of ``revision`` with ``outputs`` (DVC-tracked paths) in place."""
+    """A temporary tree of ``revision`` with ``outputs`` (DVC-tracked paths) in place; those
+    no stage of the revision's dvc.lock made (the judge table of a run that stopped at the
+    score stage, or from before the judge) are left out: DVC has nothing to check out."""
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     assert revision.rev is not None, "the workspace is audited in place"
     root = Path(root).resolve()
-    needed = list(outputs)
+    lock = lock_at(root, revision)
+    needed = [p for p in outputs
+              if lock is not None and producer(lock, Path(p).as_posix()) is not None]
     # Name what the local cache lacks, and the command that brings it, before any copying.
     require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
                     only=needed)
@@ -52,11 +66,14 @@ def checked_out(root: Path, revision: Revision,
             (tree / ".dvc" / "config.local").write_text(f"[cache]\n    dir = {cache_dir}\n",
                                                         encoding="utf-8")
             try:
-                with Repo(os.fspath(tree)) as sub:
-                    sub.checkout(targets=[os.fspath(tree / p) for p in needed], force=True)
+                if needed:  # no targets would mean every output of the revision
+                    with Repo(os.fspath(tree)) as sub:
+                        sub.checkout(targets=[os.fspath(tree / p) for p in needed], force=True)
             except DvcException as exc:
+                # Paths as the repository names them, not inside the temporary tree.
+                why = str(exc).replace(f"{tree}{os.sep}", "")
                 raise StageError(f"{revision.label} ({revision.rev[:12]}): cannot check its "
-                                 f"outputs out of the DVC cache: {exc}") from exc
+                                 f"outputs out of the DVC cache: {why}") from exc
             yield tree
         finally:
             # Never raises: a failed removal must not hide the audit's own error.
@@ -64,4 +81,4 @@ def checked_out(root: Path, revision: Revision,
             git(root, "worktree", "prune")
 
 
-__all__ = ["checked_out"]
+__all__ = ["checked_out", "lock_at"]

@@ -15,7 +15,7 @@ def delta_rows(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[str, float, f
     """(name, delta, low, high) of every rate row that has a paired interval."""
     rows = []
     for r in metrics:
-        ci, delta = r.get("ci"), r.get("paired_delta")
+        ci, delta = r.get("ci"), r.get("delta")
         if r.get("rate") and ci and delta is not None and ci.get("low") is not None:
             rows.append((str(r["name"]), float(delta), float(ci["low"]), float(ci["high"])))
     return rows

@@ -28,11 +28,19 @@ from stages.commands.compare.revisions import (
     load_side,
     resolve,
 )
-from stages.core.artifacts import PARAMS_PATH, items_path, predictions_path, scores_path
+from stages.commands.compare.shared import describe, overlap, require_same_items, same_items
+from stages.core.artifacts import (
+    JUDGE_TABLE,
+    PARAMS_PATH,
+    items_path,
+    predictions_path,
+    scores_path,
+)
 from stages.core.atomic import write_text
 from stages.core.errors import DataError
 from stages.core.missing import require_outputs
 from stages.core.tracks import TRACK_P, TRACKS
+from stages.judge.metrics import judge_block
 from stages.score.metrics import bootstrap_params
 from stages.score.statistics import bootstrap, mcnemar_exact
 
@@ -71,13 +79,37 @@ def run_extras(root: Path, revision: Revision) -> dict[str, Any]:
                     items_path(TRACK_P), columns=["problem_id", "sub_solutions"]))}
 
 
+# What usage and the k-sample metrics read from a predictions table (no texts).
+PREDICTION_COLUMNS = ["problem_id", "sample", "item_hash", "status", "details", "backend"]
+
+
+def shared_inputs(root: Path, side: Side) -> Side:
+    """``side`` with what recomputing its metrics on the shared items reads beyond the scores:
+    its predictions (usage, k-sample keys) and, where the judge ran, the judge table. Each is
+    optional; what cannot be read is left out of the recomputed metrics."""
+    with RunFiles(root, side.revision) as files:
+        side.predictions = _optional(lambda: {
+            t: files.read_parquet(predictions_path(t), columns=PREDICTION_COLUMNS)
+            for t in TRACKS})
+        if judge_block(side.judge) is not None:
+            side.judge_table = _optional(lambda: files.read_parquet(JUDGE_TABLE))
+    return side
+
+
 def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
-            confidence: float = 0.95) -> dict[str, Any]:
+            confidence: float = 0.95, strict: bool = False) -> dict[str, Any]:
     revisions = [resolve(root, name) for name in (a, b)]
     for r in revisions:  # name every absent table and its `dvc pull` before reading any
         require_outputs(root, r.rev, r.label, r.kind == "experiment",
                         only=[scores_path(t) for t in TRACKS])
     sides = [load_side(root, r) for r in revisions]
+    sets = overlap(sides[0].scores, sides[1].scores)
+    if not same_items(sets):
+        if strict:
+            require_same_items(sets, a, b)
+        print(f"compare: {a} and {b} evaluated different items ({describe(sets)}); comparing "
+              f"on the shared items only", file=sys.stderr)
+        sides = [shared_inputs(root, s) for s in sides]
     extras = [run_extras(root, r) for r in revisions]
     result = compare_sides(*sides, samples=samples, seed=seed, confidence=confidence,
                            params=(extras[0]["params"], extras[1]["params"]))
@@ -89,7 +121,7 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
 def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
     """``params`` may be None: compare needs no params file (each side carries its own)."""
     boot = bootstrap_settings(params, args)
-    result = compare(Path("."), args.a, args.b, **boot)
+    result = compare(Path("."), args.a, args.b, **boot, strict=getattr(args, "strict", False))
     cap = None if getattr(args, "all_flips", False) else getattr(args, "flips", None) or FLIPS
     if args.html:
         write_text(args.html, render_html(result, cap))

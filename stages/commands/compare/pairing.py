@@ -23,11 +23,14 @@ from stages.commands.compare.samples import (
     sample_count,
     which_test,
 )
+from stages.commands.compare.shared import describe, on_shared, overlap, same_items
 from stages.core.dicts import flatten
 from stages.core.errors import ConfigError, DataError
 from stages.core.items import DOMAINS
+from stages.core.numbers import rounded
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.judge.metrics import compare_rows as judge_rows
+from stages.score.samples import with_sample
 from stages.score.statistics import bootstrap, mcnemar_exact
 
 TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
@@ -36,9 +39,19 @@ PairedRatio = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def ratio_delta(spec: PairedRatio) -> float | None:
+    """sum(B - A) / sum(den): the statistic the paired bootstrap resamples, on every item."""
     num_a, num_b, den = spec
     total = float(den.sum())
-    return None if total == 0 else (float(num_b.sum()) - float(num_a.sum())) / total
+    return None if total == 0 else float((num_b - num_a).sum()) / total
+
+
+def paired_values(spec: PairedRatio) -> dict[str, float | None]:
+    """A, B and B - A of one rate metric, all over the paired items (the interval's items)."""
+    num_a, num_b, den = spec
+    total = float(den.sum())
+    return {"a": None if total == 0 else rounded(float(num_a.sum()) / total),
+            "b": None if total == 0 else rounded(float(num_b.sum()) / total),
+            "delta": rounded(ratio_delta(spec))}
 
 
 def _domain(value: Any) -> str | None:
@@ -130,8 +143,7 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
         return {"paired": len(paired), **unpaired, "k": k, "note": which_test(k),
                 "test": mean_test(col, paired, k, samples, seed, confidence),
                 "maj_test": maj_mcnemar(paired, mcnemar_exact),
-                "deltas": {name: {"paired_delta": None if (d := ratio_delta(s)) is None
-                                  else round(d, 6), "ci": intervals[name]}
+                "deltas": {name: {**paired_values(s), "ci": intervals[name]}
                            for name, s in specs.items()},
                 "flips": []}
     flipped = flips(track, paired)
@@ -146,8 +158,7 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
                  "both_right": int((paired[f"{col}_a"] & paired[f"{col}_b"]).sum()),
                  "both_wrong": int((~paired[f"{col}_a"] & ~paired[f"{col}_b"]).sum()),
                  "p_value": mcnemar_exact(lost, gained)},
-        "deltas": {name: {"paired_delta": None if (d := ratio_delta(s)) is None
-                          else round(d, 6), "ci": intervals[name]}
+        "deltas": {name: {**paired_values(s), "ci": intervals[name]}
                    for name, s in specs.items()},
         "flips": flipped,
     }
@@ -171,8 +182,12 @@ def _number(x: Any) -> bool:
 
 def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
                 deltas: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per metric. A rate metric with a paired interval takes A, B and Δ from the
+    paired items, the interval's own items (stages.commands.compare.shared makes both runs'
+    items the same ones first); every other row is B - A of the two metrics blocks."""
     fa, fb = _table_keys(ma), _table_keys(mb)
-    names = [*fa, *(k for k in fb if k not in fa)]
+    names = [*fa, *(k for k in fb if k not in fa), *(k for k in deltas
+                                                     if k not in fa and k not in fb)]
 
     spec_pos = {name: k for k, name in enumerate(deltas)}
 
@@ -190,27 +205,56 @@ def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
 
     rows = []
     for _, name in sorted(enumerate(names), key=order):
+        d = deltas.get(name)
+        if d is not None:
+            rows.append({"name": name, "a": d["a"], "b": d["b"], "rate": True,
+                         "delta": d["delta"], "ci": d["ci"]})
+            continue
         a, b = fa.get(name), fb.get(name)
-        d = deltas.get(name) or {}
-        rows.append({"name": name, "a": a, "b": b, "rate": name in deltas,
+        rows.append({"name": name, "a": a, "b": b, "rate": False,
                      "delta": round(b - a, 6) if _number(a) and _number(b) else None,
-                     "ci": d.get("ci"), "paired_delta": d.get("paired_delta")})
+                     "ci": None})
     return rows
+
+
+def _check_unique(side: str, frame: pd.DataFrame) -> None:
+    keys = with_sample(frame)[["problem_id", "sample"]]
+    dup = sorted(set(keys["problem_id"][keys.duplicated()]))
+    if dup:
+        raise DataError(f"scores of {side}: duplicate problem_id {dup[:10]}: not a table the "
+                        f"score stage writes")
 
 
 def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
                   confidence: float = 0.95,
                   params: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]
                   = (None, None)) -> dict[str, Any]:
-    """The comparison; ``params`` is each side's params.yaml (None: not known), diffed."""
+    """The comparison; ``params`` is each side's params.yaml (None: not known), diffed.
+
+    Over the items both runs evaluated: when their item sets differ, both sides are first cut
+    down to the shared items and their metrics recomputed there (compare.shared), so every
+    value, delta, interval and test is over the same items; ``items`` says how many."""
     if samples < 0 or not 0 < confidence < 1:
         raise ConfigError(f"compare: bootstrap samples must be >= 0 and confidence in (0, 1), "
                           f"got samples={samples}, confidence={confidence}")
-    tracks = {t: compare_track(t, a.scores[t], b.scores[t], samples, seed, confidence)
+    for name, side in (("A", a), ("B", b)):
+        for t in TRACKS:
+            _check_unique(name, side.scores[t])
+    sets = overlap(a.scores, b.scores)
+    same = same_items(sets)
+    if not same:
+        keys = {t: sets[t]["keys"] for t in TRACKS}
+        a, b = on_shared(a, keys, params[0]), on_shared(b, keys, params[1])
+    tracks = {t: {**compare_track(t, a.scores[t], b.scores[t], samples, seed, confidence),
+                  **{k: sets[t][k] for k in ("only_a", "only_b", "changed_items")}}
               for t in TRACKS}
     deltas = {name: d for t in TRACKS for name, d in tracks[t]["deltas"].items()}
     return {
         "a": a.summary(), "b": b.summary(),
+        "items": {"same": same, "note": None if same else describe(sets),
+                  **{t: {"shared": sets[t]["shared"], "only_a": len(sets[t]["only_a"]),
+                         "only_b": len(sets[t]["only_b"]),
+                         "changed_items": len(sets[t]["changed_items"])} for t in TRACKS}},
         "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence},
         "metrics": metric_rows(a.metrics, b.metrics, deltas) + judge_rows(a.judge, b.judge),
         "params_diff": params_diff(*params),
@@ -219,4 +263,4 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
 
 
 __all__ = ["TESTED", "PairedRatio", "compare_sides", "compare_track", "flips", "metric_rows",
-           "pair", "ratio_delta", "ratio_specs"]
+           "pair", "paired_values", "ratio_delta", "ratio_specs"]

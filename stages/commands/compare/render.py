@@ -60,11 +60,14 @@ def _md_row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 
-def _unpaired_note(track: str, t: Mapping[str, Any]) -> str | None:
-    parts = [f"{len(t[k])} {label}" for k, label in (
-        ("only_a", "only in A"), ("only_b", "only in B"),
-        ("changed_items", "with changed content")) if t[k]]
-    return f"{track}: not paired: " + ", ".join(parts) if parts else None
+def items_note(result: Mapping[str, Any]) -> str | None:
+    """The line that opens the output when the two runs' item sets differ."""
+    items = result.get("items") or {}
+    if items.get("same", True):
+        return None
+    return (f"The runs evaluated different items: {items['note']}. Everything below (A, B, Δ, "
+            f"intervals, tests, flips) is over the shared items only; --strict refuses such "
+            f"a pair.")
 
 
 def _shown_flips(t: Mapping[str, Any], cap: int | None) -> tuple[list[Any], str]:
@@ -85,6 +88,8 @@ def render_markdown(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
     boot = result["bootstrap"]
     level = f"{boot['confidence'] * 100:g}%"
     out = [f"## RIMO comparison: A = {_md(a['label'])}, B = {_md(b['label'])}", ""]
+    if (note := items_note(result)) is not None:
+        out += [f"**{_md(note)}**", ""]
     ca, cb = _side_cells(a), _side_cells(b)
     out += ["| | A | B |", "| --- | --- | --- |"]
     out += [_md_row([k, ca[k], cb[k]]) for k in ca]
@@ -107,9 +112,6 @@ def render_markdown(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
                                 fmt_p(test["p_value"])]))
     out += [""] + [f"- {track}: {_md(t['note'])}" for track, t in result["tracks"].items()
                    if t.get("note")]
-    notes = [n for track, t in result["tracks"].items() if (n := _unpaired_note(track, t))]
-    if notes:
-        out += [""] + [f"- {_md(n)}" for n in notes]
     diff = result.get("params_diff") or []
     out += ["", "### Params that differ", ""]
     if diff:
@@ -160,13 +162,13 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
     for track, t in result["tracks"].items():
         listed, note = _shown_flips(t, cap)
         tracks.append({
-            "note": _unpaired_note(track, t), "more": note,
+            "more": note,
             "caption": f"{track}: {len(t['flips'])} flipped on {t['test']['metric']}",
             "flips": [[(f["problem_id"], ""), (f["domain"] or "-", ""),
                        *((c, "text") for c in flip_cells(track, f))] for f in listed]})
     fig = delta_chart(result["metrics"], level)
     return _template().render(
-        a=a, b=b,
+        a=a, b=b, items_note=items_note(result),
         sides=[[(k, ""), (ca[k], ""), (cb[k], "")] for k in ca],
         metrics_head=["metric", "A", "B", "Δ (B - A)",
                       f"{boot['confidence'] * 100:g}% CI of Δ"],
@@ -194,4 +196,5 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
         tracks=tracks)
 
 
-__all__ = ["fmt", "fmt_ci", "fmt_delta", "fmt_p", "render_html", "render_markdown"]
+__all__ = ["fmt", "fmt_ci", "fmt_delta", "fmt_p", "items_note", "render_html",
+           "render_markdown"]

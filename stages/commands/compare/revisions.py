@@ -95,6 +95,10 @@ class Side:
     metrics: dict[str, Any]
     scores: dict[str, pd.DataFrame]
     judge: dict[str, Any] = field(default_factory=dict)  # reports/judge.json, where present
+    # Read only when the two runs' items differ and the metrics are recomputed on the shared
+    # ones (compare.shared): usage and the k-sample keys, the judge's table.
+    predictions: dict[str, pd.DataFrame] | None = None
+    judge_table: pd.DataFrame | None = None
 
     def summary(self) -> dict[str, Any]:
         prov = self.metrics.get("provenance") or {}

@@ -15,12 +15,13 @@ from typing import Any
 
 from stages.commands.compare.command import bootstrap_settings
 from stages.commands.leaderboard.board import build
-from stages.commands.leaderboard.comparable import check
+from stages.commands.leaderboard.comparable import check, largest_group
 from stages.commands.leaderboard.figures import figures
-from stages.commands.leaderboard.loading import load_runs
+from stages.commands.leaderboard.loading import LeftOut, load_every, load_runs
 from stages.commands.leaderboard.statistics import default_metric, find_metric
 from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from stages.core.atomic import dumps_json, write_bytes, write_text
+from stages.core.errors import ConfigError, DataError
 
 OUT_DIR = Path("reports/leaderboard")  # the default of --out (stages/cli.py)
 
@@ -28,11 +29,26 @@ OUT_DIR = Path("reports/leaderboard")  # the default of --out (stages/cli.py)
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
                 sort: str | None = None, samples: int = 1000, seed: int = 0,
                 confidence: float = 0.95) -> tuple[dict[str, Any], dict[str, str | bytes]]:
-    """(the JSON object, file name -> content) for the runs; writes nothing."""
-    runs = load_runs(root, names, every, label)
-    check(runs)
+    """(the JSON object, file name -> content) for the runs; writes nothing.
+
+    Named runs must all be comparable. ``every`` (``--all``) ranks the largest comparable group
+    of the workspace and its experiments and lists the others under ``left_out``."""
+    left: list[LeftOut] = []
+    if every:
+        if names:
+            raise ConfigError("give RUN names or --all, not both")
+        found, left = load_every(root, label)
+        runs, more = largest_group(found) if found else ([], [])
+        left += more
+        if len(runs) < 2:
+            raise DataError("--all: no two comparable runs to rank. Left out:\n"
+                            + "\n".join(f"  {x.label}: {x.reason}" for x in left))
+    else:
+        runs = load_runs(root, names, every, label)
+        check(runs)
     metric = find_metric(sort or default_metric(runs[0].k), runs[0].k)
     board = build(runs, metric, {"samples": samples, "seed": seed, "confidence": confidence})
+    board["left_out"] = [x.to_json() for x in left]
     files: dict[str, str | bytes] = {
         "leaderboard.json": dumps_json(board, sort_keys=False),
         "leaderboard.md": render_markdown(board),
@@ -60,8 +76,11 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
                                **boot)
     out = Path(args.out)
     write(out, files)
-    print(f"{len(board['runs'])} runs ranked by {board['ranked_by']}; wrote "
-          f"{len(files)} files to {out.as_posix()}/", file=sys.stderr)
+    for x in board["left_out"]:
+        print(f"leaderboard: left out {x['label']}: {x['reason']}", file=sys.stderr)
+    print(f"{len(board['runs'])} runs ranked by {board['ranked_by']}"
+          + (f", {len(board['left_out'])} left out" if board["left_out"] else "")
+          + f"; wrote {len(files)} files to {out.as_posix()}/", file=sys.stderr)
     if args.json:
         print(files["leaderboard.json"], end="")
     else:

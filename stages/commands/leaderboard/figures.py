@@ -17,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from stages.commands.leaderboard.loading import Run
-from stages.commands.leaderboard.statistics import item_table
+from stages.commands.leaderboard.statistics import find_metric, item_table, rank
 from stages.core.items import DOMAINS
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
@@ -48,19 +48,37 @@ def encode(fig: Figure) -> dict[str, bytes]:
     return out
 
 
-def _colour(row: Mapping[str, Any], ranked: bool = True) -> str:
-    """Blue: the leader; red: significantly below it. Only on the ranked metric's panel: the
-    tests are of that metric."""
+def _colour(row: Mapping[str, Any]) -> str:
+    """Blue: the leader of the ranked metric; red: significantly below it."""
     test = row.get("vs_leader")
-    if not ranked:
-        return OTHER
     return LEADER if test is None else BELOW if test["below_leader"] else OTHER
 
 
-def forest(board: Mapping[str, Any], track: str) -> Figure:
+def panel_colours(board: Mapping[str, Any], runs: Sequence[Run] | None, name: str
+                  ) -> dict[str, str]:
+    """label -> colour on the panel of metric ``name``: blue its leader, red the runs
+    significantly below it. The ranked metric's are the table's own tests; any other metric
+    is tested the same way (statistics.rank: same draw, same test, Holm over its runs)."""
+    if name == board["ranked_by"]:
+        return {r["label"]: _colour(r) for r in board["runs"]}
+    if not runs:
+        return {r["label"]: OTHER for r in board["runs"]}
+    boot = board["bootstrap"]
+    ranked = rank(runs, find_metric(name, board["k"]), int(boot["samples"]), int(boot["seed"]),
+                  float(boot["confidence"]))
+    out = {r.label: OTHER for r in runs}
+    out[runs[ranked["leader"]].label] = LEADER
+    for i, test in ranked["tests"].items():
+        if test["below_leader"]:
+            out[runs[i].label] = BELOW
+    return out
+
+
+def forest(board: Mapping[str, Any], track: str, runs: Sequence[Run] | None = None) -> Figure:
     """Each headline metric of ``track`` (mean@k at k > 1) with its interval, runs in rank
-    order, leader on top; on the ranked metric's panel the leader is blue and the runs
-    significantly below it red."""
+    order, leader on top; on each panel the leader of that panel's metric is blue and the runs
+    significantly below it red (``runs`` gives the per-item scores the tests need; without
+    them only the ranked metric's panel is marked)."""
     rows = board["runs"]
     metrics = [(m if board["k"] == 1 else f"mean_at_k.{m}") for m in HEADLINE[track]]
     fig = Figure(figsize=(WIDTH, 0.45 + 0.17 * len(rows)), layout="constrained")
@@ -68,13 +86,14 @@ def forest(board: Mapping[str, Any], track: str) -> Figure:
     y = np.arange(len(rows))[::-1]
     for ax, m in zip(axes, metrics, strict=True):
         name = f"{track}.{m}"
+        colours = panel_colours(board, runs, name)
         for yi, row in zip(y, rows, strict=True):
             v, lo, hi = row.get(name), row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high")
             if v is None:
                 continue
             err = None if lo is None or hi is None else [[v - lo], [hi - v]]
             ax.errorbar([v], [yi], xerr=err, fmt="o", ms=2.5, lw=0.8, capsize=1.5,
-                        color=_colour(row, name == board["ranked_by"]))
+                        color=colours[row["label"]])
         short = NAMES[m.removeprefix("mean_at_k.")] + (" mean@k" if board["k"] > 1 else "")
         ranked = " (ranked)" if name == board["ranked_by"] else ""
         ax.set_title((f"{track} {short}" if len(metrics) == 1 else short) + ranked)
@@ -134,7 +153,8 @@ def domain_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run]) -> Figure:
                 values[i, j] = by_domain[d]
     fig = Figure(figsize=(WIDTH, 0.6 + 0.2 * len(rows)), layout="constrained")
     ax = fig.subplots()
-    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    # In percent, as the cells are written, so the colour bar reads 0-100 like them.
+    image = ax.imshow(100 * values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     for (i, j), v in np.ndenumerate(values):
         if not np.isnan(v):
             ax.text(j, i, f"{100 * v:.1f}", ha="center", va="center", fontsize=5.5,
@@ -145,7 +165,9 @@ def domain_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run]) -> Figure:
     ax.set_yticks(range(len(rows)), [label(r["label"]) for r in rows])
     ax.tick_params(length=0)
     ax.set_title(f"{TRACK_N} accuracy by domain (%)")
-    fig.colorbar(image, ax=ax, shrink=0.9, pad=0.02).ax.tick_params(labelsize=5)
+    bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.02, ticks=[0, 25, 50, 75, 100])
+    bar.ax.tick_params(labelsize=5)
+    bar.set_label("accuracy (%)", fontsize=5)
     return fig
 
 
@@ -174,8 +196,8 @@ def figures(board: Mapping[str, Any], runs: Sequence[Run]) -> dict[str, dict[str
     """name -> {"png": bytes, "svg": bytes}; accuracy-vs-cost only where costs are known."""
     by_label = {r.label: r for r in runs}
     makers: dict[str, Callable[[], Figure | None]] = {
-        "forest_rimo_n": lambda: forest(board, TRACK_N),
-        "forest_rimo_p": lambda: forest(board, TRACK_P),
+        "forest_rimo_n": lambda: forest(board, TRACK_N, runs),
+        "forest_rimo_p": lambda: forest(board, TRACK_P, runs),
         "accuracy_cost": lambda: accuracy_cost(board),
         "domain_heatmap": lambda: domain_heatmap(board, by_label),
         "solved_grid": lambda: solved_grid(board, by_label),

@@ -30,8 +30,9 @@ from stages.core.artifacts import (
     PROVENANCE_PATH,
     scores_path,
 )
-from stages.core.errors import ConfigError, DataError
+from stages.core.errors import ConfigError, DataError, StageError
 from stages.core.missing import require_outputs
+from stages.core.model_name import model_name
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
 from stages.judge.metrics import judge_block
 from stages.score.samples import with_sample
@@ -70,12 +71,7 @@ class Run:
     def model(self) -> str:
         """The model as a user would name it: the served model, the replay file, the GGUF."""
         predict = self.params.get("predict") or {}
-        section = predict.get(self.backend) or {}
-        value = {"openai": section.get("model"), "anthropic": section.get("model"),
-                 "gemini": section.get("model"), "replay": section.get("path"),
-                 "local": section.get("model_path") or "gemma-3-270m (packaged)",
-                 "constant": f"constant {section.get('answer')!r}"}.get(self.backend)
-        return str(value) if value else self.backend
+        return model_name(self.backend, predict.get(self.backend) or {})
 
     @property
     def k(self) -> int:
@@ -153,6 +149,18 @@ def assign_labels(runs: list[Run], how: str) -> None:
                 run.label = f"{run.label} ({run.revision.label})"
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A run ``--all`` found but did not rank, and why."""
+
+    label: str
+    revision: dict[str, Any]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "revision": self.revision, "reason": self.reason}
+
+
 def load_runs(root: Path, names: list[str], every: bool = False, label: str = "exp"
               ) -> list[Run]:
     runs = [load_run(root, r) for r in targets(root, names, every)]
@@ -160,4 +168,19 @@ def load_runs(root: Path, names: list[str], every: bool = False, label: str = "e
     return runs
 
 
-__all__ = ["SCORE_COLUMNS", "Run", "assign_labels", "load_run", "load_runs", "targets"]
+def load_every(root: Path, label: str = "exp") -> tuple[list[Run], list[LeftOut]]:
+    """``--all``: the workspace and every experiment of its baseline that can be read; one
+    that cannot (its tables not in the local cache, no metrics) is left out with the reason,
+    as an incomparable one is, instead of stopping the whole board."""
+    runs, left = [], []
+    for revision in targets(root, [], every=True):
+        try:
+            runs.append(load_run(root, revision))
+        except StageError as exc:
+            left.append(LeftOut(revision.label, revision.to_json(), f"not readable: {exc}"))
+    assign_labels(runs, label)
+    return runs, left
+
+
+__all__ = ["SCORE_COLUMNS", "LeftOut", "Run", "assign_labels", "load_every", "load_run",
+           "load_runs", "targets"]

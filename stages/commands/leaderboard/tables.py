@@ -124,11 +124,19 @@ def notes(board: Mapping[str, Any]) -> list[str]:
            f"Rank range: paired bootstrap over items ({boot['samples']} resamples, seed "
            f"{boot['seed']}, the same items for every run). ▼: significantly below the leader "
            f"(Holm-adjusted p < {alpha:g}; exact McNemar on a 0/1 outcome at k = 1, paired "
-           f"bootstrap of per-item means otherwise, as `rimo-eval compare`)."]
+           f"bootstrap of per-item means otherwise, as `rimo-eval compare`). In the forest "
+           f"plots each panel tests its own metric so: blue its leader, red the runs "
+           f"significantly below it."]
     if any(r.get("judge") for r in board["runs"]):
         out.append("Judge columns are an LLM judge's grading, not the benchmark's primary "
                    "exact-match protocol.")
     return out
+
+
+def left_out(board: Mapping[str, Any]) -> list[str]:
+    """``--all``: each run found but not ranked, with the reason (not in the paper's tex)."""
+    return [f"Left out by --all: {x['label']}: {x['reason']}"
+            for x in board.get("left_out") or []]
 
 
 # --- Markdown ----------------------------------------------------------------------------------
@@ -149,6 +157,7 @@ def render_markdown(board: Mapping[str, Any]) -> str:
            "| " + " | ".join("---:" if c[2] else "---" for c in cols) + " |"]
     out += [_md_row([c[1](r) for c in cols]) for r in board["runs"]]
     out += [""] + [f"- {n}" for n in notes(board)]
+    out += [f"- {_md(n)}" for n in left_out(board)]
     return "\n".join(out) + "\n"
 
 
@@ -191,19 +200,47 @@ def _template() -> jinja2.Template:
     return env.get_template("leaderboard.html.j2")
 
 
+# Untrusted names of any length (a run, a served model, a replay path): they wrap in HTML.
+WRAPPED = ("run", "model")
+# In HTML, this column's cell goes under that one's, one column for both.
+STACKED = {"date": "commit"}
+
+
+def _html_cell(column: Column, row: Row) -> tuple[str, str, str]:
+    """(text, interval, CSS classes): the interval of ``with_ci`` goes on its own line, so a
+    column is as wide as its value, not value and interval side by side."""
+    header, cell, numeric = column
+    text, interval = cell(row), ""
+    value, sep, rest = text.rpartition(" [")
+    if numeric and sep and rest.endswith("]"):
+        text, interval = value, f"[{rest}"
+    classes = ["num"] if numeric else ["name"] if header in WRAPPED else []
+    if header.startswith("vs leader"):
+        classes.append("test")
+    return text, interval, " ".join(classes)
+
+
 def render_html(board: Mapping[str, Any], figures: Mapping[str, Mapping[str, bytes]]) -> str:
-    """One offline page: no script, nothing fetched (a CSP says so), figures as data: URIs."""
+    """One offline page: no script, nothing fetched (a CSP says so), figures as data: URIs.
+    The same cells as the Markdown, laid out to fit a laptop's window: intervals under their
+    values, the commit under its date."""
     cols = columns(board)
-    rows = [{"below": bool((r.get("vs_leader") or {}).get("below_leader")),
-             "cells": [(c[1](r), " ".join(filter(None, ("num" if c[2] else "",
-                                                          "test" if c[0].startswith("vs leader")
-                                                          else ""))))
-                       for c in cols]} for r in board["runs"]]
+    stacked = {below: above for above, below in STACKED.items()}
+    rows = []
+    for r in board["runs"]:
+        cells = {c[0]: _html_cell(c, r) for c in cols}
+        for below, above in stacked.items():
+            text, _, cls = cells[above]
+            cells[above] = (text, cells[below][0], cls)
+        rows.append({"below": bool((r.get("vs_leader") or {}).get("below_leader")),
+                     "cells": [v for k, v in cells.items() if k not in stacked]})
+    head = [f"{c[0]} / {STACKED[c[0]]}" if c[0] in STACKED else c[0] for c in cols
+            if c[0] not in stacked]
     figs = [{"name": name, "data": base64.b64encode(f["png"]).decode("ascii")}
             for name, f in figures.items()]
-    return _template().render(head=[c[0] for c in cols], rows=rows, notes=notes(board),
+    return _template().render(head=head, rows=rows, notes=notes(board) + left_out(board),
                               figures=figs)
 
 
-__all__ = ["columns", "notes", "pct", "render_html", "render_markdown", "render_tex", "tex",
-           "with_ci"]
+__all__ = ["columns", "left_out", "notes", "pct", "render_html", "render_markdown", "render_tex",
+           "tex", "with_ci"]

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import functools
 import http.server
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,9 +20,27 @@ from stages.commands.compare.revisions import WORKSPACE, resolve
 from stages.commands.view.load import Run, load_run
 from stages.commands.view.model import Site
 from stages.commands.view.site import write_stream
+from stages.core.artifacts import VIEW_DIR
 from stages.core.errors import ConfigError
+from stages.core.hashing import sha256_bytes
 
-DEFAULT_OUT = Path("reports/view")  # the default of --out (stages/cli.py)
+# The default of --out: the workspace's run alone goes where the view stage writes it (the
+# site the report links to); named runs go beside it, so a two-run site never stands in for the
+# run the report shows.
+DEFAULT_OUT = VIEW_DIR
+NAMED_OUT = VIEW_DIR.parent / "views"
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def default_out(names: list[str]) -> Path:
+    """``reports/view`` for the workspace alone, else ``reports/views/A+B`` (names made safe
+    for a folder; a long list is cut and told apart by a hash)."""
+    if set(names) <= {WORKSPACE}:
+        return DEFAULT_OUT
+    name = "+".join(UNSAFE.sub("_", n).strip(".") or "_" for n in names)
+    if len(name) > 80:
+        name = f"{name[:60]}-{sha256_bytes(chr(0).join(names).encode())[:12]}"
+    return NAMED_OUT / name
 
 
 def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
@@ -54,14 +73,15 @@ def serve(folder: Path, port: int) -> None:
 
 
 def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
-    counts = view(Path("."), list(args.runs), args.out)
-    entry = (args.out / "index.html").resolve()
+    out = args.out if args.out is not None else default_out(list(args.runs))
+    counts = view(Path("."), list(args.runs), out)
+    entry = (out / "index.html").resolve()
     print(f"view: wrote {counts['items']} items ({counts['files']} files, "
-          f"{counts['bytes'] / 1e6:.1f} MB) to {args.out}; open {entry.as_uri()}",
+          f"{counts['bytes'] / 1e6:.1f} MB) to {out}; open {entry.as_uri()}",
           file=sys.stderr)
     if args.serve:
-        serve(args.out, args.port)
+        serve(out, args.port)
     return 0
 
 
-__all__ = ["DEFAULT_OUT", "main", "serve", "view"]
+__all__ = ["DEFAULT_OUT", "NAMED_OUT", "default_out", "main", "serve", "view"]

@@ -6,6 +6,12 @@ away from the emphasis rules and emit it as escaped TeX in ``span.math`` for KaT
 in the page (``trust: false``). nh3 then cleans the result against a short allowlist (no
 attributes but the math classes, no URLs at all), a second wall should the parser ever emit
 something unexpected.
+
+A long text is folded (``page_text``): it is cut into blocks of at most ``FOLD_CHARS`` characters,
+at a blank line where there is one; the page lays out the first and each next one on request,
+never the whole text at once. Markdown costs 10-40 µs a character here (math-dense or
+pathological text), so only the first ``RENDER_CHARS`` are rendered; the blocks after them
+(a 10 MB reply) are shown as plain text, ``PLAIN_CHARS`` at a time.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ MATH_CLASSES = {"math", "inline", "display"}
 # built item by item, so a few items' worth is enough; 65,536 entries held the inputs and HTML
 # of every reasoning text of a k = 64 run (issue 20).
 CACHE_SIZE = 512
+# The characters of a text laid out at once on an item page (a reply of this size renders in
+# well under a second); longer texts are folded into blocks of this size.
+FOLD_CHARS = 10_000
+RENDER_CHARS = 100_000  # of a text, rendered as Markdown and math; the rest is plain text
+PLAIN_CHARS = 100_000  # a block of the plain rest
 
 
 def _bracket_display(state: StateInline, silent: bool) -> bool:
@@ -86,4 +97,45 @@ def render(text: str | None) -> str:
     return clean(parser().render(text))
 
 
-__all__ = ["clean", "parser", "render"]
+def blocks(text: str, size: int, start: int = 0, stop: int | None = None) -> list[str]:
+    """``text[start:stop]`` cut into blocks of at most ``size`` characters: after the last
+    blank line of a block's second half, else after its last line break, else at ``size``."""
+    stop = len(text) if stop is None else stop
+    out = []
+    while stop - start > size:
+        low, high = start + size // 2, start + size
+        cut = text.rfind("\n\n", low, high) + 2  # after the blank line (2 if none)
+        if cut < low:
+            cut = text.rfind("\n", low, high) + 1
+        if cut < low:
+            cut = high
+        out.append(text[start:cut])
+        start = cut
+    if stop > start:
+        out.append(text[start:stop])
+    return out
+
+
+def page_text(value: str | None) -> str | dict[str, Any]:
+    """What the page shows of a text: its HTML, or for a text longer than ``FOLD_CHARS``
+    ``fold`` (the HTML of each block of its first ``RENDER_CHARS``), ``plain`` (the blocks of
+    the rest, as text), ``ends`` (the character offset where each block ends) and ``chars``."""
+    if not value or len(value) <= FOLD_CHARS:
+        return render(value)
+    rendered, done = [], 0
+    for part in blocks(value, FOLD_CHARS, 0, min(len(value), RENDER_CHARS + FOLD_CHARS)):
+        if rendered and done + len(part) > RENDER_CHARS:
+            break  # the rendered blocks end at a cut of their own, not mid-paragraph
+        rendered.append(part)
+        done += len(part)
+    plain = blocks(value, PLAIN_CHARS, done)
+    ends, at = [], 0
+    for part in (*rendered, *plain):
+        at += len(part)
+        ends.append(at)
+    return {"fold": [clean(parser().render(p)) for p in rendered], "plain": plain,
+            "ends": ends, "chars": len(value)}
+
+
+__all__ = ["FOLD_CHARS", "PLAIN_CHARS", "RENDER_CHARS", "blocks", "clean", "page_text", "parser",
+           "render"]

@@ -18,11 +18,14 @@ import pandas as pd
 from stages.commands.compare.pairing import TESTED, flips, pair
 from stages.commands.compare.samples import per_item, sample_count
 from stages.commands.view.load import Run
-from stages.commands.view.markup import render
+from stages.commands.view.markup import page_text
+from stages.core.text_quality import WARNING_RULES, text_warnings
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.score.diagnostics import FLAGS_N
 
-# The score stage's diagnostic flags (one per row), where the scores table has them.
-FLAGS = ("no_box", "empty_box", "multiple_boxes", "truncated", "gold_in_text", "lenient_match")
+# The score stage's diagnostic flags (one per row), where the scores table has them; RIMO-P's
+# (FLAGS_P) are among them.
+FLAGS = FLAGS_N
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -148,13 +151,13 @@ def _usage(details: dict[str, Any]) -> dict[str, Any]:
 def _sample_n(row: dict[str, Any], details: dict[str, Any], present: Sequence[str]
               ) -> dict[str, Any]:
     flags = _flags(row, details, present)
-    text = details.get("text") if isinstance(details.get("text"), str) else \
+    reply = details.get("text") if isinstance(details.get("text"), str) else \
         details.get("raw_text")
     return {"s": int(row["sample"]), "status": _text(row.get("status")),
             "error": _text(details.get("error")) or None, "pred": _value(row.get("prediction")),
             "ok": bool(row.get("correct")), "o": outcome(TRACK_N, row, flags), "flags": flags,
-            "text": render(text if isinstance(text, str) else None),
-            "reasoning": render(_text(details.get("reasoning")) or None),
+            "text": page_text(reply if isinstance(reply, str) else None),
+            "reasoning": page_text(_text(details.get("reasoning")) or None),
             "usage": _usage(details), "finish": _finish(details) or None,
             "extraction": _text(details.get("extraction")) or None}
 
@@ -169,18 +172,40 @@ def _sample_p(row: dict[str, Any], details: dict[str, Any], prediction: list[str
     for i in range(count):
         d = parts_d[i] if i < len(parts_d) and isinstance(parts_d[i], dict) else {}
         j = judged.get(i + 1)
-        parts.append({"text": render(prediction[i]) if i < len(prediction) else None,
+        parts.append({"text": page_text(prediction[i]) if i < len(prediction) else None,
                       "m": matched[i] if i < len(matched) else None,
                       "finish": _finish(d) or None,
-                      "reasoning": render(_text(d.get("reasoning")) or None),
+                      "reasoning": page_text(_text(d.get("reasoning")) or None),
                       "judge": None if j is None else {
                           "verdict": _text(j.get("verdict")),
-                          "reason": render(_text(j.get("reason")) or None)}})
+                          "reason": page_text(_text(j.get("reason")) or None)}})
     return {"s": int(row["sample"]), "status": _text(row.get("status")),
             "error": _text(details.get("error")) or None, "o": outcome(TRACK_P, row, flags),
             "strict": bool(row.get("strict")), "n_matched": int(row.get("n_matched") or 0),
             "prefix": int(row.get("prefix_len") or 0), "flags": flags, "parts": parts,
             "usage": _usage(details), "finish": _finish(details) or None}
+
+
+def item_texts(track: str, item: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The item's own texts as the page shows them, and its data-quality warnings. A text that
+    a check of stages.core.text_quality flags (doubled backslashes, control characters) is
+    shown as the model received it: its source, not rendered math."""
+    found: dict[str, list[str]] = {}
+
+    def show(label: str, value: str) -> Any:
+        hits = text_warnings(value)
+        for rule, _message in hits:
+            found.setdefault(rule, []).append(label)
+        return {"source": value} if hits else page_text(value)
+
+    out: dict[str, Any] = {"problem": show("problem", _text(item.get("problem")))}
+    if track == TRACK_N:
+        out["solution"] = show("reference solution", _text(item.get("solution")))
+    else:
+        for key, label in (("sub_problems", "sub-problem"), ("sub_solutions", "sub-solution")):
+            out[key] = [show(f"{label} {i + 1}", str(x))
+                        for i, x in enumerate(_list(item.get(key)))]
+    return out, [{"rule": rule, "fields": found[rule]} for rule in WARNING_RULES if rule in found]
 
 
 def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
@@ -192,16 +217,16 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
     pid = str(item["problem_id"])
     out: dict[str, Any] = {
         "key": item_key(track, pid), "track": track, "id": pid,
-        "domain": _text(item.get("domain")), "parts": int(item["number_of_parts"]),
-        "problem": render(_text(item.get("problem"))), "runs": []}
+        "domain": _text(item.get("domain")), "parts": int(item["number_of_parts"]), "runs": []}
+    texts, warnings = item_texts(track, item)
+    out |= texts
+    if warnings:
+        out["data_warnings"] = warnings
     if track == TRACK_N:
         out["gold"] = _text(item.get("answer"))
-        out["solution"] = render(_text(item.get("solution")))
     else:
         out["gradable"] = bool(item.get("gradable"))
         out["ungradable_reason"] = _text(item.get("ungradable_reason")) or None
-        out["sub_problems"] = [render(str(x)) for x in _list(item.get("sub_problems"))]
-        out["sub_solutions"] = [render(str(x)) for x in _list(item.get("sub_solutions"))]
     for i, run in enumerate(runs):
         present = [f for f in FLAGS if f in run.scores[track].columns]
         samples = []
@@ -309,10 +334,12 @@ class Site:
                               _text(d.get("reasoning"))]
                     p = preds[i].get((pid, int(r["sample"])))
                     texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
-            self.index_items.append({"key": payload["key"], "track": track, "id": pid,
-                                     "domain": payload["domain"], "parts": payload["parts"],
-                                     "o": outcomes, "f": masks, "n": n,
-                                     "gold": payload.get("gold")})
+            entry = {"key": payload["key"], "track": track, "id": pid,
+                     "domain": payload["domain"], "parts": payload["parts"], "o": outcomes,
+                     "f": masks, "n": n, "gold": payload.get("gold")}
+            if "data_warnings" in payload:  # upstream text the view marks (and can filter)
+                entry["w"] = [w["rule"] for w in payload["data_warnings"]]
+            self.index_items.append(entry)
             self.words.append(search_text(payload, texts))
             yield payload
 
@@ -320,8 +347,10 @@ class Site:
         runs = self.runs
         pairs = {f"{i}-{j}": pair_flips(runs[i], runs[j])
                  for i in range(len(runs)) for j in range(i + 1, len(runs))}
+        seen = {rule for it in self.index_items for rule in it.get("w", ())}
         return {"version": 1, "runs": [header(r) for r in runs], "items": self.index_items,
-                "flags": list(FLAGS), "pairs": pairs}
+                "flags": list(FLAGS), "pairs": pairs,
+                "data_rules": {r: d for r, d in WARNING_RULES.items() if r in seen}}
 
 
 def build(runs: Sequence[Run]) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
@@ -332,4 +361,5 @@ def build(runs: Sequence[Run]) -> tuple[dict[str, Any], list[dict[str, Any]], li
     return site.index(), payloads, site.words
 
 
-__all__ = ["FLAGS", "Site", "build", "header", "item_key", "item_payload", "outcome", "pair_flips"]
+__all__ = ["FLAGS", "Site", "build", "header", "item_key", "item_payload", "item_texts", "outcome",
+           "pair_flips"]

@@ -2,8 +2,10 @@
 
 The data are ``<script src>`` files, not JSON, because Chromium blocks fetch()/XHR of
 ``file://`` pages: ``data/index.js`` (the grid, headers and flips, loaded at once),
-``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens) and
-``data/search/NNN.js`` (each item's distinct words, loaded at the first search). JSON is
+``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens),
+``data/rest/NNNNN-KKKK.js`` (a block of the plain rest of a long text: markup.page_text, loaded
+when it is unfolded, so a 10 MB reply costs its item nothing) and ``data/search/NNN.js``
+(each item's distinct words, loaded at the first search). JSON is
 written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
 a byte-identical site. The folder is built beside DIR and swapped in whole.
 """
@@ -11,7 +13,6 @@ a byte-identical site. The folder is built beside DIR and swapped in whole.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
@@ -19,29 +20,38 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from stages.core.errors import ConfigError
+from stages.core.katex import FILES as KATEX_FILES
+from stages.core.katex import katex_dir
 
-ASSETS = ("index.html", "app.js", "app.css")
+ASSETS = ("index.html", "text.js", "app.js", "app.css")
 SEARCH_CHUNK = 64
-# KaTeX comes from npm (package.json / package-lock.json, `make setup` runs `npm ci`).
-KATEX_FILES = ("katex.min.js", "katex.min.css")
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
-
-def katex_dir() -> Path:
-    env = os.environ.get("RIMO_EVAL_KATEX_DIR")
-    found = Path(env) if env else PROJECT_ROOT / "node_modules/katex/dist"
-    if not all((found / f).is_file() for f in KATEX_FILES):
-        raise ConfigError(f"KaTeX not found in {found}: run `make setup` (it runs `npm ci` "
-                          f"from package-lock.json), or set RIMO_EVAL_KATEX_DIR to a katex/dist "
-                          f"folder")
-    return found
 
 
 def script(call: str, *args: Any) -> bytes:
     body = ",".join(json.dumps(a, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
                     for a in args)
     return f"RIMO.{call}({body});\n".encode("ascii")
+
+
+def spill(n: int, payload: Any) -> tuple[Any, list[tuple[str, bytes]]]:
+    """Item ``n``'s payload with the plain blocks of each folded text (``plain``) moved to
+    files of their own, named in ``rest``; and those files."""
+    files: list[tuple[str, bytes]] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "fold" in value and "plain" in value:
+                names = [f"data/rest/{n:05d}-{len(files) + i:04d}.js"
+                         for i in range(len(value["plain"]))]
+                files.extend((name, script("rest", name, text))
+                             for name, text in zip(names, value["plain"], strict=True))
+                return {**{k: v for k, v in value.items() if k != "plain"}, "rest": names}
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(payload), files
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -74,7 +84,10 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
             _write(tmp / "katex/fonts" / font.name, font.read_bytes())
         count = 0
         for n, payload in enumerate(payloads):
+            payload, rest = spill(n, payload)
             _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
+            for name, data in rest:
+                _write(tmp / name, data)
             count += 1
         index, words = finish()
         chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
@@ -102,4 +115,4 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
             "bytes": size}
 
 
-__all__ = ["katex_dir", "script", "write_site", "write_stream"]
+__all__ = ["katex_dir", "script", "spill", "write_site", "write_stream"]

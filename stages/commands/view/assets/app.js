@@ -1,16 +1,18 @@
 // rimo-eval view: the transcript browser. Plain JavaScript, no framework, no template syntax.
 // Every text from a run is either HTML sanitised at build time (markup.py: markdown-it-py +
-// nh3) or plain text put in through esc(); the page's CSP lets nothing load but its own files.
+// nh3) or plain text put in through esc(); text.js shows them within bounds (math, folds).
+// The page's CSP lets nothing load but its own files.
 "use strict";
 
 const RIMO = (() => {
+  // "evaluated" is the default: a sample run lists its sample, not 781 "not evaluated" rows.
   const OUTCOMES = {
-    right: "right", wrong: "wrong", truncated: "truncated (finish reason length)",
-    partial: "RIMO-P: some parts right", missing: "missing", error: "error",
-    ungradable: "ungradable", none: "not evaluated",
+    evaluated: "evaluated (the default)", all: "all items", right: "right", wrong: "wrong",
+    truncated: "truncated (finish reason length)", partial: "RIMO-P: some parts right",
+    missing: "missing", error: "error", ungradable: "ungradable", none: "not evaluated",
   };
-  const KATEX = { trust: false, maxExpand: 1000, maxSize: 10, throwOnError: false,
-                  strict: "ignore", output: "htmlAndMathml" };
+  const DEFAULT_OUTCOME = "evaluated";
+  const { esc, num, literal, loadScript, math, textHtml, unfold } = RIMO_TEXT;
   let index = null;
   const items = new Map();       // n -> payload, loaded one file at a time
   const waiting = new Map();     // n -> [resolve]
@@ -18,10 +20,6 @@ const RIMO = (() => {
   const wordChunks = new Map();
   let lastShown = [];
 
-  function esc(s) {
-    return String(s == null ? "" : s).replace(/[&<>"']/g, c => (
-      { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-  }
   function pct(x) { return x == null ? "–" : (100 * x).toFixed(1) + "%"; }
   function $(id) { return document.getElementById(id); }
 
@@ -53,15 +51,6 @@ const RIMO = (() => {
   }
 
   // --- loading data as script files (fetch() of file:// is blocked) ------------------------
-  function loadScript(src) {
-    return new Promise((resolve, reject) => {
-      const el = document.createElement("script");
-      el.src = src;
-      el.onload = () => resolve();
-      el.onerror = () => reject(new Error("cannot load " + src));
-      document.body.appendChild(el);
-    });
-  }
   function getItem(n) {
     if (items.has(n)) return Promise.resolve(items.get(n));
     return new Promise((resolve, reject) => {
@@ -113,6 +102,8 @@ const RIMO = (() => {
       case "error": return code === "E";
       case "ungradable": return code === "U";
       case "none": return code === "-";
+      case "evaluated": return code !== "-";
+      case "all": return true;
     }
     return true;
   }
@@ -133,7 +124,8 @@ const RIMO = (() => {
   // --- filters --------------------------------------------------------------------------------
   function filtered(s) {
     const track = s.get("track"), domain = s.get("domain"), parts = s.get("parts");
-    const outcome = s.get("outcome"), flag = s.get("flag"), disagree = s.get("disagree");
+    const outcome = s.get("outcome") || DEFAULT_OUTCOME, flag = s.get("flag");
+    const disagree = s.get("disagree"), data = s.get("data");
     const q = (s.get("q") || "").toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean);
     const shown = shownRuns(s);
     return index.items.filter(it => {
@@ -141,8 +133,9 @@ const RIMO = (() => {
       if (track && it.track !== track) return false;
       if (domain && it.domain !== domain) return false;
       if (parts && String(it.parts) !== parts) return false;
-      if (outcome && !os.some(o => [...o].some(c => matches(c, outcome, it.parts)))) return false;
+      if (outcome !== "all" && !os.some(o => [...o].some(c => matches(c, outcome, it.parts)))) return false;
       if (flag && !fs.some(f => f.includes(flag))) return false;
+      if (data && !(it.w || []).includes(data)) return false;
       if (disagree) {
         const firsts = os.filter(o => o !== "-").map(o => isRight(o[0]));
         if (!(firsts.includes(true) && firsts.includes(false))) return false;
@@ -155,8 +148,8 @@ const RIMO = (() => {
       return true;
     });
   }
-  function select(name, label, options, value) {
-    return `<label>${esc(label)} <select data-key="${name}"><option value="">all</option>` +
+  function select(name, label, options, value, all = true) {
+    return `<label>${esc(label)} <select data-key="${name}">${all ? '<option value="">all</option>' : ""}` +
       options.map(([v, t]) => `<option value="${esc(v)}"${String(v) === value ? " selected" : ""}>${esc(t)}</option>`).join("") +
       "</select></label>";
   }
@@ -168,8 +161,9 @@ const RIMO = (() => {
     let html = select("track", "track", [["RIMO-N", "RIMO-N"], ["RIMO-P", "RIMO-P"]], s.get("track") || "") +
       select("domain", "domain", domains.map(d => [d, d]), s.get("domain") || "") +
       select("parts", "parts", parts.map(p => [p, p]), s.get("parts") || "") +
-      select("outcome", "outcome (any run, any sample)", Object.entries(OUTCOMES), s.get("outcome") || "") +
-      select("flag", "flag", index.flags.map(f => [f, f]), s.get("flag") || "") +
+      select("outcome", "outcome (any run, any sample)", Object.entries(OUTCOMES), s.get("outcome") || DEFAULT_OUTCOME, false) +
+      select("flag", "diagnostic flag", index.flags.map(f => [f, f]), s.get("flag") || "") +
+      (Object.keys(index.data_rules || {}).length ? select("data", "upstream text", Object.entries(index.data_rules), s.get("data") || "") : "") +
       `<label><input type="checkbox" data-key="disagree"${s.get("disagree") ? " checked" : ""}> runs disagree</label>` +
       `<label>search <input type="search" data-key="q" placeholder="words in problem or model text" value="${esc(s.get("q") || "")}"></label>`;
     if (index.runs.length > 1) {
@@ -268,7 +262,9 @@ const RIMO = (() => {
         return `<span class="tile ${cls(code, it.parts)}" data-key="${esc(it.key)}" title="${esc(it.key)}"></span>`;
       }).join("") + "</div></div>";
     }).join("")).join("");
-    $("main").innerHTML = `<div id="overview">${overview}</div><p id="shown">${list.length} of ${index.items.length} items${s.get("q") && !words ? " (loading the search words…)" : ""}</p>${legend}<table class="grid" id="grid"><thead>${head}</thead><tbody>${rows}</tbody></table>`;
+    const hidden = !s.get("outcome") && list.length < index.items.length
+      ? " (the evaluated ones: outcome “all items” lists every item)" : "";
+    $("main").innerHTML = `<div id="overview">${overview}</div><p id="shown">${list.length} of ${index.items.length} items${hidden}${s.get("q") && !words ? " (loading the search words…)" : ""}</p>${legend}<table class="grid" id="grid"><thead>${head}</thead><tbody>${rows}</tbody></table>`;
     // style attributes are blocked by the CSP: the strips get their colours through the CSSOM.
     const strips = $("main").querySelectorAll("span.strip");
     for (const el of strips) {
@@ -283,18 +279,20 @@ const RIMO = (() => {
   const byKey = new Map();
   function rowIndex(el) { return byKey.get(el.closest("tr").dataset.key); }
 
-  // --- the item page --------------------------------------------------------------------------
-  function math(root) {
-    if (!window.katex) return;
-    for (const el of root.querySelectorAll(".math")) {
-      if (el.dataset.done) continue;
-      el.dataset.done = "1";
-      try {
-        window.katex.render(el.textContent, el, { ...KATEX, displayMode: el.classList.contains("display") });
-      } catch (err) { /* throwOnError is false; a render bug leaves the TeX as text */ }
-    }
+  // --- the item page (its texts, math and folds: text.js) ------------------------------
+  // Diagnostic flags (score): why an answer may be wrong, never the metric. They look like
+  // notes, not warnings; lenient_match on a right answer only says exact implies lenient.
+  const FLAG_HELP = {
+    no_box: "the reply has no balanced \\boxed{...}", empty_box: "its last box is empty",
+    multiple_boxes: "its boxes hold different values", truncated: "the reply was cut off (finish reason length)",
+    gold_in_text: "the gold integer is in the text, but the prediction is wrong",
+    lenient_match: "the prediction equals the gold after MathArena-style normalisation",
+    unicode_repaired: "the reply held lone surrogates, each stored and graded as U+FFFD",
+    redacted: "the API key was cut out of the reply, which can change what is graded",
+  };
+  function flags(fs) {
+    return fs.length ? `<span class="diags">diagnostics: ${fs.map(f => `<span class="flag" title="diagnostic flag (score), not the metric: ${esc(FLAG_HELP[f] || f)}">${esc(f)}</span>`).join(" ")}</span>` : "";
   }
-  function flags(fs) { return fs.map(f => `<span class="flag">${esc(f)}</span>`).join(""); }
   function usage(u, finish, extraction) {
     const bits = Object.entries(u || {}).map(([k, v]) => `${esc(k)} ${v}`);
     if (finish) bits.push("finish reason " + esc(finish));
@@ -311,7 +309,7 @@ const RIMO = (() => {
     const max = rows.length ? rows[0][1] : 1;
     return `<table class="hist" data-distinct="${rows.length}"><tr><th>answer</th><th>samples</th><th></th></tr>` + rows.map(([v, c]) => {
       const right = v === String(gold).trim();
-      return `<tr><td><span class="pred">${esc(v)}</span>${right ? ' <span class="ok">= gold</span>' : ""}</td><td>${c}</td><td><span class="bar${right ? " right" : ""}" data-w="${Math.round(160 * c / max)}"></span></td></tr>`;
+      return `<tr><td><span class="pred">${literal(v)}</span>${right ? ' <span class="ok">= gold</span>' : ""}</td><td>${c}</td><td><span class="bar${right ? " right" : ""}" data-w="${Math.round(160 * c / max)}"></span></td></tr>`;
     }).join("") + "</table>";
   }
   function verdict(x, track) {
@@ -321,8 +319,8 @@ const RIMO = (() => {
     return x.strict ? `<span class="ok">strict ✓</span>` : `<span class="bad">${x.n_matched} part(s) matched</span>`;
   }
   function sampleTable(samples, track, chosen) {
-    return `<table class="samples"><tr><th>sample</th><th>${track === "RIMO-N" ? "prediction" : "parts"}</th><th>verdict</th><th>flags</th></tr>` +
-      samples.map(x => `<tr data-s="${x.s}"${x.s === chosen ? ' class="sel"' : ""}><td>${x.s}</td><td>${track === "RIMO-N" ? `<span class="pred">${esc(x.pred == null ? "(none)" : x.pred)}</span>` : x.parts.length}</td><td>${verdict(x, track)}</td><td>${flags(x.flags)}</td></tr>`).join("") + "</table>";
+    return `<table class="samples"><tr><th>sample</th><th>${track === "RIMO-N" ? "prediction" : "parts"}</th><th>verdict</th><th>diagnostics</th></tr>` +
+      samples.map(x => `<tr data-s="${x.s}"${x.s === chosen ? ' class="sel"' : ""}><td>${x.s}</td><td>${track === "RIMO-N" ? `<span class="pred">${literal(x.pred == null ? "(none)" : x.pred)}</span>` : x.parts.length}</td><td>${verdict(x, track)}</td><td>${flags(x.flags)}</td></tr>`).join("") + "</table>";
   }
   function column(p, i, chosen) {
     const r = index.runs[i], samples = p.runs[i];
@@ -334,11 +332,11 @@ const RIMO = (() => {
     }
     const x = samples.find(y => y.s === chosen) || samples[0];
     html += `<div class="sample" data-sample="${x.s}"><p><b>sample ${x.s}</b>: ${verdict(x, p.track)} ${flags(x.flags)}</p>`;
-    if (x.error) html += `<p class="bad">error: <span class="pred">${esc(x.error)}</span></p>`;
+    if (x.error) html += `<p class="bad">error: <span class="pred">${literal(x.error)}</span></p>`;
     if (p.track === "RIMO-N") {
-      html += `<p>prediction: <span class="pred">${esc(x.pred == null ? "(none)" : x.pred)}</span></p>` + usage(x.usage, x.finish, x.extraction);
-      if (x.reasoning) html += `<details class="reasoning"><summary>reasoning</summary><div class="text">${x.reasoning}</div></details>`;
-      html += x.text ? `<div class="text box model">${x.text}</div>` : `<p class="muted">this backend kept no reply text: the prediction is all there is</p>`;
+      html += `<p>prediction: <span class="pred">${literal(x.pred == null ? "(none)" : x.pred)}</span></p>` + usage(x.usage, x.finish, x.extraction);
+      if (x.reasoning) html += `<details class="reasoning"><summary>reasoning</summary><div class="text">${textHtml(x.reasoning)}</div></details>`;
+      html += x.text ? `<div class="text box model">${textHtml(x.text)}</div>` : `<p class="muted">this backend kept no reply text: the prediction is all there is</p>`;
     } else {
       html += usage(x.usage, x.finish);
     }
@@ -349,8 +347,8 @@ const RIMO = (() => {
     const n = Math.max(p.parts, ...shown.map(i => Math.max(0, ...((p.runs[i] || []).map(x => x.parts.length)))));
     for (let j = 0; j < n; j++) {
       html += `<div class="part" data-part="${j + 1}"><h3>Part ${j + 1} of ${p.parts}</h3>` +
-        `<div class="box">${p.sub_problems[j] || '<span class="muted">(no sub-problem)</span>'}</div>` +
-        `<details open><summary>reference sub-solution</summary><div class="box ref">${p.sub_solutions[j] || '<span class="muted">(none)</span>'}</div></details>` +
+        `<div class="box">${textHtml(p.sub_problems[j]) || '<span class="muted">(no sub-problem)</span>'}</div>` +
+        `<details open><summary>reference sub-solution</summary><div class="box ref">${textHtml(p.sub_solutions[j]) || '<span class="muted">(none)</span>'}</div></details>` +
         `<div class="cols n${shown.length}">` + shown.map(i => {
           const samples = p.runs[i];
           if (!samples) return `<div class="col"><p class="muted">not evaluated</p></div>`;
@@ -359,13 +357,21 @@ const RIMO = (() => {
           if (!part) return `<div class="col"><p class="muted">no part ${j + 1}</p></div>`;
           const m = part.m === null ? '<span class="muted">not graded</span>' : part.m ? '<span class="ok">matched</span>' : '<span class="bad">not matched</span>';
           let judge = "";
-          if (part.judge) judge = `<p>judge: <b>${esc(part.judge.verdict)}</b></p>${part.judge.reason ? `<div class="box">${part.judge.reason}</div>` : ""}`;
+          if (part.judge) judge = `<p>judge: <b>${esc(part.judge.verdict)}</b></p>${part.judge.reason ? `<div class="box">${textHtml(part.judge.reason)}</div>` : ""}`;
           return `<div class="col" data-run="${i}"><p><b>${esc(index.runs[i].label)}</b>, sample ${x.s}: ${m}${part.finish ? " · finish reason " + esc(part.finish) : ""}</p>${judge}` +
-            (part.reasoning ? `<details class="reasoning"><summary>reasoning</summary><div class="text">${part.reasoning}</div></details>` : "") +
-            (part.text ? `<div class="text box model">${part.text}</div>` : '<p class="muted">(no text)</p>') + "</div>";
+            (part.reasoning ? `<details class="reasoning"><summary>reasoning</summary><div class="text">${textHtml(part.reasoning)}</div></details>` : "") +
+            (part.text ? `<div class="text box model">${textHtml(part.text)}</div>` : '<p class="muted">(no text)</p>') + "</div>";
         }).join("") + "</div></div>";
     }
     return html;
+  }
+  function dataNotes(p) {
+    // Upstream text a check of validate flags (stages/core/text_quality.py): shown as the
+    // model received it, as source, and said so.
+    if (!p.data_warnings || !p.data_warnings.length) return "";
+    return `<div class="dataq"><b>Upstream text, shown as the model received it.</b> ` +
+      p.data_warnings.map(w => `${esc(w.fields.join(", "))}: ${esc(index.data_rules[w.rule] || w.rule)}`).join("; ") +
+      `. These fields are shown as TeX source, not rendered: rimo-eval keeps upstream's text, as the paper's protocol does (README, “Upstream text as the model sees it”).</div>`;
   }
   async function renderItem(s, key) {
     const meta = index.items[byKey.get(key)];
@@ -382,22 +388,27 @@ const RIMO = (() => {
       (prev ? ` · <button class="link" data-nav="prev" data-item="${esc(prev)}">← ${esc(prev)}</button>` : "") +
       (next ? ` · <button class="link" data-nav="next" data-item="${esc(next)}">${esc(next)} →</button>` : "") + "</p>" +
       `<h2>${esc(key)}</h2><p class="muted">${esc(p.domain || "no domain")} · ${p.parts} part(s)${p.track === "RIMO-P" && !p.gradable ? " · ungradable: " + esc(p.ungradable_reason) : ""}</p>` +
-      `<h3>Problem</h3><div class="box problem">${p.problem}</div>`;
+      dataNotes(p) + `<h3>Problem</h3><div class="box problem">${textHtml(p.problem)}</div>`;
     if (p.track === "RIMO-N") {
-      html += `<p>gold answer: <span class="pred gold" id="gold">${esc(p.gold)}</span></p>` +
-        `<details><summary>reference solution</summary><div class="box ref">${p.solution}</div></details>`;
+      html += `<p>gold answer: <span class="pred gold" id="gold">${literal(p.gold)}</span></p>` +
+        `<details><summary>reference solution</summary><div class="box ref">${textHtml(p.solution)}</div></details>`;
     }
     html += `<div class="cols n${shown.length}">` + shown.map(i => column(p, i, chosen)).join("") + "</div>";
     if (p.track === "RIMO-P") html += partsView(p, shown, chosen);
     html += "</div>";
+    // Built and its math rendered while detached: nothing is laid out until it is complete.
+    const page = document.createElement("div");
+    page.innerHTML = html;
+    math(page.querySelector(".problem"), 0);
+    for (const el of page.querySelectorAll(".box, .text")) if (!el.closest("details:not([open])")) math(el, 0);
+    RIMO_TEXT.mathFirst();
     const main = $("main");
-    main.innerHTML = html;
+    main.replaceChildren(...page.childNodes);
     for (const el of main.querySelectorAll(".bar")) el.style.width = el.dataset.w + "px";
     for (const el of main.querySelectorAll("table.samples tr[data-s]")) el.onclick = () => go({ s: el.dataset.s === "0" ? null : el.dataset.s });
     for (const el of main.querySelectorAll("button[data-item]")) el.onclick = () => go({ item: el.dataset.item, s: null });
     $("back").onclick = () => go({ item: null, s: null });
-    math(main.querySelector(".problem"));
-    for (const el of main.querySelectorAll(".box, .text")) if (!el.closest("details:not([open])")) math(el);
+    main.onclick = e => { const b = e.target.closest("button[data-fold-next]"); if (b) unfold(Number(b.dataset.foldNext)); };
     for (const d of main.querySelectorAll("details")) d.addEventListener("toggle", () => math(d));
     window.scrollTo(0, 0);
   }
@@ -405,6 +416,7 @@ const RIMO = (() => {
   // --- top level ------------------------------------------------------------------------------
   function render() {
     const s = state();
+    RIMO_TEXT.reset();
     renderFilters(s);
     renderFlips(s);
     const key = s.get("item");
@@ -437,6 +449,7 @@ const RIMO = (() => {
       waiting.delete(n);
     },
     search(c, list) { wordChunks.set(c, list); },
+    rest(name, text) { RIMO_TEXT.rest(name, text); },
     loaded() { return { items: [...items.keys()], words: words !== null }; },
   };
 })();

@@ -1,0 +1,191 @@
+// rimo-eval view: untrusted text on the item page, bounded so that no model text can crash
+// or hang it. Every text is HTML sanitised at build time (markup.py), a source shown through
+// esc(), or a folded text whose blocks come one at a time; math goes to KaTeX only within the
+// limits below. app.js builds the pages.
+"use strict";
+
+const RIMO_TEXT = (() => {
+  const KATEX = { trust: false, maxExpand: 1000, maxSize: 10, throwOnError: false,
+                  strict: "ignore", output: "htmlAndMathml" };
+  // Model text is arbitrary: what KaTeX is given is bounded, the rest stays TeX source with a
+  // note. 150 nested \frac laid out by KaTeX crash Chromium's renderer (the tab dies); a
+  // 5,000-row array takes seconds. The length and nesting of the TeX are checked before KaTeX
+  // runs, the depth of the tree it built before that enters the page (a legit formula is
+  // under 100 levels; the crashes began past 1,000). Rendered formulas are costly to lay out
+  // (600 in one paragraph took seconds), so the first `count` (at most `first` ms) render
+  // into the item page before it enters the document, in DOM order; each other one when it
+  // comes near the screen, at most `slice` ms at a time. The page never hangs.
+  // Measured: README, "Browsing every answer"; tested: tests/e2e/test_view_browser.py (fuzz).
+  const MATH_LIMITS = { chars: 2000, nesting: 24, dom: 200, count: 60, first: 300, slice: 30 };
+  const PRED_CHARS = 500;  // a prediction, gold answer or error shown inline, at most
+
+  function esc(s) {
+    return String(s == null ? "" : s).replace(/[&<>"']/g, c => (
+      { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
+  function num(x) { return Number(x).toLocaleString("en-US"); }
+  // Characters a reader cannot see but exact match can: controls, zero-width and bidi marks.
+  const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]/g;
+  function literal(s) {
+    // A short plain text (prediction, gold, error): escaped, its invisible characters named,
+    // and cut at PRED_CHARS (a 1 MB "prediction" is not laid out whole).
+    const str = String(s == null ? "" : s);
+    const cut = str.length > PRED_CHARS ? str.slice(0, PRED_CHARS) : str;
+    const out = esc(cut).replace(INVISIBLE, c => `<span class="cc">U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}</span>`);
+    return str.length > PRED_CHARS ? out + `<span class="muted"> … (${num(str.length - PRED_CHARS)} more characters)</span>` : out;
+  }
+  function loadScript(src) {
+    // Data come as script files: Chromium blocks fetch() of file://.
+    return new Promise((resolve, reject) => {
+      const el = document.createElement("script");
+      el.src = src;
+      el.onload = () => resolve();
+      el.onerror = () => reject(new Error("cannot load " + src));
+      document.body.appendChild(el);
+    });
+  }
+
+  // The formulas waiting to render, in DOM order (reset whenever the page changes).
+  let mathQueue = [], mathNext = 0;
+  function texNesting(tex) {
+    // The deepest nesting of groups, \left..\right, \begin..\end and \sqrt[..]: a closer
+    // that does not match its opener is ignored (unbalanced input stays harmless).
+    const open = { "{": "}", "\\left": "\\right", "\\begin": "\\end", "[": "]" };
+    const stack = [];
+    let max = 0;
+    for (const m of tex.matchAll(/\\(?:left|right|begin|end)(?![A-Za-z])|\\sqrt\s*\[|\\[^A-Za-z]|[{}\]]/g)) {
+      const t = m[0].startsWith("\\sqrt") ? "[" : m[0];
+      if (open[t]) { stack.push(open[t]); if (stack.length > max) max = stack.length; }
+      else if (stack.length && stack[stack.length - 1] === t) stack.pop();
+    }
+    return max;
+  }
+  function domDepth(root, limit) {
+    // Depth of a detached tree, stopping once past limit.
+    let max = 0;
+    const todo = [[root, 0]];
+    while (todo.length) {
+      const [el, d] = todo.pop();
+      if (d > max) { max = d; if (max > limit) return max; }
+      for (let c = el.firstElementChild; c; c = c.nextElementSibling) todo.push([c, d + 1]);
+    }
+    return max;
+  }
+  function renderMath(el) {
+    // One formula, or the reason it stays TeX source.
+    const tex = el.textContent, L = MATH_LIMITS;
+    if (tex.length > L.chars) return `longer than ${num(L.chars)} characters`;
+    if (texNesting(tex) > L.nesting) return `nested deeper than ${L.nesting}`;
+    const box = document.createElement("span");  // detached: never laid out unless kept
+    try {
+      window.katex.render(tex, box, { ...KATEX, displayMode: el.classList.contains("display") });
+    } catch (err) {  // a stack overflow on deep input, say
+      return "KaTeX failed (" + String(err && err.message || err).slice(0, 80) + ")";
+    }
+    if (domDepth(box, L.dom) > L.dom) return `more than ${L.dom} levels deep once laid out`;
+    el.replaceChildren(...box.childNodes);
+    return null;
+  }
+  const skippedIn = new WeakMap();  // text block -> Map(reason -> count), for its note
+  function skip(el, why) {
+    el.classList.add("tex-source");
+    el.title = "shown as TeX source: " + why;
+    const host = el.closest(".fold-part, .text, .box") || el.parentElement;
+    const counts = skippedIn.get(host) || new Map();
+    skippedIn.set(host, counts);
+    counts.set(why, (counts.get(why) || 0) + 1);
+    const n = [...counts.values()].reduce((p, q) => p + q, 0);
+    let note = host.querySelector(":scope > p.note");
+    if (!note) { note = document.createElement("p"); note.className = "note"; host.prepend(note); }
+    note.textContent = `${num(n)} formula${n > 1 ? "s are" : " is"} shown as TeX source, not rendered: ` +
+      [...counts].map(([w, c]) => `${w} (${num(c)})`).join("; ");
+  }
+  const nearScreen = new IntersectionObserver(entries => {
+    for (const e of entries) if (e.isIntersecting) { nearScreen.unobserve(e.target); mathQueue.push(e.target); }
+    pump(MATH_LIMITS.slice);
+  }, { rootMargin: "200px 0px" });
+  function pump(budget, count = Infinity) {
+    // Render queued formulas for at most `budget` ms and `count` formulas; the rest wait
+    // until they come near the screen.
+    const end = performance.now() + budget;
+    let done = 0;
+    while (mathNext < mathQueue.length && done < count && performance.now() < end) {
+      const el = mathQueue[mathNext++];
+      done += 1;
+      const why = renderMath(el);
+      if (why) skip(el, why);
+    }
+    for (let i = mathNext; i < mathQueue.length; i++) nearScreen.observe(mathQueue[i]);
+    mathQueue = []; mathNext = 0;
+  }
+  function math(root, budget = MATH_LIMITS.slice) {
+    // Queue the formulas under root and render for at most `budget` ms now.
+    if (!window.katex || !root) return;
+    for (const el of root.querySelectorAll(".math")) {
+      if (el.dataset.done) continue;
+      el.dataset.done = "1";
+      mathQueue.push(el);
+    }
+    if (budget) pump(budget);
+  }
+  // A text of the payload: HTML (markup.py), {source} (upstream text shown as the model got
+  // it) or {fold, rest, ends, chars} (a long text in blocks: one laid out, each next one on
+  // request; after the blocks of `fold`, the script files of `rest` hold plain text).
+  const folds = [];
+  function textHtml(v) {
+    if (v == null || v === "") return "";
+    if (typeof v === "string") return v;
+    if (v.source != null) return `<pre class="tex-source">${esc(v.source)}</pre>`;
+    if (!Array.isArray(v.fold)) return "";
+    const id = folds.push({ v, next: 1 }) - 1;
+    return `<div class="fold" data-fold="${id}">${v.fold[0]}</div>${foldMore(id)}`;
+  }
+  function foldMore(id) {
+    const { v, next } = folds[id];
+    const shown = `characters 1–${num(v.ends[next - 1])} of ${num(v.chars)} shown`;
+    if (next >= v.ends.length) return "";
+    const plain = next >= v.fold.length ? " (as plain text)" : "";
+    return `<p class="fold-more" data-fold-more="${id}"><span class="muted">${shown}</span> · ` +
+      `<button class="link" data-fold-next="${id}">show the next ${num(v.ends[next] - v.ends[next - 1])}${plain}</button></p>`;
+  }
+  const restWaiting = new Map();  // script file -> [resolve]
+  function getRest(name) {
+    return new Promise((resolve, reject) => {
+      if (!restWaiting.has(name)) { restWaiting.set(name, []); loadScript(name).catch(reject); }
+      restWaiting.get(name).push(resolve);
+    });
+  }
+  async function unfold(id) {
+    const f = folds[id];
+    if (!f || f.busy || f.next >= f.v.ends.length) return;
+    const rendered = f.next < f.v.fold.length;
+    const part = document.createElement(rendered ? "div" : "pre");
+    part.className = rendered ? "fold-part" : "fold-part plain";
+    f.busy = true;
+    try {
+      if (rendered) part.innerHTML = f.v.fold[f.next];
+      else part.textContent = await getRest(f.v.rest[f.next - f.v.fold.length]);
+    } finally { f.busy = false; }
+    const box = document.querySelector(`.fold[data-fold="${id}"]`);
+    if (folds[id] !== f || !box) return;  // another item opened meanwhile
+    box.appendChild(part);
+    f.next += 1;
+    document.querySelector(`[data-fold-more="${id}"]`).outerHTML = foldMore(id) || "<span></span>";
+    math(part);
+  }
+  function reset() {
+    // A new page: the formulas and folded texts of the last one are dropped.
+    nearScreen.disconnect();
+    mathQueue = []; mathNext = 0;
+    folds.length = 0;
+  }
+  return {
+    esc, num, literal, loadScript, math, textHtml, unfold, reset,
+    // The first formulas of a page built detached, before it enters the document.
+    mathFirst() { pump(MATH_LIMITS.first, MATH_LIMITS.count); },
+    rest(name, text) {
+      for (const resolve of restWaiting.get(name) || []) resolve(text);
+      restWaiting.delete(name);
+    },
+  };
+})();

@@ -1,0 +1,10 @@
+"""What the engine did to a model's reply on its way in. Each is recorded in the reply's cache
+entry (``ChatReply.flags``) and its details (``true``, only when set), and score counts it as a
+diagnostic flag of the row (``stages.score.diagnostics``): a repair is flagged, never silent.
+"""
+
+from __future__ import annotations
+
+UNICODE_REPAIRED = "unicode_repaired"  # lone surrogates became U+FFFD (stages.core.surrogates)
+REDACTED = "redacted"  # the API key was cut out of the text (stages.chat.redact)
+ENGINE_FLAGS = (UNICODE_REPAIRED, REDACTED)

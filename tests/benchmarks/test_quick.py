@@ -1,0 +1,130 @@
+"""Every benchmark script runs to its end in its ``--quick`` mode (issue 29 §7: the headline
+benchmark had died after its c = 64 rows, unnoticed, when the response cache changed layout).
+
+The scripts are discovered (``benchmarks/*.py``), so a new one cannot be forgotten: it needs a
+``--quick`` mode and an entry in ``ROWS``, the lines its quick run must print. Modules the
+scripts import are named in ``HELPERS``. Each quick run is a tiny configuration of the real
+thing (real items, real stages, real servers on loopback), well under 30 s on a quiet machine;
+nothing here times anything: the figures are the benchmarks' own business.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.chat_server import ChatServer, request_log
+from tests.conftest import REPO_ROOT, find_mirror
+
+BENCH = REPO_ROOT / "benchmarks"
+
+# Imported by the scripts; not benchmarks themselves.
+HELPERS = {
+    "timed.py": "one timed child process (wall clock, peak RSS)",
+    "peer_lmeval.py": "lm-eval as a peer of predict_throughput.py",
+}
+
+# A script whose --quick another branch is adding: skipped while its source lacks --quick, run
+# (and checked) as soon as it has one.
+PENDING = {
+    "cache_scale.py": "the response-cache rework adds its --quick (issue 29 §7)",
+}
+
+# What each script's quick run must print (regexes, multiline, on stdout + stderr): its rows.
+_PEER_C64 = r"^(\| {name} .*{conn} 64 |peer {name} .*: skipped, not installed)"
+ROWS: dict[str, list[str]] = {
+    "predict_throughput.py": [
+        r"^\| rimo-eval c=1 \(3 items per track\) +\| +\d+ \| +[\d.]+ s \|",
+        r"^\| rimo-eval c=16 \(16 items per track\) +\| +\d+ \|",
+        r"^\| rimo-eval c=64 \(16 items per track\) HEADLINE +\| +\d+ \|",
+        r"^\| warm: c=64 again, every reply cached +\| +0 \|",
+        r"^\| reference: raw asyncio HTTP, 64 conns +\| +\d+ \| +[\d.]+ s \|",
+        _PEER_C64.format(name="inspect_ai", conn="max_connections"),
+        _PEER_C64.format(name="lm-eval", conn="num_concurrent"),
+        r"^peak RSS of predict at c=64: \d+ MiB",
+        r"rimo-eval c=64 / raw reference wall time [\d.]+x",
+    ],
+    "engine_tuning.py": [r"^plain +[\d.]+ +\+0\.000", r"^both +[\d.]+ +[-+][\d.]+"],
+    "leaderboard_scale.py": [r"^\| 2 \| 2 \| [\d.]+ s \| [\d.]+ \| [\d.]+ / "],
+    "reference_artifacts.py": [
+        r'"predict": 0', r'"j:judge": 0',
+        r"^digested \d+ oracle files and \d+ k = 3 entries; k = 3 \d+ requests [0-9a-f]{64}"],
+    "scale_memory.py": [r"^k=1: \d+ requests; predict [\d.]+ s, \d+ MiB; .*compare [\d.]+ s",
+                        r'"cpu_ms_per_request"'],
+    "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
+    "cache_scale.py": [r"open"],  # its owner's branch sets the rows of its quick mode
+}
+
+
+def scripts() -> list[str]:
+    return sorted(p.name for p in BENCH.glob("*.py") if p.name not in HELPERS)
+
+
+def test_the_lists_name_real_scripts() -> None:
+    """A renamed or removed script must leave the lists too, or its check silently lapses."""
+    names = {p.name for p in BENCH.glob("*.py")}
+    assert set(HELPERS) <= names
+    assert set(PENDING) <= names
+    assert set(ROWS) == set(scripts())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", scripts())
+def test_quick_mode_runs_to_the_end(name: str, tmp_path: Path) -> None:
+    source = (BENCH / name).read_text(encoding="utf-8")
+    if name in PENDING and "--quick" not in source:
+        pytest.skip(f"{name} has no --quick yet: {PENDING[name]}")
+    assert name in ROWS, f"benchmarks/{name} is new: add the rows its --quick prints to ROWS"
+    if name == "view_build.py" and os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
+        pytest.skip("RIMO_EVAL_NO_BROWSER=1, as for the browser tests (tests/browser.py)")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "RIMO_MIRROR": str(find_mirror()),
+           "TQDM_DISABLE": "1"}
+    # Its own process group: a script past the limit is killed with the servers it started.
+    proc = subprocess.Popen([sys.executable, str(BENCH / name), "--quick"], cwd=REPO_ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"{name} --quick ran past 300 s:\n{output[-4000:]}")
+    assert proc.returncode == 0, f"{name} --quick exited {proc.returncode}:\n{output[-4000:]}"
+    missing = [row for row in ROWS[name] if not re.search(row, output, re.MULTILINE)]
+    assert not missing, f"{name} --quick did not print {missing}:\n{output[-4000:]}"
+
+
+def _post(base_url: str, body: dict[str, object]) -> int:
+    request = urllib.request.Request(f"{base_url}/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_server_log_gives_back_the_bodies_a_run_sent(server: ChatServer) -> None:
+    """predict_throughput's prompts come from the fake server's log, not the cache's layout:
+    exactly the requests answered after the mark, in order; failed ones are not prompts."""
+    before = {"model": "m", "messages": [{"role": "user", "content": "before"}]}
+    assert _post(server.base_url, before) == 200
+    mark = request_log(server.base_url)["next"]
+    assert request_log(server.base_url, mark) == {"next": mark, "requests": []}
+    sent = [{"model": "m", "messages": [{"role": "system", "content": "s"},
+                                        {"role": "user", "content": f"p{i} ünï \u2028"}],
+             "temperature": 0.0} for i in range(3)]
+    failing = {"model": "m", "messages": [{"role": "user", "content": "[[fail:500:*]]"}]}
+    assert [_post(server.base_url, b) for b in [sent[0], failing, *sent[1:]]] == \
+        [200, 500, 200, 200]
+    log = request_log(server.base_url, mark)
+    assert log == {"next": mark + 4, "requests": sent}
