@@ -152,54 +152,75 @@ def answered(server: ChatServer) -> tuple[int, int]:
     return len(counts), sum(counts.values())
 
 
-def run(s: Scenario, code: Code, items: Path, base: Path) -> dict[str, Any]:
-    server = ChatServer(latency_s=s.latency).start()
-    try:
-        tag = f"{s.name}-{code.label}".replace(" ", "_").replace("/", "_")
+@dataclass
+class Reference:
+    """One predict alone on a fresh cache: what the workers' tables must equal."""
+    wall_s: float
+    cpu_ms_per_request: float
+    distinct: int
+    tables: dict[str, bytes]
+
+
+def reference(s: Scenario, code: Code, items: Path, base: Path, server: ChatServer,
+              tag: str, refs: dict[tuple[Any, ...], Reference]) -> Reference:
+    """Measured once per code and server settings (scenarios that differ only by their
+    fault share it: a run less, which keeps ``--quick`` short)."""
+    key = (code.label, server.base_url, s.concurrency, s.limit, s.samples)
+    if key not in refs:
         ref = start(folder(base, f"{tag}-ref", items, code, server.base_url,
                            base / f"{tag}-ref-cache", s), code)
         ref.done.wait()
         if ref.returncode != 0:
             raise SystemExit(f"reference predict failed:\n{log_tail(ref)}")
-        distinct, ref_sent = answered(server)  # k samples of one prompt: one body, k requests
-        expected = tables(ref.folder)
+        distinct, sent = answered(server)  # k samples of one prompt: one body, k requests
+        refs[key] = Reference(ref.wall_s, ref.cpu_s * 1000 / max(1, sent), distinct,
+                              tables(ref.folder))
         server.reset()
-        cache = base / f"{tag}-cache"
-        works = [folder(base, f"{tag}-w{i}", items, code, server.base_url, cache, s)
-                 for i in range(s.workers)]
-        workers = [start(w, code) for w in works]
-        fault_at = None
-        if s.fault:
-            while answered(server)[0] < distinct // 3 and not workers[0].done.is_set():
-                time.sleep(0.005)
-            fault_at = time.perf_counter() - workers[0].started
-            if s.fault == "kill":
-                os.kill(workers[0].proc.pid, signal.SIGKILL)
-            else:
-                os.kill(workers[0].proc.pid, signal.SIGSTOP)
-                time.sleep(LEASE_S + 3)
-                os.kill(workers[0].proc.pid, signal.SIGCONT)
-        for w in workers:
-            w.done.wait()
-        finished = [w for w in workers if w.returncode == 0]
-        failed = [w for w in workers if w.returncode != 0 and not (s.fault == "kill"
-                                                                    and w is workers[0])]
-        if failed:
-            raise SystemExit(f"a worker failed:\n{log_tail(failed[0])}")
-        got_distinct, total = answered(server)
-        return {"scenario": s.name, "code": code.label, "workers": s.workers,
-                "samples": s.samples,
-                "latency_s": s.latency, "concurrency": s.concurrency, "limit": s.limit,
-                "fault": s.fault, "fault_at_s": fault_at, "distinct": distinct,
-                "distinct_now": got_distinct, "answered": total,
-                "duplicates": total - got_distinct,
-                "duplicate_share": (total - got_distinct) / max(1, got_distinct),
-                "ref_wall_s": ref.wall_s, "walls_s": [w.wall_s for w in workers],
-                "ref_cpu_ms_per_request": ref.cpu_s * 1000 / max(1, ref_sent),
-                "tables_identical": all(tables(w.folder) == expected for w in finished),
-                "finished": len(finished)}
-    finally:
-        server.stop()
+    return refs[key]
+
+
+def run(s: Scenario, code: Code, items: Path, base: Path, server: ChatServer,
+        refs: dict[tuple[Any, ...], Reference]) -> dict[str, Any]:
+    """``server``: one per latency for the whole run, so that a reference (its tables name the
+    server's address through the request keys) serves every scenario on it."""
+    tag = f"{s.name}-{code.label}".replace(" ", "_").replace("/", "_")
+    server.reset()  # (the previous scenario's requests)
+    ref = reference(s, code, items, base, server, tag, refs)
+    distinct, expected = ref.distinct, ref.tables
+    cache = base / f"{tag}-cache"
+    works = [folder(base, f"{tag}-w{i}", items, code, server.base_url, cache, s)
+             for i in range(s.workers)]
+    workers = [start(w, code) for w in works]
+    fault_at = None
+    if s.fault:
+        while answered(server)[0] < distinct // 3 and not workers[0].done.is_set():
+            time.sleep(0.005)
+        fault_at = time.perf_counter() - workers[0].started
+        if s.fault == "kill":
+            os.kill(workers[0].proc.pid, signal.SIGKILL)
+        else:
+            os.kill(workers[0].proc.pid, signal.SIGSTOP)
+            time.sleep(LEASE_S + 3)
+            os.kill(workers[0].proc.pid, signal.SIGCONT)
+    for w in workers:
+        w.done.wait()
+    finished = [w for w in workers if w.returncode == 0]
+    failed = [w for w in workers if w.returncode != 0 and not (s.fault == "kill"
+                                                                and w is workers[0])]
+    if failed:
+        raise SystemExit(f"a worker failed:\n{log_tail(failed[0])}")
+    got_distinct, total = answered(server)
+    return {"scenario": s.name, "code": code.label, "workers": s.workers,
+            "samples": s.samples,
+            "latency_s": s.latency, "concurrency": s.concurrency, "limit": s.limit,
+            "fault": s.fault, "fault_at_s": fault_at, "distinct": distinct,
+            "distinct_now": got_distinct, "answered": total,
+            "duplicates": total - got_distinct,
+            "duplicate_share": (total - got_distinct) / max(1, got_distinct),
+            "ref_wall_s": ref.wall_s, "walls_s": [w.wall_s for w in workers],
+            "ref_cpu_ms_per_request": ref.cpu_ms_per_request,
+            "tables_identical": all(tables(w.folder) == expected for w in finished),
+            "finished": len(finished)}
 
 
 def scenarios(quick: bool) -> list[Scenario]:
@@ -253,13 +274,21 @@ def main() -> None:
         prepare_items(base / "items-src")
         items = base / "items-src" / "data" / "items"
         codes = [current_code()]
+        refs: dict[tuple[Any, ...], Reference] = {}
         old = None if args.quick or args.baseline == "none" else baseline_code(
             args.baseline, base / "baseline")
-        for s in scenarios(args.quick):
-            for code in codes + ([old] if old is not None and s.baseline else []):
-                row = run(s, code, items, base)
-                rows.append(row)
-                print(show(row, rows), file=sys.stderr, flush=True)
+        servers: dict[float, ChatServer] = {}
+        try:
+            for s in scenarios(args.quick):
+                if s.latency not in servers:
+                    servers[s.latency] = ChatServer(latency_s=s.latency).start()
+                for code in codes + ([old] if old is not None and s.baseline else []):
+                    row = run(s, code, items, base, servers[s.latency], refs)
+                    rows.append(row)
+                    print(show(row, rows), file=sys.stderr, flush=True)
+        finally:
+            for server in servers.values():
+                server.stop()
     print(json.dumps(rows, indent=2))
     print(f"load average at the end: {Path('/proc/loadavg').read_text().strip()}",
           file=sys.stderr)
