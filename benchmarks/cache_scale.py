@@ -1,34 +1,55 @@
-"""The response cache at scale (issue 20): open time, disk use, put and get cost, side by side
-with the per-file layout it replaced.
+"""The response cache at scale (issues 20 and 30): a million entries of about 3 KB replies,
+today's code and a baseline side by side, in one run.
 
-* open: ``ResponseCache(root)`` plus its first lookup, at ``--entries`` (default 2,000,000)
-  entries built synthetically (one transaction of small rows: the open cost does not depend on
-  the entries' size), median of 20; and the per-file layout's open (its scan for stale
-  temporary files, ``cache_legacy.clean_stale``) at ``--legacy-entries`` files, whose cost
-  grows with the count;
-* disk and CPU for the reasoning workload: ``--replies`` replies of 32 KB reasoning + 2 KB
-  answer, each in a real OpenAI-shaped request: bytes on disk (the database with its WAL
-  checkpointed, against the per-file layout's files rounded up to 4 KiB blocks, as ext4 stores
-  them), and ``put`` / ``get`` microseconds per reply.
+The database is built once (``--entries``, default 1,000,000: each a real OpenAI-shaped request
+and a reply of ``--reply-bytes`` of text-like words, zstd-compressed as ``put`` does; stored
+in insertion order with ``created`` rising over 100 days, so ``prune --older-than 50d`` deletes
+the older half, the front of the file) with the schema of the baseline code, then copied for
+each code under test. The code under test opens it for the first time with ``cache stats``
+(the one-time count of an older cache: its tallies and label index), timed apart. Per code,
+each in its own process (``PYTHONPATH``: that code's ``stages``):
 
-The reply text is generated from a fixed vocabulary of math words (seeded), so it compresses
-roughly like prose, not like a repeated string.
+* open: ``ResponseCache(root)`` plus one lookup, median of 20 (a fresh object each time);
+* ``cache stats`` and ``cache verify``: the whole command (``--no-verify`` skips it);
+* ``cache prune --older-than 50d``: the whole command, the files before and after, the WAL's
+  peak (its size sampled every 10 ms);
+* open after a kill: a second copy, its prune killed (``kill -9``) after ``--kill-after`` s;
+  the WAL left behind and the first open (which reads that WAL) plus one lookup;
+* a damaged page: one page of that copy overwritten, then ``cache verify --recover`` (the
+  baseline has no ``--recover``: its ``verify`` is run, and what it does is recorded).
 
-    .venv/bin/python benchmarks/cache_scale.py [--entries 2000000] [--replies 2000]
+Then, as in issue 20: the per-file layout's open (its scan for temporary files) at
+``--legacy-entries`` files, and ``put``/``get`` of ``--replies`` reasoning replies (32 KB
+reasoning + 2 KB answer) and of short ones, with the bytes on disk against the per-file layout.
+
+Mind the disk: a million entries take about 2 GB and each code gets two copies; everything is
+in one temporary folder, deleted at the end. ``cat /proc/loadavg`` is printed at the start and
+at the end: the machine is shared, prefer the ratios.
+
+    .venv/bin/python benchmarks/cache_scale.py [--entries 1000000] [--baseline REV]
+    .venv/bin/python benchmarks/cache_scale.py --quick   # 3,000 entries, no baseline
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import shutil
+import signal
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import zstandard
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,11 +58,31 @@ from stages.chat import cache_legacy  # noqa: E402
 from stages.chat.cache import DB_NAME, ResponseCache, request_key  # noqa: E402
 from stages.core.hashing import canonical_json  # noqa: E402
 
+BASELINE = "ec772a7"  # main before issue 30
+# Where the children run: from ROOT, ``python -m stages`` and ``-c`` would import this
+# checkout's stages ahead of PYTHONPATH's, whatever code is under test.
+NEUTRAL = Path("/")
+DAY = 86400.0
 WORDS = ("let", "the", "integer", "prime", "divides", "so", "we", "have", "mod", "hence",
          "consider", "case", "$n$", "$p$", "$k^2$", "\\frac{a}{b}", "=", "+", "therefore",
          "contradiction", "assume", "sum", "over", "all", "triangle", "angle", "equal", "lemma",
          "by", "induction", "on", "claim", "holds", "for", "every", "positive", "odd", "even",
          "square", "root", "of", "unity", "polynomial", "degree", "at", "most", "bound", "wait")
+
+# Run inside a child process with the code under test on PYTHONPATH.
+_OPEN = """
+import json, statistics, sys, time
+from stages.chat.cache import ResponseCache
+root, key = sys.argv[1], sys.argv[2]
+times = []
+for _ in range(int(sys.argv[3])):
+    start = time.perf_counter()
+    cache = ResponseCache(root)
+    cache.get(key, {"q": 1})
+    times.append(time.perf_counter() - start)
+    cache.close()
+print(json.dumps({"first_ms": times[0] * 1000, "median_ms": statistics.median(times) * 1000}))
+"""
 
 
 def text(rng: random.Random, size: int) -> str:
@@ -53,31 +94,185 @@ def text(rng: random.Random, size: int) -> str:
     return " ".join(out)[:size]
 
 
-def build_synthetic(root: Path, n: int) -> float:
+def load() -> str:
+    return Path("/proc/loadavg").read_text().strip()
+
+
+def entry(i: int, n: int, now: float, pool: list[str], prompts: list[str],
+          compressor: zstandard.ZstdCompressor) -> tuple[Any, ...]:
+    payload = {"endpoint": {"transport": "openai-chat", "base_url": "http://127.0.0.1:8000/v1"},
+               "request": {"model": "m", "max_tokens": 4096, "messages": [
+                   {"role": "user", "content": f"Problem {i}: {prompts[i % len(prompts)]}"}]}}
+    reply = {"texts": [f"{i}: {pool[i % len(pool)]}"], "finish_reasons": ["stop"],
+             "usage": {"prompt_tokens": 150, "completion_tokens": 700}, "model": "m",
+             "latency_s": 1.0, "reasoning": []}
+    data = canonical_json({"request": payload, "response": reply}).encode("utf-8")
+    created = now - 100 * DAY + 100 * DAY * i / n  # insertion order is age order
+    return (request_key(payload), "m", "http://127.0.0.1:8000/v1", created, len(data),
+            compressor.compress(data))
+
+
+def child_env(code: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(code), "TQDM_DISABLE": "1"}
+
+
+def build(root: Path, n: int, reply_bytes: int, code: Path) -> dict[str, float]:
+    """The database as ``code`` makes it (its schema), then n entries in bulk."""
     root.mkdir(parents=True)
-    ResponseCache(root).put("0" * 64, {"q": 0}, {"texts": ["0"]})  # the schema, as made
-    start = time.perf_counter()
-    conn = sqlite3.connect(root / DB_NAME)
+    subprocess.run([sys.executable, "-c", "import sys\nfrom stages.chat.cache import "
+                    "ResponseCache\nc = ResponseCache(sys.argv[1])\nc.put('0' * 64, {'q': 0}, "
+                    "{'texts': ['0']})\nc.close()", str(root)],
+                   env=child_env(code), cwd=NEUTRAL, check=True)
+    rng = random.Random(30)
+    pool = [text(rng, reply_bytes) for _ in range(64)]
+    prompts = [text(rng, 600) for _ in range(64)]
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    started, now = time.perf_counter(), time.time()
+    conn = sqlite3.connect(root / DB_NAME, isolation_level=None)
     conn.execute("PRAGMA synchronous = OFF")
-    with conn:
-        conn.executemany("INSERT OR IGNORE INTO entries VALUES (?, 'm', 'e', 0, 10, x'00')",
-                         ((f"{i:064x}",) for i in range(1, n)))
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("DELETE FROM entries")
+    for start in range(0, n, 20_000):
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)",
+                         (entry(i, n, now, pool, prompts, compressor)
+                          for i in range(start, min(n, start + 20_000))))
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
-    return time.perf_counter() - start
+    return {"build_s": time.perf_counter() - started,
+            "db_bytes": (root / DB_NAME).stat().st_size}
 
 
-def open_ms(root: Path, repeats: int = 20) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        cache = ResponseCache(root)
-        cache.get(f"{12345:064x}", {"q": 1})
-        times.append(time.perf_counter() - start)
-        cache.close()
-    return statistics.median(times) * 1000
+def files(root: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in root.iterdir() if p.name.startswith(DB_NAME)
+            and not p.name.endswith(("-shm",)) and ".damaged" not in p.name}
 
 
+def cli(code: Path, *args: str, timeout: float = 3600) -> tuple[float, int, str, str]:
+    """One ``rimo-eval cache ...`` process of ``code``: (wall, exit code, stdout, stderr)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "stages", "cache", *args], cwd=NEUTRAL,
+                          env=child_env(code), capture_output=True, text=True, timeout=timeout)
+    return time.perf_counter() - started, done.returncode, done.stdout, done.stderr
+
+
+def open_ms(code: Path, root: Path, repeats: int = 20) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _OPEN, str(root), f"{12345:064x}",
+                          str(repeats)], env=child_env(code), cwd=NEUTRAL,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+class WalPeak:
+    """The largest size of ``root``'s WAL while the block runs (sampled every 10 ms)."""
+
+    def __init__(self, root: Path) -> None:
+        self.wal, self.peak, self._stop = root / f"{DB_NAME}-wal", 0, threading.Event()
+
+    def __enter__(self) -> WalPeak:
+        def sample() -> None:
+            while not self._stop.wait(0.01):
+                with contextlib.suppress(FileNotFoundError):
+                    self.peak = max(self.peak, self.wal.stat().st_size)
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def killed_prune(code: Path, root: Path, after_s: float) -> dict[str, Any]:
+    """Prune, kill -9 after ``after_s`` seconds; the WAL left and the first open after it."""
+    proc = subprocess.Popen([sys.executable, "-m", "stages", "cache", "prune", "--dir",
+                             str(root), "--older-than", "50d"], cwd=NEUTRAL,
+                            env=child_env(code), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    with WalPeak(root) as wal:
+        time.sleep(after_s)
+        finished = proc.poll() is not None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = files(root).get(f"{DB_NAME}-wal", 0)
+    opened = open_ms(code, root, repeats=5)
+    return {"killed_after_s": after_s, "finished_before_kill": finished,
+            "wal_peak_bytes": wal.peak, "wal_left_bytes": left,
+            "open_after_kill_ms": opened["first_ms"], "open_after_kill_median_ms":
+            opened["median_ms"]}
+
+
+def damaged_page(code: Path, root: Path, new: bool) -> dict[str, Any]:
+    """Overwrite one table page in the middle, then verify --recover (verify for the
+    baseline, which has no --recover)."""
+    conn = sqlite3.connect(root / DB_NAME)
+    leaves = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = 'entries' "
+                                         "AND pagetype = 'leaf' ORDER BY pageno")]
+    conn.close()
+    page = leaves[len(leaves) // 2]
+    with open(root / DB_NAME, "r+b") as fh:
+        fh.seek((page - 1) * 4096)
+        fh.write(random.Random(page).randbytes(4096))
+    stats = cli(code, "stats", "--dir", str(root))
+    args = ["verify", "--dir", str(root)] + (["--recover", "--json"] if new else [])
+    wall, rc, out, err = cli(code, *args)
+    row: dict[str, Any] = {"page": page, "stats_exit": stats[1],
+                           "stats_said": (stats[3].strip().splitlines() or [""])[-1][:160],
+                           "verify_s": wall, "verify_exit": rc,
+                           "verify_said": (err.strip().splitlines() or [""])[-1][:160]}
+    if new and rc == 0:
+        row.update(json.loads(out))
+    return row
+
+
+def one_code(label: str, code: Path, base: Path, source: Path, args: argparse.Namespace,
+             new: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"code": label}
+    main_copy, kill_copy = base / f"{label}-a", base / f"{label}-b"
+    shutil.copytree(source, main_copy)
+    if new:  # the first command on a cache of an older version counts its entries once
+        row["first_stats_s"], rc, _, err = cli(code, "stats", "--dir", str(main_copy))
+        assert rc == 0, err
+    row.update({f"open_{k}": v for k, v in open_ms(code, main_copy).items()})
+    row["stats_s"], rc, out, err = cli(code, "stats", "--dir", str(main_copy), "--json")
+    row["stats_exit"] = rc
+    if rc == 0:
+        row["stats_entries"] = json.loads(out)["entries"]
+    if args.verify:
+        row["verify_s"], row["verify_exit"], _, _ = cli(code, "verify", "--dir",
+                                                        str(main_copy))
+    before = files(main_copy)
+    with WalPeak(main_copy) as wal:
+        row["prune_s"], rc, _, err = cli(code, "prune", "--dir", str(main_copy),
+                                         "--older-than", "50d")
+    assert rc == 0, err
+    after = files(main_copy)
+    row.update(prune_wal_peak_bytes=wal.peak, file_before_bytes=sum(before.values()),
+               file_after_bytes=sum(after.values()),
+               file_ratio=sum(after.values()) / sum(before.values()))
+    row.update({f"after_prune_{k}": v for k, v in open_ms(code, main_copy).items()})
+    shutil.rmtree(main_copy)
+    shutil.copytree(source, kill_copy)
+    if new:
+        cli(code, "stats", "--dir", str(kill_copy))  # as above: the one-time count first
+    row.update(killed_prune(code, kill_copy, args.kill_after))
+    row.update({f"damaged_{k}": v for k, v in damaged_page(code, kill_copy, new).items()})
+    shutil.rmtree(kill_copy)
+    return row
+
+
+def baseline_tree(rev: str, into: Path) -> Path | None:
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "stages"],
+                             capture_output=True)
+    if archive.returncode != 0:
+        print(f"baseline {rev} not available: skipped", file=sys.stderr)
+        return None
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+# --- issue 20's figures: the per-file layout's open, and put/get per reply -------------------
 def legacy_open_ms(root: Path, n: int) -> float:
     for i in range(n):
         key = f"{i:064x}"[::-1]
@@ -147,35 +342,87 @@ def reasoning_workload(root: Path, n: int) -> dict[str, float]:
             "per_file_bytes": per_file, "ratio": disk / per_file}
 
 
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def report(rows: list[dict[str, Any]], built: dict[str, float], n: int) -> str:
+    lines = [f"{n:,} entries, {mib(built['db_bytes'])} (built in {built['build_s']:.0f} s)",
+             "| | " + " | ".join(r["code"] for r in rows) + " |",
+             "| --- |" + " ---: |" * len(rows)]
+
+    def line(label: str, fmt: Any) -> None:
+        cells = []
+        for r in rows:
+            try:
+                cells.append(fmt(r))
+            except (KeyError, TypeError):
+                cells.append("-")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    line("first command on this cache (one-time count)", lambda r: f"{r['first_stats_s']:.1f} s")
+    line("open + first lookup (median of 20)", lambda r: f"{r['open_median_ms']:.2f} ms")
+    line("`cache stats`", lambda r: f"{r['stats_s']:.2f} s")
+    line("`cache verify`", lambda r: f"{r['verify_s']:.1f} s")
+    line("`cache prune --older-than 50d`", lambda r: f"{r['prune_s']:.1f} s")
+    line("files before / after prune", lambda r: f"{mib(r['file_before_bytes'])} / "
+         f"{mib(r['file_after_bytes'])} ({r['file_ratio']:.0%})")
+    line("WAL peak during prune", lambda r: mib(r["prune_wal_peak_bytes"]))
+    line("open after prune (median)", lambda r: f"{r['after_prune_median_ms']:.2f} ms")
+    line("prune killed: WAL left", lambda r: f"{mib(r['wal_left_bytes'])} after "
+         f"{r['killed_after_s']:.0f} s")
+    line("first open + lookup after that kill", lambda r: f"{r['open_after_kill_ms']:.1f} ms")
+    line("damaged page: `cache stats`", lambda r: f"exit {r['damaged_stats_exit']}")
+    line("damaged page: `verify` (`--recover` now)", lambda r: (
+        f"{r['damaged_verify_s']:.1f} s, recovered {r['damaged_recovered']:,} of "
+        f"{r['damaged_expected']:,}, lost {r['damaged_lost']}" if "damaged_recovered" in r
+        else f"{r['damaged_verify_s']:.1f} s, exit {r['damaged_verify_exit']}: "
+             f"{r['damaged_verify_said']}"))
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--entries", type=int, default=2_000_000)
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--reply-bytes", type=int, default=3000)
+    parser.add_argument("--baseline", default=BASELINE,
+                        help=f"git revision of today's code (default {BASELINE}); 'none'")
+    parser.add_argument("--no-verify", dest="verify", action="store_false")
+    parser.add_argument("--kill-after", type=float, default=8.0,
+                        help="seconds into the prune that is killed")
     parser.add_argument("--legacy-entries", type=int, default=20_000)
     parser.add_argument("--replies", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true",
+                        help="3,000 entries, no baseline: a smoke run")
     args = parser.parse_args()
+    if args.quick:
+        args.entries, args.baseline, args.legacy_entries, args.replies = 3000, "none", 500, 20
+        args.kill_after = 0.5
+    print(f"load average: {load()}", file=sys.stderr)
+    result: dict[str, Any] = {"load_start": load(), "entries": args.entries}
     with tempfile.TemporaryDirectory(prefix="rimo-cache-bench-") as tmp:
         base = Path(tmp)
-        small = base / "small"
-        build_synthetic(small, 1000)
-        built = build_synthetic(base / "large", args.entries)
-        rows = {"open_ms_1k": open_ms(small), "open_ms_large": open_ms(base / "large"),
-                "build_s": built, "entries": args.entries,
-                "legacy_entries": args.legacy_entries,
-                "legacy_open_ms": legacy_open_ms(base / "legacy", args.legacy_entries)}
-        rows["legacy_us_per_entry"] = rows["legacy_open_ms"] * 1000 / args.legacy_entries
-        rows.update(reasoning_workload(base / "reasoning", args.replies))
-        rows.update(short_workload(base / "short", 3000))
-        rows["replies"] = args.replies
-    print(json.dumps(rows, indent=2))
-    print(f"\nopen: {rows['open_ms_1k']:.2f} ms at 1,000 entries, {rows['open_ms_large']:.2f} ms "
-          f"at {args.entries:,} (per-file layout: {rows['legacy_open_ms']:.1f} ms at "
-          f"{args.legacy_entries:,} files, {rows['legacy_us_per_entry']:.2f} us per file)\n"
-          f"reasoning replies ({args.replies}): {rows['db_bytes'] / args.replies / 1024:.1f} "
-          f"KiB each on disk against {rows['per_file_bytes'] / args.replies / 1024:.1f} KiB "
-          f"per file ({rows['ratio']:.0%}); put {rows['put_us']:.0f} us, get "
-          f"{rows['get_us']:.0f} us; short replies: put {rows['short_put_us']:.0f} us, get "
-          f"{rows['short_get_us']:.0f} us", file=sys.stderr)
-    os.sync()
+        old = None if args.baseline == "none" else baseline_tree(args.baseline, base / "old")
+        source = base / "source"
+        built = build(source, args.entries, args.reply_bytes, old or ROOT)
+        print(f"built {args.entries:,} entries: {mib(built['db_bytes'])} in "
+              f"{built['build_s']:.0f} s", file=sys.stderr)
+        rows = [one_code("now", ROOT, base, source, args, new=True)]
+        if old is not None:
+            rows.append(one_code(f"baseline {args.baseline}", old, base, source, args,
+                                 new=False))
+        shutil.rmtree(source)
+        result.update(built=built, rows=rows)
+        issue20 = {"legacy_open_ms": legacy_open_ms(base / "legacy", args.legacy_entries)}
+        issue20["legacy_us_per_entry"] = issue20["legacy_open_ms"] * 1000 / args.legacy_entries
+        if args.replies:
+            issue20.update(reasoning_workload(base / "reasoning", args.replies))
+        issue20.update(short_workload(base / "short", 3000))
+        result["issue20"] = issue20
+    result["load_end"] = load()
+    print(json.dumps(result, indent=2))
+    print(report(rows, built, args.entries), file=sys.stderr)
+    print(f"load average at the end: {result['load_end']}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 from pathlib import Path
 
@@ -40,3 +41,29 @@ def set_data(folder: str | os.PathLike[str], key: str, data: bytes) -> None:
 
 def compress(obj: object) -> bytes:
     return zstandard.ZstdCompressor().compress(canonical_json(obj).encode("utf-8"))
+
+
+def pages_of(db: Path, name: str, pagetype: str) -> list[int]:
+    """The page numbers of one table or index (``dbstat``), of one type (leaf, internal,
+    overflow), ascending."""
+    conn = sqlite3.connect(db)
+    try:
+        return [r[0] for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = ? ORDER BY pageno",
+            (name, pagetype))]
+    finally:
+        conn.close()
+
+
+def overwrite_page(db: Path, page: int, data: bytes) -> None:
+    """Write ``data`` at the start of page ``page`` (1-based) of the file: a disk fault."""
+    with open(db, "r+b") as fh:
+        fh.seek((page - 1) * 4096)
+        fh.write(data)
+
+
+def noisy(i: int) -> dict:
+    """A reply that does not compress much (a few entries per page, as real ones)."""
+    rng = random.Random(i)
+    return {"texts": ["".join(rng.choice("0123456789abcdef") for _ in range(1500))],
+            "finish_reason": "stop"}

@@ -19,11 +19,21 @@ loop.
 
 Durability against a power cut is batched, as it was with one file per entry: ``put`` commits
 without an fsync (``synchronous=NORMAL``: the commit is in the WAL, in the page cache, so a
-process kill loses nothing ``put`` returned from); ``sync`` fsyncs the database, its WAL and
-the folder, making every commit so far durable, and the engine calls it in a worker thread
-every ``SYNC_EVERY_S`` and once more before a run ends. A power cut loses at most the entries
-of the last interval, and SQLite rolls a torn WAL tail back, so the worst case is a request
-sent again.
+process kill loses nothing ``put`` returned from); ``sync`` fsyncs the WAL and the folder
+(never the database file: see ``sync``), making every commit so far durable, and the
+engine calls it in a worker thread every ``SYNC_EVERY_S`` and once more before a run ends.
+A power cut loses at most the entries of the last interval, and SQLite rolls a torn WAL tail
+back, so the worst case is a request sent again.
+
+Several processes share one cache (``dvc queue`` workers, a sweep's experiments): each request
+is sent by one of them and the others wait for its reply (``stages.chat.leases``). If two
+replies to one request arrive anyway (a lease taken over from a stalled process), the first
+stored stays and ``put`` hands it back to the second, so every run shows the same reply.
+
+A damaged file (a page that does not read as SQLite wrote it) stops whoever meets it with
+``cache_db.DamagedCache``, which names the repair: ``rimo-eval cache verify --recover``. A
+lookup is not quietly turned into a miss: that would pay for the request again and then fail
+on the write.
 
 Caches of older versions (one JSON file per request under ``ab/abcd....json``) are still read
 when an entry is not in the database (``stages.chat.cache_legacy``); ``rimo-eval cache
@@ -48,24 +58,17 @@ from typing import Any
 
 import zstandard
 
-from stages.chat import cache_legacy
-from stages.core.atomic import fsync_path
+from stages.chat import cache_db, cache_legacy
+from stages.chat.cache_db import BUSY_TIMEOUT_MS, FORMAT, is_damage
+from stages.core.atomic import fsync_dir, fsync_path
 from stages.core.errors import StageError
 from stages.core.hashing import canonical_json, fingerprint
 from stages.core.shared import shared_path
 
-FORMAT = 2  # PRAGMA user_version of the database; 1 was the per-file layout
 DB_NAME = "responses.sqlite3"
 SYNC_EVERY_S = 1.0  # a power cut loses at most this much of a run's replies
 LEVEL = 3
-BUSY_TIMEOUT_MS = 120_000  # another process's transaction is short; a long wait is a bug
-_SCHEMA = """CREATE TABLE IF NOT EXISTS entries (
-    key TEXT PRIMARY KEY NOT NULL,  -- sha256 of the canonical request (never an API key)
-    model TEXT NOT NULL,            -- for stats and prune only; the request says it all
-    endpoint TEXT NOT NULL,
-    created REAL NOT NULL,          -- unix time of the put
-    size INTEGER NOT NULL,          -- uncompressed bytes
-    data BLOB NOT NULL)             -- zstd(canonical JSON {"request", "response"})"""
+_INSERT = "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)"
 _warned: set[Path] = set()
 
 
@@ -138,29 +141,46 @@ class ResponseCache:
             self._conn = self._open_readonly()
             return self._conn
         self.root.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes on a new database
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(_SCHEMA)
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                conn.execute(f"PRAGMA user_version = {FORMAT}")
-            elif version != FORMAT:
-                raise StageError(f"{self.db_path}: response cache format {version}, this "
-                                 f"rimo-eval reads format {FORMAT}; use another cache_dir")
+            conn = cache_db.connect(self.db_path)
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from None
+        try:
+            cache_db.open_schema(conn, self.db_path)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StageError(f"{self.db_path}: not a readable response cache ({exc}); move "
-                             f"it away or run `rimo-eval cache verify`") from exc
+            raise self._unreadable(exc) from None
         except BaseException:
             conn.close()
             raise
         self._conn = conn
         return conn
+
+    def _unreadable(self, exc: sqlite3.DatabaseError) -> StageError:
+        if is_damage(exc):
+            return cache_db.damaged(self.db_path, exc, note=not self.readonly)
+        return StageError(f"{self.db_path}: not a readable response cache ({exc}); "
+                          f"{cache_db.repair_hint(self.db_path.parent)}")
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Turn a damaged page met inside the block into ``DamagedCache`` (no traceback)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise self.damage(exc) from None
+
+    def damage(self, exc: sqlite3.DatabaseError) -> StageError:
+        """``DamagedCache`` for a damaged page; any other database error (a full disk, a lock
+        held past the busy timeout) as a ``StageError`` naming the file: no traceback."""
+        if is_damage(exc):
+            return cache_db.damaged(self.db_path, exc, note=not self.readonly)
+        return StageError(f"{self.db_path}: the response cache failed: {exc}")
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (cheap: no page is read)."""
+        conn = self.connection()
+        return 0 if conn is None else conn.execute("PRAGMA data_version").fetchone()[0]
 
     def _open_readonly(self) -> sqlite3.Connection:
         # No WAL file: no connection is open, the database file is the whole state; read it
@@ -174,7 +194,7 @@ class ResponseCache:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StageError(f"{self.db_path}: not a readable response cache ({exc})") from exc
+            raise self._unreadable(exc) from None
         if version != FORMAT:
             conn.close()
             raise StageError(f"{self.db_path}: response cache format {version}, this "
@@ -200,25 +220,39 @@ class ResponseCache:
         return entry["response"]
 
     def put(self, key: str, request: dict[str, Any], response: dict[str, Any],
-            created: float | None = None) -> None:
-        """Store one entry: one transaction, committed without an fsync (see ``sync``)."""
+            created: float | None = None) -> dict[str, Any]:
+        """Store one entry: one transaction, committed without an fsync (see ``sync``).
+        Returns the reply now stored: ``response``, or the one another process stored first
+        under this key (it stays: a second reply never replaces a good first one)."""
         if self.root is None or self.readonly:
-            return
-        with self._lock:
-            self.put_locked(key, request, response, created)
+            return response
+        try:  # (not ``guard()``: a generator-based context costs µs on every request)
+            with self._lock:
+                return self.put_locked(key, request, response, created)
+        except sqlite3.DatabaseError as exc:
+            raise self.damage(exc) from None
 
     def put_locked(self, key: str, request: dict[str, Any], response: dict[str, Any],
-                   created: float | None = None) -> None:
+                   created: float | None = None) -> dict[str, Any]:
         """``put`` for a caller that holds ``_lock`` (inside its own transaction)."""
         data = canonical_json({"request": request, "response": response}).encode("utf-8")
         model, endpoint = labels(request)
         blob = self._compress.compress(data)
         conn = self.connection(create=True)
         assert conn is not None
-        conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
-                     (key, model, endpoint, time.time() if created is None else created,
-                      len(data), blob))
+        row = (key, model, endpoint, time.time() if created is None else created, len(data),
+               blob)
+        try:
+            conn.execute(_INSERT, row)
+        except sqlite3.IntegrityError:  # stored meanwhile by another process, or corrupt
+            first = conn.execute("SELECT data FROM entries WHERE key = ?", (key,)).fetchone()
+            entry = decode(first[0]) if first else None
+            if entry is not None and canonical_json(entry.get("request")) == canonical_json(
+                    request):
+                return entry["response"]
+            conn.execute(_INSERT.replace("INSERT", "INSERT OR REPLACE"), row)
         self._unsynced.append(key)
+        return response
 
     def take_unsynced(self) -> list[str]:
         """The keys written since the last call (for ``sync`` in another thread)."""
@@ -228,14 +262,28 @@ class ResponseCache:
 
     def sync(self, keys: list[str] | None = None) -> None:
         """Make ``keys`` (default: everything written since the last ``take_unsynced``)
-        durable: an fsync of the WAL (where the commits are), the database and the folder."""
+        durable: an fsync of the WAL, where the commits are, and of the folder.
+
+        Never of the database file itself: closing any descriptor of it drops every POSIX
+        lock this process holds on it, SQLite's included, after which another process closing
+        the cache believes it was the last one, folds the WAL in and deletes it, and every
+        later commit of this process goes to a deleted file (lost, and its checkpoints then
+        write stale pages). SQLite fsyncs the database after each checkpoint itself
+        (``synchronous=NORMAL``), so the WAL is all a commit needs."""
         keys = self.take_unsynced() if keys is None else keys
         if not keys or self.root is None:
             return
-        for name in (f"{DB_NAME}-wal", DB_NAME):
-            with contextlib.suppress(FileNotFoundError):  # no WAL right after a checkpoint
-                fsync_path(self.root / name)
-        fsync_path(self.root)
+        wal = self.root / f"{DB_NAME}-wal"
+        try:
+            fsync_path(wal)
+        except FileNotFoundError:  # no WAL right after a checkpoint
+            pass
+        except OSError as exc:  # EIO, ENOSPC: the commits may not be on disk, say so
+            raise StageError(f"{wal}: the response cache could not be made durable "
+                             f"({exc.strerror or exc}); {len(keys)} replies stored since the "
+                             f"last sync may be lost after a power cut, and requested again"
+                             ) from None
+        fsync_dir(self.root)  # a file system that cannot fsync a folder is no error
 
     def __len__(self) -> int:
         conn = self.connection()
@@ -261,8 +309,8 @@ class ResponseCache:
                 conn = self.connection()
                 row = None if conn is None else conn.execute(
                     "SELECT data FROM entries WHERE key = ?", (key,)).fetchone()
-        except sqlite3.DatabaseError:
-            return None  # a damaged page: a miss; `rimo-eval cache verify` says more
+        except sqlite3.DatabaseError as exc:
+            raise self.damage(exc) from None
         return None if row is None else decode(row[0])
 
 

@@ -25,7 +25,7 @@ from tenacity import (
 from stages.chat import probe
 from stages.chat.errors import ConnectionFailed, EngineError, classify
 from stages.chat.redact import Redactor
-from stages.chat.transport import ChatReply, ChatTransport, TransportError
+from stages.chat.transport import RETRY_GUARD, ChatReply, ChatTransport, TransportError
 from stages.core.errors import StageError
 from stages.core.reply_flags import REDACTED
 
@@ -91,6 +91,9 @@ class RetryingTransport(ChatTransport):
                     if first is not None:  # attempt 1, made above: tenacity decides on it
                         failed, first = first, None
                         raise failed
+                    guard = RETRY_GUARD.get()
+                    if guard is not None:  # still this process's request? (else Superseded)
+                        guard()
                     return self._scrub(await self._attempt(request))
         except EngineError as exc:
             raise self._final_error(exc, attempt, request) from None

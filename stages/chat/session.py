@@ -8,7 +8,10 @@ came from (``predict.openai``, ``judge``): errors name its keys, whoever runs.
 
 * A cached reply (the stored request equal to the asked one) is served without a request; a
   run whose replies are all cached sends nothing and probes nothing.
-* Two tasks asking the very same thing share one request (single flight).
+* Two tasks asking the very same thing share one request (single flight), and so do two
+  processes on one cache (``stages.chat.leases``): a request another process is sending is
+  waited for, not sent, and the waiting task gives its ``slot()`` back meanwhile, so the
+  process sends other requests; a reply that came that way counts as cached.
 * The transport's ``probe`` runs once, before the first request is sent.
 * ``CircuitBreaker`` stops the run after ``breaker_window`` transport failures in a row.
 * A reply is stored before anything else runs, so a kill from then on never re-sends it; new
@@ -22,15 +25,26 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
+import functools
+import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from stages.chat.breaker import CircuitBreaker
 from stages.chat.cache import SYNC_EVERY_S, ResponseCache, request_key
+from stages.chat.leases import CLAIMED, HELD, STORED, Leases, Waits
 from stages.chat.progress import Progress
-from stages.chat.transport import ChatReply, ChatTransport, TransportError, cache_payload
+from stages.chat.transport import (
+    RETRY_GUARD,
+    ChatReply,
+    ChatTransport,
+    Superseded,
+    TransportError,
+    cache_payload,
+)
 from stages.core.errors import StageError
 
 T = TypeVar("T")
@@ -44,14 +58,60 @@ def lookup(cache: ResponseCache, transport: ChatTransport, messages: Messages, s
     request = transport.request(messages, sample)
     payload = cache_payload(transport, request, sample)
     key = request_key(payload)
-    entry = cache.get(key, payload)
-    reply = None
-    if entry is not None:
-        try:
-            reply = ChatReply.from_json(entry)
-        except (KeyError, TypeError, ValueError):
-            reply = None
-    return key, payload, request, reply if reply is not None and reply.texts else None
+    return key, payload, request, usable(cache.get(key, payload))
+
+
+def usable(entry: dict[str, Any] | None) -> ChatReply | None:
+    """The reply of a stored response, or None when it is not one (a miss)."""
+    if entry is None:
+        return None
+    try:
+        reply = ChatReply.from_json(entry)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return reply if reply.texts else None
+
+
+class _Hold:
+    """Whether the current task holds its ``slot()`` (given back while it waits elsewhere)."""
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self.semaphore, self.held = semaphore, True
+
+
+_holding: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("rimo_slot",
+                                                                      default=None)
+
+
+class _Slot:
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self.semaphore = semaphore
+
+    async def __aenter__(self) -> None:
+        await self.semaphore.acquire()
+        self._token = _holding.set(_Hold(self.semaphore))
+
+    async def __aexit__(self, *exc: object) -> None:
+        hold = _holding.get()
+        _holding.reset(self._token)
+        if hold is not None and hold.held:
+            self.semaphore.release()
+
+
+@contextlib.asynccontextmanager
+async def _slot_given_back() -> AsyncIterator[None]:
+    """Give the current task's slot back for the block (it sends nothing meanwhile)."""
+    hold = _holding.get()
+    if hold is None or not hold.held:
+        yield
+        return
+    hold.semaphore.release()
+    hold.held = False
+    try:
+        yield
+    finally:  # cancelled while taking it back: held stays False, nothing is released twice
+        await hold.semaphore.acquire()
+        hold.held = True
 
 
 class Session:
@@ -62,6 +122,8 @@ class Session:
                  stall_warning_s: float | None) -> None:
         self.transport, self.label, self.section = transport, label, section
         self.cache = ResponseCache(cache_dir)
+        self.leases = Leases(self.cache) if self.cache.root is not None else None
+        self._waits = Waits(self.leases) if self.leases is not None else None
         self._semaphore = asyncio.Semaphore(max(1, transport.concurrency))
         self._total, self._stall_warning_s = total, stall_warning_s
         self.bar: Progress | None = None
@@ -79,15 +141,25 @@ class Session:
         self._syncer = asyncio.create_task(self._sync_every(SYNC_EVERY_S))
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None,
+                        tb: object) -> None:
         try:  # what was cached is made durable even when the run stops
             if self._syncer is not None:
                 self._syncer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await self._syncer
+                    await self._syncer  # re-raises a sync that failed during the run
             await asyncio.to_thread(self.cache.sync)
-            self.cache.close()
+        except StageError as failed:
+            if exc is None:
+                raise
+            # The run already failed: its own error is the one raised, this one is said too.
+            print(f"rimo-eval: {failed}", file=sys.stderr)
         finally:
+            if self._waits is not None:
+                await self._waits.close()
+            if self.leases is not None:  # its leases end now, not when the process does
+                self.leases.close()
+            self.cache.close()
             if self.bar is not None:
                 self.bar.close()
             await self.transport.aclose()
@@ -96,9 +168,9 @@ class Session:
     def wall_s(self) -> float:
         return time.monotonic() - self.started
 
-    def slot(self) -> asyncio.Semaphore:
+    def slot(self) -> _Slot:
         """One of ``transport.concurrency`` slots (FIFO): hold it around a chain of calls."""
-        return self._semaphore
+        return _Slot(self._semaphore)
 
     def skip(self, n: int = 1) -> None:
         """``n`` calls of the total that will not be made (a failed request, the parts after
@@ -153,6 +225,37 @@ class Session:
 
     async def _fetch(self, tag: str, key: str, payload: dict[str, Any],
                      request: dict[str, Any]) -> ChatReply:
+        """Send the request unless another process is sending it: then wait for its reply
+        (or for its lease to end, and claim it again)."""
+        take_from: str | None = None
+        while True:
+            leased = False
+            if self.leases is not None and self._waits is not None:
+                state, owner = self.leases.claim(key, take_from)
+                take_from = None
+                if state == HELD:
+                    assert owner is not None
+                    async with _slot_given_back():
+                        take_from = await self._waits.until_settled(key, owner)
+                    continue
+                if state == STORED:
+                    reply = usable(self.cache.get(key, payload))
+                    if reply is not None:
+                        self.hits[tag] += 1
+                        return reply
+                    # A stored entry that does not serve (corrupt): sent, put replaces it.
+                leased = state == CLAIMED
+            try:
+                return await self._send(tag, key, payload, request, leased)
+            except Superseded:  # stalled past the lease: the taker's reply is the one
+                continue
+            except BaseException:
+                if leased:
+                    self.leases.release(key)  # type: ignore[union-attr]
+                raise
+
+    async def _send(self, tag: str, key: str, payload: dict[str, Any],
+                    request: dict[str, Any], leased: bool) -> ChatReply:
         if self._probed is None:  # only a run that sends anything probes
             self._probed = asyncio.ensure_future(self.transport.probe())
         if not self._probed.done():
@@ -161,18 +264,23 @@ class Session:
         self.sent[tag] += 1
         assert self.bar is not None
         token = self.bar.begin()
+        guard = RETRY_GUARD.set(functools.partial(self.leases.check, key)  # type: ignore[union-attr]
+                                if leased else None)
         try:
             reply = await self.transport.send_keyed(key, payload, request)
         except TransportError as exc:
             exc.request_sha256 = key
-            self.bar.end(token)
             self.breaker.failure(str(exc), transient=exc.transient)
             raise
-        self.bar.end(token)
+        finally:
+            RETRY_GUARD.reset(guard)
+            self.bar.end(token)
         self.breaker.success()
         # Stored before anything else runs: a kill from here on never re-sends this request.
-        self.cache.put(key, payload, reply.to_json())
-        return reply
+        # Another process's reply stored first (a lease taken over) is the one kept and used.
+        ours = reply.to_json()
+        stored = self.cache.put(key, payload, ours)
+        return reply if stored is ours else usable(stored) or reply
 
     async def _sync_every(self, interval_s: float) -> None:
         while True:

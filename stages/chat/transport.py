@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,18 @@ class TransportError(Exception):
         super().__init__(message)
         self.kind = kind  # e.g. "context_length"; recorded as details.error_kind
         self.flags = [UNICODE_REPAIRED] if repaired else []
+
+
+class Superseded(Exception):
+    """Another process has stored this request's reply or taken the request over (this one
+    stalled past its lease): it is not sent again; the session reads or waits for that reply."""
+
+
+# Set by the session while it sends a request it holds the lease of: a retrying transport calls
+# it before every retry (a process resumed after a long SIGSTOP sees its requests time out at
+# once, and must not send them a third time). Raises ``Superseded``.
+RETRY_GUARD: ContextVar[Callable[[], None] | None] = ContextVar("rimo_retry_guard",
+                                                               default=None)
 
 
 class ChatTransport(ABC):

@@ -42,7 +42,7 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~_umask())
         _test_pause(target)
         os.replace(tmp_path, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         # Temporary files of this target left by a killed run (the finally below never ran).
         for stale in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
             stale.unlink(missing_ok=True)
@@ -76,7 +76,9 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a folder where the file system can (else nothing: its names are as durable as
+    that file system makes them)."""
     with contextlib.suppress(OSError):  # some filesystems cannot fsync a folder
         fsync_path(path)
 

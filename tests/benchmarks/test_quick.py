@@ -35,9 +35,7 @@ HELPERS = {
 
 # A script whose --quick another branch is adding: skipped while its source lacks --quick, run
 # (and checked) as soon as it has one.
-PENDING = {
-    "cache_scale.py": "the response-cache rework adds its --quick (issue 29 §7)",
-}
+PENDING: dict[str, str] = {}
 
 # What each script's quick run must print (regexes, multiline, on stdout + stderr): its rows.
 _PEER_C64 = r"^(\| {name} .*{conn} 64 |peer {name} .*: skipped, not installed)"
@@ -61,7 +59,21 @@ ROWS: dict[str, list[str]] = {
     "scale_memory.py": [r"^k=1: \d+ requests; predict [\d.]+ s, \d+ MiB; .*compare [\d.]+ s",
                         r'"cpu_ms_per_request"'],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
-    "cache_scale.py": [r"open"],  # its owner's branch sets the rows of its quick mode
+    "cache_scale.py": [
+        r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
+        r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",
+        r"^\| `cache stats` \| [\d.]+ s \|",
+        r"^\| `cache verify` \| [\d.]+ s \|",
+        r"^\| `cache prune --older-than 50d` \| [\d.]+ s \|",
+        r"^\| files before / after prune \| [\d.]+ MiB / [\d.]+ MiB \(\d+%\) \|",
+        r"^\| first open \+ lookup after that kill \| [\d.]+ ms \|",
+        r"^\| damaged page: `verify` \(`--recover` now\) \| [\d.]+ s, recovered [\d,]+ of "
+        r"[\d,]+, lost \d+ \|"],
+    # Two workers started together send no request twice; after a kill -9 the survivor's
+    # tables are still the reference's.
+    "cache_workers.py": [
+        r"^\| 2 workers \| now \| 50 ms, c = 8 \| (\d+) \| \1 \| 0 \(0\.0%\) \|.* \| yes \|$",
+        r"^\| 2 workers, kill -9 of one \| now \| .* \| yes \|; kill of worker 0 at "],
 }
 
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.chat.cache import ResponseCache, request_key
+from stages.chat.cache import DB_NAME, ResponseCache, request_key
 from stages.cli import main
 from stages.core.hashing import canonical_json
-from tests.cache_tools import compress, set_data
+from tests.cache_tools import compress, noisy, overwrite_page, pages_of, set_data
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cache import payload, response
 
@@ -106,7 +106,8 @@ def test_prune_keeps_the_entries_of_the_runs_named(root: Path, tmp_path: Path,
 def test_verify_finds_and_deletes_bad_entries(root: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, "verify", "--dir", str(root)) == (
-        0, {"entries": 5, "bad": [], "integrity": "ok", "deleted": 0})
+        0, {"entries": 5, "bad": [], "integrity": "ok", "deleted": 0, "unreadable": 0,
+            "damaged": False, "expected": 5, "errors": []})
     torn, moved = request_key(payload(3, "n")), request_key(payload(4, "n"))
     set_data(root, torn, b"\x28\xb5\x2f\xfd garbage")
     set_data(root, moved, compress({"request": payload(9), "response": response(9)}))
@@ -117,3 +118,38 @@ def test_verify_finds_and_deletes_bad_entries(root: Path,
     code, out = run_cli(capsys, "verify", "--dir", str(root), "--delete-bad")
     assert code == 0 and out["deleted"] == 2 and len(ResponseCache(root)) == 3
     assert run_cli(capsys, "verify", "--dir", str(root))[0] == 0
+
+
+def test_prune_gives_the_space_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: execute("PRAGMA incremental_vacuum") freed one page; the file kept its size."""
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    now = time.time()
+    for i in range(600):  # every other entry 100 days old
+        cache.put(request_key(payload(i)), payload(i), noisy(i % 50),
+                  created=now - (100 * DAY if i % 2 == 0 else 0))
+    cache.close()
+    before = (root / DB_NAME).stat().st_size
+    assert main(["cache", "prune", "--dir", str(root), "--older-than", "50d"]) == 0
+    assert "deleted 300 entries" in capsys.readouterr().out
+    after = sum(p.stat().st_size for p in root.iterdir() if p.name.startswith(DB_NAME))
+    assert after <= 0.6 * before, (before, after)  # half kept; main: 99.5%
+    assert len(ResponseCache(root)) == 300
+
+
+def test_verify_and_stats_name_a_damaged_page(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: with one page overwritten, verify crashed walking the entries."""
+    root = tmp_path / "cache"
+    cache = ResponseCache(root)
+    for i in range(120):
+        cache.put(request_key(payload(i)), payload(i), noisy(i))
+    cache.close()
+    leaves = pages_of(root / DB_NAME, "entries", "leaf")
+    overwrite_page(root / DB_NAME, leaves[len(leaves) // 2], bytes(range(256)) * 16)
+    assert main(["cache", "verify", "--dir", str(root)]) == 1
+    out = capsys.readouterr()
+    assert "database is damaged" in out.out and "verify --recover" in out.out
+    assert main(["cache", "stats", "--dir", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "damaged" in err and "verify --recover" in err
