@@ -33,10 +33,14 @@ def item_outcomes(scores: pd.DataFrame, track: str) -> pd.DataFrame:
     col = "strict" if track == TRACK_P else "correct"
     grouped = rows.assign(_right=rows[col].astype(bool).astype(int)).groupby(
         "problem_id", sort=True)["_right"].agg(["sum", "count"])
-    return pd.DataFrame({"year": [year_of(p) for p in grouped.index],
+    return pd.DataFrame({"year": pd.array([year_of(p) for p in grouped.index], dtype="Int64"),
                          "right": grouped["sum"].to_numpy(dtype=int),
                          "samples": grouped["count"].to_numpy(dtype=int)},
                         index=grouped.index)
+
+
+def _num(x: float) -> float:
+    return rounded(x) + 0.0  # type: ignore[operator]  # -0.0 (a flat fit) is written as 0.0
 
 
 def _empty(reason: str, n: int, k: int) -> dict[str, Any]:
@@ -76,15 +80,15 @@ def fit(years: np.ndarray, right: np.ndarray, samples: np.ndarray, confidence: f
     except (PerfectSeparationWarning, ConvergenceWarning) as exc:
         return _empty(f"no finite estimate ({type(exc).__name__})", n, k)
     low, high = result.conf_int(alpha=1 - confidence)[1]
-    return {"model": MODEL, "n_items": n, "samples": k, "slope": rounded(result.params[1]),
-            "slope_ci_low": rounded(low), "slope_ci_high": rounded(high),
+    return {"model": MODEL, "n_items": n, "samples": k, "slope": _num(result.params[1]),
+            "slope_ci_low": _num(low), "slope_ci_high": _num(high),
             "p_value": significant(result.pvalues[1]), "dispersion": rounded(dispersion),
             "reason": None}
 
 
 def year_trend(scores: pd.DataFrame, track: str, confidence: float) -> dict[str, Any]:
-    per_item = item_outcomes(scores, track)
-    return fit(per_item["year"].to_numpy(), per_item["right"].to_numpy(),
+    per_item = item_outcomes(scores, track).dropna(subset=["year"])
+    return fit(per_item["year"].to_numpy(dtype=int), per_item["right"].to_numpy(),
                per_item["samples"].to_numpy(), confidence)
 
 

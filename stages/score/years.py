@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from stages.core.cutoff import cutoff_text, cutoff_year
-from stages.core.errors import StageError
 from stages.core.numbers import rounded
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.score.statistics import wilson
@@ -42,12 +41,12 @@ _YEAR = re.compile(r"^(\d{4})")
 _SHORTLIST = re.compile(r"^\d{4}([acgn])(\d+)$")
 
 
-def year_of(problem_id: str) -> int:
+def year_of(problem_id: str) -> int | None:
+    """The id's first four characters as a year; None for an id that does not start with one
+    (no RIMO item; a custom item set may have such ids): such items are in no band, neither
+    seen nor unseen, and out of the trend, never an error."""
     found = _YEAR.match(str(problem_id))
-    if found is None:
-        raise StageError(f"item {problem_id!r}: no competition year (the id's first four "
-                         "characters are not a year)")
-    return int(found.group(1))
+    return int(found.group(1)) if found else None
 
 
 def shortlist_of(problem_id: str) -> str | None:
@@ -78,8 +77,9 @@ def outcomes(first: pd.DataFrame, track: str) -> tuple[np.ndarray, np.ndarray]:
         values = first["strict"]
     else:
         values = first["correct"]
-    years = np.array([year_of(p) for p in first["problem_id"]], dtype=int)
-    return years, values.to_numpy(dtype=bool)
+    years = np.array([year_of(p) for p in first["problem_id"]], dtype=object)
+    dated = years != None  # noqa: E711 (elementwise)
+    return years[dated].astype(int), values.to_numpy(dtype=bool)[dated]
 
 
 def by_year_band(years: np.ndarray, right: np.ndarray, name: str, confidence: float
