@@ -230,3 +230,23 @@ def test_a_bad_training_cutoff_names_its_key(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=r"score\.training_cutoff.*YYYY-MM"):
         load_params(path)
+
+
+@pytest.mark.slow
+def test_setting_a_cutoff_reruns_score_never_predict(oracle_run: Path, tmp_path: Path) -> None:
+    """``dvc exp run -S score.training_cutoff=...``: metadata of score, not of the predictions."""
+    from tests.pipeline_repo import copy_repo, sh
+
+    root = copy_repo(oracle_run, tmp_path / "repo")
+    params_file = root / "params.yaml"
+    params = yaml.safe_load(params_file.read_text(encoding="utf-8"))
+    params["score"]["training_cutoff"] = "2019-06"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    stale = set(json.loads(sh(root, "dvc", "status", "--json").stdout))
+    assert stale == {"check-params", "score", "report"}  # view, judge: through score's outs
+    sh(root, "dvc", "repro", "-q", "score")
+    breakdown = json.loads((root / "reports/breakdown.json").read_text(encoding="utf-8"))
+    unseen = breakdown[TRACK_N]["unseen"]
+    assert (unseen["cutoff"], unseen["unseen"]["n"], unseen["seen"]["n"]) == ("2019-06", 64, 271)
+    assert unseen["difference"] == 0.0 and unseen["fisher_p"] == 1.0  # the oracle: all right
+    assert "predict" not in set(json.loads(sh(root, "dvc", "status", "--json").stdout))
