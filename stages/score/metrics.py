@@ -20,6 +20,7 @@ from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.core.years import OUTCOME
 from stages.score.diagnostics import (
     FLAGS_P,
     diagnostics_n,
@@ -30,7 +31,7 @@ from stages.score.diagnostics import (
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap, proportion, wilson
 from stages.score.trend import year_trend
-from stages.score.years import OUTCOME, band_rows, year_blocks
+from stages.score.years import band_rows, year_blocks
 
 
 def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from stages.core.numbers import rounded, significant
 from stages.core.tracks import TRACK_P
-from stages.score.years import year_of
+from stages.core.years import year_of
 
 CENTRE = 2000  # years are centred for a well-conditioned fit; the slope does not change
 MODEL = ("binomial GLM, logit link: right samples of each item out of its k on year "

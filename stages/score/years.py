@@ -16,7 +16,6 @@ not precede the cutoff; it is not claimed as unseen).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,43 +24,18 @@ import pandas as pd
 
 from stages.core.cutoff import cutoff_text, cutoff_year
 from stages.core.numbers import rounded
-from stages.core.tracks import TRACK_N, TRACK_P
+from stages.core.tracks import TRACK_P
+from stages.core.years import (
+    BAND_LABELS,
+    LATER_BAND,
+    OUTCOME,
+    band_of,
+    ordered_bands,
+    shortlist_of,
+    year_of,
+)
 from stages.score.statistics import wilson
 from stages.score.two_proportions import difference
-
-# (label, first year, last year); None: open. Fixed: the same columns for every run.
-YEAR_BANDS: tuple[tuple[str, int | None, int | None], ...] = (
-    ("<=1989", None, 1989), ("1990-2004", 1990, 2004), ("2005-2014", 2005, 2014),
-    ("2015-2019", 2015, 2019), ("2020-2023", 2020, 2023))
-LATER_BAND = ">=2024"  # only for items of a later release than the pinned data
-BAND_LABELS = (*(b[0] for b in YEAR_BANDS), LATER_BAND)
-# The per-item outcome each track's bands count, and its name in the blocks.
-OUTCOME = {TRACK_N: "accuracy", TRACK_P: "strict"}
-_YEAR = re.compile(r"^(\d{4})")
-_SHORTLIST = re.compile(r"^\d{4}([acgn])(\d+)$")
-
-
-def year_of(problem_id: str) -> int | None:
-    """The id's first four characters as a year; None for an id that does not start with one
-    (no RIMO item; a custom item set may have such ids): such items are in no band, neither
-    seen nor unseen, and out of the trend, never an error."""
-    found = _YEAR.match(str(problem_id))
-    return int(found.group(1)) if found else None
-
-
-def shortlist_of(problem_id: str) -> str | None:
-    """``2023a1`` -> ``A1``; None for an id that names no shortlist problem (``2023p1``)."""
-    found = _SHORTLIST.match(str(problem_id))
-    return f"{found.group(1).upper()}{found.group(2)}" if found else None
-
-
-def band_of(year: int) -> str:
-    for label, first, last in YEAR_BANDS:
-        if (first is None or year >= first) and (last is None or year <= last):
-            return label
-    if year > YEAR_BANDS[-1][2]:  # type: ignore[operator]
-        return LATER_BAND
-    raise ValueError(f"year {year} before every band")  # unreachable: the first is open
 
 
 def _cell(right: int, n: int, name: str, confidence: float) -> dict[str, Any]:
@@ -117,13 +91,6 @@ def year_blocks(first: pd.DataFrame, track: str, confidence: float, cutoff: Any 
     return blocks
 
 
-def ordered_bands(blocks: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
-    """A ``by_year_band`` block's bands in year order (breakdown.json stores keys sorted, which
-    puts "<=1989" last)."""
-    blocks = blocks or {}
-    return [(label, blocks[label]) for label in BAND_LABELS if label in blocks]
-
-
 def band_rows(blocks: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]]:
     """Plot rows (band, value, interval, n) of the bands that hold items, in year order."""
     return [{"band": label, name: cell.get(name), f"{name}_ci_low": cell.get(f"{name}_ci_low"),
@@ -136,6 +103,5 @@ def year_columns(problem_id: str) -> dict[str, Any]:
     return {"year": year_of(problem_id), "shortlist": shortlist_of(problem_id)}
 
 
-__all__ = ["BAND_LABELS", "LATER_BAND", "OUTCOME", "YEAR_BANDS", "band_of", "band_rows",
-           "by_year_band", "ordered_bands", "outcomes",
-           "shortlist_of", "unseen_block", "year_blocks", "year_columns", "year_of"]
+__all__ = ["band_rows", "by_year_band", "outcomes", "unseen_block", "year_blocks",
+           "year_columns"]
