@@ -175,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "RIMO-N.accuracy; RIMO-N.mean_at_k.accuracy at k > 1)")
     for name, kind in (("--samples", int), ("--seed", int), ("--confidence", float)):
         board.add_argument(name, type=kind, help="rank bootstrap (default: score.bootstrap)")
+    board.add_argument("--cutoff", action="append", metavar="RUN=DATE",
+                       help="a run's training cutoff (YYYY[-MM[-DD]]), for its unseen subset "
+                       "(default: the run's score.training_cutoff); repeatable")
     view = tool("view")
     view.add_argument("runs", nargs="*", metavar="RUN",
                       help="git revision, branch, DVC experiment name, or 'workspace' "

@@ -39,6 +39,8 @@ PROVENANCE_PATH = Path("reports/provenance.json")
 MODEL_PATH = Path("reports/model.json")
 PLOTS_DIR = Path("reports/plots")
 PLOT_FILES = {TRACK_N: "rimo_n_by_domain.csv", TRACK_P: "rimo_p_by_parts.csv"}
+# Accuracy (RIMO-P: strict) by competition-year band (stages.score.years).
+YEAR_PLOT_FILES = {TRACK_N: "rimo_n_by_year.csv", TRACK_P: "rimo_p_by_year.csv"}
 
 # view: the run's transcript browser (a static site), which the report links into.
 VIEW_DIR = Path("reports/view")

@@ -40,6 +40,7 @@ from stages.core.chat_params import (
     LocalParams,
     OpenAIParams,
 )
+from stages.core.cutoff import cutoff_text
 from stages.core.errors import ConfigError
 from stages.core.params_keys import nearest
 from stages.core.section import NonNegInt, Number, PosInt, PosNumber, Section
@@ -168,6 +169,14 @@ class BootstrapParams(Section):
 class ScoreParams(Section):
     bootstrap: BootstrapParams = BootstrapParams()
     pass_at: list[PosInt] = Field(default_factory=lambda: [1])
+    # The model's training cutoff (YYYY, YYYY-MM or YYYY-MM-DD): metadata of the score stage
+    # only, so setting it never reruns predict. Items of later competitions: "unseen".
+    training_cutoff: str | None = None
+
+    @field_validator("training_cutoff", mode="before")
+    @classmethod
+    def _cutoff(cls, value: Any) -> str | None:
+        return cutoff_text(value)
 
 
 class JudgeCalibrationParams(Section):

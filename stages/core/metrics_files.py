@@ -36,9 +36,11 @@ HEADLINE: dict[str, tuple[str, ...]] = {
     TRACK_P: ("prefix_score", "strict", "sub_problem_accuracy", "ci", "n", "ungradable",
               "missing", "errors"),
 }
+# The year lens (stages.score.years, stages.score.trend) is a breakdown too: descriptive.
+YEAR_KEYS = ("by_year_band", "unseen", "year_trend")
 BREAKDOWN_KEYS: dict[str, tuple[str, ...]] = {
-    TRACK_N: ("by_domain", "by_domain_n", "by_domain_ci"),
-    TRACK_P: ("sub_problems", "by_parts"),
+    TRACK_N: ("by_domain", "by_domain_n", "by_domain_ci", *YEAR_KEYS),
+    TRACK_P: ("sub_problems", "by_parts", *YEAR_KEYS),
 }
 LOW, HIGH = "_ci_low", "_ci_high"
 

@@ -14,6 +14,12 @@ def rounded(x: float | None) -> float | None:
     return None if x is None else round(float(x), DIGITS)
 
 
+def significant(x: float | None, digits: int = DIGITS) -> float | None:
+    """A p-value as the artifacts store it: six significant digits, so a tiny one is not
+    rounded to 0 as six decimals would; None stays None."""
+    return None if x is None else float(f"{float(x):.{digits}g}")
+
+
 def absent(value: Any) -> bool:
     """None, or the NaN that pandas puts in a null cell of a Parquet column."""
     return value is None or (isinstance(value, float) and value != value)
@@ -30,4 +36,4 @@ def pct(value: Any, dash: str = DASH) -> str:
         return dash
 
 
-__all__ = ["DASH", "DIGITS", "absent", "pct", "rounded"]
+__all__ = ["DASH", "DIGITS", "absent", "pct", "rounded", "significant"]

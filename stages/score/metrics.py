@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stages.core.artifacts import PLOT_FILES
+from stages.core.artifacts import PLOT_FILES, YEAR_PLOT_FILES
 from stages.core.config import BootstrapParams, ScoreParams, coerce
 from stages.core.items import DOMAINS
 from stages.core.numbers import rounded
 from stages.core.predictions import STATUS_ERROR, STATUS_MISSING
 from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from stages.core.years import OUTCOME
 from stages.score.diagnostics import (
     FLAGS_P,
     diagnostics_n,
@@ -29,6 +30,8 @@ from stages.score.diagnostics import (
 )
 from stages.score.samples import extend_metrics, first_sample, with_sample
 from stages.score.statistics import Interval, bootstrap, proportion, wilson
+from stages.score.trend import year_trend
+from stages.score.years import band_rows, year_blocks
 
 
 def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -174,6 +177,12 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
     if preds is not None:
         extend_metrics(metrics, scores, dict(preds), single_interval(boot),
                        dict((params or {}).get("score") or {}), dict(params or {}))
+    # The year lens (descriptive, breakdown.json): bands and unseen on sample 0, trend k-aware.
+    cutoff = ((params or {}).get("score") or {}).get("training_cutoff")
+    for track in TRACKS:
+        metrics[track].update(year_blocks(first_sample(scores[track]), track,
+                                          float(boot["confidence"]), cutoff))
+        metrics[track]["year_trend"] = year_trend(scores[track], track, float(boot["confidence"]))
     if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
         first = first_sample(scores[TRACK_N])
         metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)
@@ -199,7 +208,8 @@ def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
-    """CSV plot data for ``dvc plots``: RIMO-N accuracy by domain, RIMO-P scores by parts."""
+    """CSV plot data for ``dvc plots``: RIMO-N accuracy by domain, RIMO-P scores by parts, and
+    each track's accuracy (RIMO-P: strict) by year band."""
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     cis = n.get("by_domain_ci") or {}
     by_domain = [{"domain": d, "accuracy": acc,
@@ -209,11 +219,17 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     cols = ["prefix_score", "prefix_score_ci_low", "prefix_score_ci_high", "strict",
             "strict_ci_low", "strict_ci_high", "sub_problem_accuracy", "n"]
     by_parts = [{"parts": k, **{m: v.get(m) for m in cols}} for k, v in p["by_parts"].items()]
-    return {
+    tables = {
         PLOT_FILES[TRACK_N]: _csv(by_domain, ["domain", "accuracy", "accuracy_ci_low",
                                               "accuracy_ci_high", "n"]),
         PLOT_FILES[TRACK_P]: _csv(by_parts, ["parts", *cols]),
     }
+    for track, name in YEAR_PLOT_FILES.items():
+        if "by_year_band" in metrics[track]:  # runs from before the year lens: none
+            m = OUTCOME[track]
+            tables[name] = _csv(band_rows(metrics[track]["by_year_band"], m),
+                                ["band", m, f"{m}_ci_low", f"{m}_ci_high", "n"])
+    return tables
 
 
 __all__ = ["bootstrap_params", "compute", "intervals", "metrics_n",

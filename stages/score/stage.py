@@ -47,11 +47,15 @@ from stages.score.diagnostics import (
 from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from stages.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
 from stages.score.samples import with_sample
+from stages.score.years import year_columns
+
+# The competition year and shortlist label (stages.score.years), read from the id.
+YEAR_COLUMNS = (("year", pa.int32()), ("shortlist", pa.string()))
 
 SCORE_SCHEMAS = {
     TRACK_N: pa.schema([
         ("track", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
-        ("domain", pa.string()),
+        ("domain", pa.string()), *YEAR_COLUMNS,
         ("item_hash", pa.string()), ("status", pa.string()), ("gold", pa.string()),
         ("prediction", pa.string()), ("correct", pa.bool_()),
         # Diagnostics (stages.score.diagnostics), never the metric.
@@ -59,7 +63,7 @@ SCORE_SCHEMAS = {
     ]),
     TRACK_P: pa.schema([
         ("track", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
-        ("domain", pa.string()),
+        ("domain", pa.string()), *YEAR_COLUMNS,
         ("item_hash", pa.string()), ("number_of_parts", pa.int64()), ("gradable", pa.bool_()),
         ("ungradable_reason", pa.string()), ("status", pa.string()),
         ("n_predicted", pa.int64()), ("matched", pa.list_(pa.bool_())),
@@ -122,6 +126,7 @@ def score_n(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
         correct = grade_n(pred, r["answer"])
         rows.append({"track": TRACK_N, "problem_id": r["problem_id"],
                      "sample": int(r["sample"]), "domain": r["domain"],
+                     **year_columns(r["problem_id"]),
                      "item_hash": r["item_hash"], "status": r["status"], "gold": r["answer"],
                      "prediction": pred, "correct": correct,
                      **flags_n(r["status"], parse_details(r["details"]), pred, r["answer"],
@@ -145,7 +150,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
         parts = int(r["number_of_parts"])
         rows.append({
             "track": TRACK_P, "problem_id": r["problem_id"], "sample": int(r["sample"]),
-            "domain": r["domain"],
+            "domain": r["domain"], **year_columns(r["problem_id"]),
             "item_hash": r["item_hash"], "number_of_parts": parts, "gradable": gradable,
             "ungradable_reason": r["ungradable_reason"], "status": r["status"],
             "n_predicted": len(pred), "matched": matched, "n_matched": sum(matched),

@@ -31,12 +31,22 @@ def wilson(successes: int, n: int, confidence: float) -> dict[str, float | None]
     than needed; both stay inside [0, 1] and are not degenerate at 0/n or n/n. No items (n = 0)
     give no interval: nulls.
     """
+    bounds = wilson_bounds(successes, n, confidence)
+    if bounds is None:
+        return {"low": None, "high": None}
+    low, high = bounds
+    return {"low": round(low, 6), "high": round(high, 6)}
+
+
+def wilson_bounds(successes: int, n: int, confidence: float) -> tuple[float, float] | None:
+    """:func:`wilson`'s bounds unrounded (None when n is 0), for intervals built from it
+    (Newcombe's interval of a difference, stages.score.two_proportions)."""
     if n < 0 or not 0 <= successes <= n:
         raise ValueError(f"wilson: need 0 <= successes <= n, got {successes}/{n}")
     if not 0 < confidence < 1:
         raise ValueError(f"wilson: confidence must be in (0, 1), got {confidence}")
     if n == 0:
-        return {"low": None, "high": None}
+        return None
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     p, z2 = successes / n, z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
@@ -44,7 +54,7 @@ def wilson(successes: int, n: int, confidence: float) -> dict[str, float | None]
     # Exactly 0 (1) at 0/n (n/n), not a rounding error away from it.
     low = 0.0 if successes == 0 else max(0.0, centre - half)
     high = 1.0 if successes == n else min(1.0, centre + half)
-    return {"low": round(low, 6), "high": round(high, 6)}
+    return low, high
 
 
 def proportion(values: np.ndarray, confidence: float) -> dict[str, float | None] | None:
@@ -98,4 +108,5 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
-__all__ = ["Interval", "Ratio", "bootstrap", "mcnemar_exact", "proportion", "wilson"]
+__all__ = ["Interval", "Ratio", "bootstrap", "mcnemar_exact", "proportion", "wilson",
+           "wilson_bounds"]

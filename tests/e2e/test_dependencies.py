@@ -164,7 +164,8 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
     assert paths("score", "outs") == posix(*(A.scores_path(t) for t in TRACKS),
                                            A.BREAKDOWN_PATH, A.PROVENANCE_PATH)
     assert paths("score", "metrics") == posix(A.METRICS_PATH, A.MODEL_PATH)
-    assert paths("score", "plots") == posix(*(A.plot_path(t) for t in TRACKS))
+    assert paths("score", "plots") == posix(*(A.plot_path(t) for t in TRACKS),
+                                            *(A.PLOTS_DIR / A.YEAR_PLOT_FILES[t] for t in TRACKS))
     assert paths("judge", "outs") == posix(A.JUDGE_TABLE)
     assert paths("judge", "metrics") == posix(A.JUDGE_METRICS_PATH)
     assert paths("report", "outs") == posix(A.REPORT_IPYNB, A.REPORT_HTML)

@@ -244,3 +244,30 @@ def test_compare_of_the_full_run_against_the_sample_says_so_first(repo: Path) ->
     assert strict.returncode == 1 and strict.stdout == ""
     assert (f"workspace and {SAMPLE} are not comparable: different items (RIMO-N: 5 shared, "
             f"330 only in A, 0 only in B") in strict.stderr
+
+
+def test_year_lens_trend_is_each_runs_own_and_cutoff_adds_unseen(repo: Path, tmp_path: Path
+                                                                  ) -> None:
+    """Issue 32: the slope and its interval per run are copied from its breakdown.json;
+    ``--cutoff RUN=DATE`` adds that run's unseen subset (the competition's year as its date)."""
+    out = tmp_path / "lb"
+    result = board(repo, *FIVE, "--cutoff", "m-weak=2019-06", "--out", str(out))
+    refs = sh(repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    for row in result["runs"]:
+        name = row["revision"]["label"]
+        if name == "workspace":
+            stored = json.loads((repo / "reports/breakdown.json").read_text())
+        else:
+            (ref,) = [r for r in refs if r.endswith(f"/{name}")]
+            stored = json.loads(sh(repo, "git", "show", f"{ref}:reports/breakdown.json").stdout)
+        for track in TRACKS:
+            trend, want = row["years"][track]["trend"], stored[track]["year_trend"]
+            assert (trend["slope"], trend["slope_ci_low"], trend["slope_ci_high"]) == (
+                want["slope"], want["slope_ci_low"], want["slope_ci_high"])
+            unseen = row["years"][track]["unseen"]
+            if name == "m-weak":
+                assert unseen["cutoff"] == "2019-06"
+                assert unseen["unseen"]["n"] == (64 if track == TRACK_N else 63)
+            else:
+                assert unseen is None
+    assert (out / "year_heatmap.png").stat().st_size > 0

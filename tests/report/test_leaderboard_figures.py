@@ -50,7 +50,7 @@ def board_of(runs: list[Run]) -> dict:
 def test_figures_are_one_column_wide_and_byte_identical(costed: list[Run]) -> None:
     first, second = figures(board_of(costed), costed), figures(board_of(costed), costed)
     assert sorted(first) == ["accuracy_cost", "domain_heatmap", "forest_rimo_n",
-                             "forest_rimo_p", "solved_grid"]
+                             "forest_rimo_p", "solved_grid", "year_heatmap"]
     for name, formats in first.items():
         assert formats == second[name], name
         png = mpimg.imread(io.BytesIO(formats["png"]))

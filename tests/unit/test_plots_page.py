@@ -45,7 +45,9 @@ def test_dvc_yaml_plots_use_the_interval_template_with_category_x() -> None:
     plots = {next(iter(p)): next(iter(p.values())) for p in spec["stages"]["score"]["plots"]}
     assert {k: (v["x"], v["y"], v["template"]) for k, v in plots.items()} == {
         "reports/plots/rimo_n_by_domain.csv": ("domain", "accuracy", "rimo_bars_ci"),
-        "reports/plots/rimo_p_by_parts.csv": ("parts", "prefix_score", "rimo_bars_ci")}
+        "reports/plots/rimo_p_by_parts.csv": ("parts", "prefix_score", "rimo_bars_ci"),
+        "reports/plots/rimo_n_by_year.csv": ("band", "accuracy", "rimo_bars_ci"),
+        "reports/plots/rimo_p_by_year.csv": ("band", "strict", "rimo_bars_ci")}
     template = json.loads((REPO_ROOT / ".dvc/plots/rimo_bars_ci.json").read_text())
     assert template["encoding"]["x"] == {**template["encoding"]["x"], "type": "nominal",
                                          "field": "<DVC_METRIC_X>"}

@@ -132,11 +132,14 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
     # Nothing nested but the sample block, usage and diagnostics: every column of `dvc exp
     # show` is a number.
     breakdown = json.loads((root / "breakdown.json").read_text(encoding="utf-8"))
-    assert breakdown[TRACK_N] == {"by_domain": {"algebra": 0.5, "combinatorics": 0.5},
+    year_lens = {"by_year_band", "year_trend"}  # descriptive: breakdowns (test_years.py)
+    assert set(breakdown[TRACK_N]) - {"by_domain", "by_domain_n", "by_domain_ci"} == year_lens
+    assert {k: v for k, v in breakdown[TRACK_N].items() if k not in year_lens} == {
+        "by_domain": {"algebra": 0.5, "combinatorics": 0.5},
                                   "by_domain_n": {"algebra": 2, "combinatorics": 2},
                                   "by_domain_ci": {d: {"low": 0.094531, "high": 0.905469}
                                                    for d in ("algebra", "combinatorics")}}
-    assert set(breakdown[TRACK_P]) == {"sub_problems", "by_parts"}
+    assert set(breakdown[TRACK_P]) == {"sub_problems", "by_parts", *year_lens}
     assert breakdown[TRACK_P]["sub_problems"] == 6
     prov_file = root / "provenance.json"
     assert on_disk["provenance"] == ["reports/provenance.json", sha256_file(prov_file)]

@@ -14,6 +14,7 @@ from typing import Any
 
 from stages.commands.leaderboard.loading import Run
 from stages.commands.leaderboard.statistics import Metric, rank
+from stages.commands.leaderboard.years import year_keys
 from stages.core.dicts import flatten
 from stages.core.tracks import TRACK_N, TRACKS
 
@@ -58,8 +59,10 @@ def judge_keys(run: Run) -> dict[str, Any] | None:
     return out
 
 
-def build(runs: Sequence[Run], metric: Metric, boot: Mapping[str, Any]) -> dict[str, Any]:
-    """The leaderboard object, runs in rank order (ties by label)."""
+def build(runs: Sequence[Run], metric: Metric, boot: Mapping[str, Any],
+          cutoffs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The leaderboard object, runs in rank order (ties by label); ``cutoffs`` (run -> training
+    cutoff, ``--cutoff``) add each run's unseen subset (stages.commands.leaderboard.years)."""
     ranked = rank(runs, metric, int(boot["samples"]), int(boot["seed"]),
                   float(boot["confidence"]))
     leader = runs[ranked["leader"]]
@@ -74,6 +77,8 @@ def build(runs: Sequence[Run], metric: Metric, boot: Mapping[str, Any]) -> dict[
             "date": run.date, "commit": run.commit,
             **metric_keys(run),
             "judge": judge_keys(run),
+            # Descriptive (the year trend, the unseen subset): never what the rank uses.
+            "years": year_keys(run, cutoffs or {}, float(boot["confidence"])),
             "rank": {"metric": metric.name, **ranked["ranges"][i]},
             "vs_leader": None if test is None else {"leader": leader.label, **test},
         })

@@ -20,6 +20,7 @@ from stages.commands.leaderboard.figures import figures
 from stages.commands.leaderboard.loading import LeftOut, load_every, load_runs
 from stages.commands.leaderboard.statistics import default_metric, find_metric
 from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
+from stages.commands.leaderboard.years import parse_cutoffs
 from stages.core.atomic import dumps_json, write_bytes, write_text
 from stages.core.errors import ConfigError, DataError
 
@@ -28,7 +29,8 @@ OUT_DIR = Path("reports/leaderboard")  # the default of --out (stages/cli.py)
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
                 sort: str | None = None, samples: int = 1000, seed: int = 0,
-                confidence: float = 0.95) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+                confidence: float = 0.95, cutoffs: dict[str, str] | None = None
+                ) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     """(the JSON object, file name -> content) for the runs; writes nothing.
 
     Named runs must all be comparable. ``every`` (``--all``) ranks the largest comparable group
@@ -47,7 +49,8 @@ def leaderboard(root: Path, names: list[str], every: bool = False, label: str = 
         runs = load_runs(root, names, every, label)
         check(runs)
     metric = find_metric(sort or default_metric(runs[0].k), runs[0].k)
-    board = build(runs, metric, {"samples": samples, "seed": seed, "confidence": confidence})
+    board = build(runs, metric, {"samples": samples, "seed": seed, "confidence": confidence},
+                  cutoffs)
     board["left_out"] = [x.to_json() for x in left]
     files: dict[str, str | bytes] = {
         "leaderboard.json": dumps_json(board, sort_keys=False),
@@ -73,7 +76,7 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
     the rank bootstrap when a params file is there, as compare does."""
     boot = bootstrap_settings(params, args)
     board, files = leaderboard(Path("."), list(args.runs), args.all, args.label, args.sort,
-                               **boot)
+                               **boot, cutoffs=parse_cutoffs(getattr(args, "cutoff", None)))
     out = Path(args.out)
     write(out, files)
     for x in board["left_out"]:

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 
 from stages.commands.leaderboard.loading import Run
 from stages.commands.leaderboard.statistics import find_metric, item_table, rank
+from stages.commands.leaderboard.years import year_heatmap
 from stages.core.items import DOMAINS
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
@@ -201,6 +202,7 @@ def figures(board: Mapping[str, Any], runs: Sequence[Run]) -> dict[str, dict[str
         "accuracy_cost": lambda: accuracy_cost(board),
         "domain_heatmap": lambda: domain_heatmap(board, by_label),
         "solved_grid": lambda: solved_grid(board, by_label),
+        "year_heatmap": lambda: year_heatmap(board, by_label, WIDTH),
     }
     out = {}
     with matplotlib.rc_context(RC):

@@ -1,0 +1,100 @@
+"""The leaderboard's year lens (README "Accuracy by competition year"): per run, each track's
+year trend (copied from its breakdown.json) and, where the training cutoff is known, the unseen
+subset. A cutoff comes from ``--cutoff RUN=DATE`` or else the run's own
+``score.training_cutoff``; an override is computed from the run's scores with the score stage's
+own function, so the numbers are the ones score would write. Descriptive, never a rank."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from stages.commands.leaderboard.loading import Run
+from stages.core.cutoff import cutoff_text
+from stages.core.errors import ConfigError
+from stages.core.tracks import TRACKS
+from stages.core.years import BAND_LABELS, OUTCOME
+from stages.score.samples import first_sample
+from stages.score.years import outcomes, unseen_block
+
+TREND_KEYS = ("slope", "slope_ci_low", "slope_ci_high", "p_value", "samples", "reason")
+
+
+def parse_cutoffs(values: Sequence[str] | None) -> dict[str, str]:
+    """``--cutoff RUN=DATE`` (repeatable) -> {RUN: DATE}; a bad one names the option."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        run, sep, date = value.partition("=")
+        try:
+            text = cutoff_text(date) if sep and run else None
+        except ValueError as exc:
+            raise ConfigError(f"--cutoff {value}: {exc}") from None
+        if text is None:
+            raise ConfigError(f"--cutoff {value}: expected RUN=DATE (DATE: YYYY, YYYY-MM or "
+                              "YYYY-MM-DD)")
+        out[run] = text
+    return out
+
+
+def run_cutoff(run: Run, cutoffs: Mapping[str, str]) -> str | None:
+    for name in (run.label, run.revision.label):
+        if name in cutoffs:
+            return cutoffs[name]
+    return cutoff_text((run.params.get("score") or {}).get("training_cutoff"))
+
+
+def year_keys(run: Run, cutoffs: Mapping[str, str], confidence: float) -> dict[str, Any]:
+    """``{track: {"trend": {...}, "unseen": {...} | None}}`` of one run."""
+    cutoff = run_cutoff(run, cutoffs)
+    out: dict[str, Any] = {"cutoff": cutoff}
+    for track in TRACKS:
+        lens = run.breakdown.get(track) or {}
+        trend = lens.get("year_trend") or {}
+        unseen = None
+        if cutoff is not None:
+            stored = lens.get("unseen") or {}
+            if stored.get("cutoff") == cutoff:
+                unseen = stored
+            else:
+                years, right = outcomes(first_sample(run.scores[track]), track)
+                unseen = unseen_block(years, right, OUTCOME[track], cutoff, confidence)
+        out[track] = {"trend": {k: trend.get(k) for k in TREND_KEYS} if trend else None,
+                      "unseen": unseen}
+    return out
+
+
+def year_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run], width: float) -> Figure:
+    """Runs x year bands, one panel per track (RIMO-N accuracy, RIMO-P strict, in %), and an
+    "unseen" column where a run's cutoff is known (blank where not)."""
+    rows = board["runs"]
+    columns = [*BAND_LABELS[:-1], "unseen"]
+    fig = Figure(figsize=(width, 0.8 + 0.2 * len(rows)), layout="constrained")
+    axes = fig.subplots(1, len(TRACKS), sharey=True)
+    for ax, track in zip(axes, TRACKS, strict=True):
+        name = OUTCOME[track]
+        values = np.full((len(rows), len(columns)), np.nan)
+        for i, row in enumerate(rows):
+            bands = (runs[row["label"]].breakdown.get(track) or {}).get("by_year_band") or {}
+            for j, band in enumerate(columns[:-1]):
+                if isinstance((bands.get(band) or {}).get(name), int | float):
+                    values[i, j] = bands[band][name]
+            unseen = ((row.get("years") or {}).get(track) or {}).get("unseen") or {}
+            if isinstance((unseen.get("unseen") or {}).get(name), int | float):
+                values[i, -1] = unseen["unseen"][name]
+        image = ax.imshow(100 * values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
+        for (i, j), v in np.ndenumerate(values):
+            if not np.isnan(v):
+                ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=5,
+                        color="white" if v < 0.6 else "black")
+        ax.set_xticks(range(len(columns)), columns, rotation=30, fontsize=5)
+        ax.set_yticks(range(len(rows)), [row["label"][:28] for row in rows])
+        ax.tick_params(length=0)
+        ax.set_title(f"{track} {name} by competition year (%)", fontsize=6)
+    fig.colorbar(image, ax=axes, shrink=0.9, pad=0.02, ticks=[0, 25, 50, 75, 100])
+    return fig
+
+
+__all__ = ["parse_cutoffs", "run_cutoff", "year_heatmap", "year_keys"]
