@@ -162,7 +162,8 @@ def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     sh(repo, "git", "checkout", "-qb", "a")
     write_jsonl(repo / "replay.jsonl", replay_rows(
         gold_n, gold_p, wrong_n=set(ids_n[1:4]), missing_n={ids_n[0]}, wrong_p=set(ids_p[0:6])))
-    sh(repo, "dvc", "repro")
+    # Up to score: compare reads the scores and metrics; judge, view and report add nothing.
+    sh(repo, "dvc", "repro", "score")
     commit_all(repo, "a: replay A")
 
     sh(repo, "git", "checkout", "-qb", "b")
@@ -173,9 +174,10 @@ def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     write_jsonl(repo / "replay_c.jsonl", replay_rows(
         gold_n, gold_p, wrong_n=(wrong_b - set(ids_n[10:15])) | {ids_n[100]}, missing_n=set(),
         wrong_p=set(ids_p[5:8])))
-    sh(repo, "dvc", "repro")
+    sh(repo, "dvc", "repro", "score")
     commit_all(repo, "b: replay B")
-    sh(repo, "dvc", "exp", "run", "-n", "exp-c", "-S", "predict.replay.path=replay_c.jsonl")
+    sh(repo, "dvc", "exp", "run", "-n", "exp-c", "score",
+       "-S", "predict.replay.path=replay_c.jsonl")
     return repo, known
 
 
