@@ -19,6 +19,7 @@ from stages.commands.compare.command import (
     Revision,
     Side,
     bootstrap_settings,
+    compare,
     compare_sides,
     render_html,
     render_markdown,
@@ -246,6 +247,27 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
     a_vs_c = run_compare(repo, "a", "exp-c")
     assert flip_ids(a_vs_c, TRACK_N, a=False) == ids_n[0:2]
     assert flip_ids(a_vs_c, TRACK_N, a=True) == [*ids_n[4:10], ids_n[100]]
+
+
+@pytest.mark.slow
+def test_each_revision_is_read_through_one_dvc_file_system(
+        branches: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
+    or more): compare reads a side's scores, metrics, params and tables through one."""
+    from stages.commands.compare import revisions
+
+    repo, _ = branches
+    opened: list[str] = []
+    init = revisions.RunFiles.__init__
+
+    def counting(self: revisions.RunFiles, root: Path, revision: revisions.Revision) -> None:
+        opened.append(revision.label)
+        init(self, root, revision)
+
+    monkeypatch.setattr(revisions.RunFiles, "__init__", counting)
+    result = compare(repo, "a", "b", samples=50)
+    assert sorted(opened) == ["a", "b"]
+    assert result["tracks"][TRACK_N]["flips"] and result["a"]["label"] == "a"
 
 
 @pytest.mark.slow
