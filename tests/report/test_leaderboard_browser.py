@@ -46,7 +46,7 @@ def test_leaderboard_page_keeps_labels_inert(driver: Any, tmp_path: Path) -> Non
     assert LABEL in cells
     sizes = driver.execute_script(
         "return [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
-    assert len(sizes) == len(figs) == 4  # no costs here: no accuracy-vs-cost figure
+    assert len(sizes) == len(figs) == 5  # no costs: no accuracy-vs-cost; the year heatmap
     assert all(ok and w > 500 and h > 100 for ok, w, h in sizes), sizes
 
 
