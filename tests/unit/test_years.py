@@ -243,7 +243,8 @@ def test_setting_a_cutoff_reruns_score_never_predict(oracle_run: Path, tmp_path:
     params["score"]["training_cutoff"] = "2019-06"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     stale = set(json.loads(sh(root, "dvc", "status", "--json").stdout))
-    assert stale == {"check-params", "score", "report"}  # view, judge: through score's outs
+    # view: its unseen filter reads the cutoff; judge: only through score's outs.
+    assert stale == {"check-params", "score", "view", "report"}
     sh(root, "dvc", "repro", "-q", "score")
     breakdown = json.loads((root / "reports/breakdown.json").read_text(encoding="utf-8"))
     unseen = breakdown[TRACK_N]["unseen"]

@@ -18,6 +18,7 @@ from stages.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_METRICS_PATH,
     METRICS_PATH,
+    PARAMS_PATH,
     PROVENANCE_PATH,
     scores_path,
 )
@@ -161,6 +162,18 @@ class RunFiles:
 
     def read_parquet(self, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read_bytes(path)), columns=columns)
+
+    def read_params(self) -> dict[str, Any]:
+        """params.yaml at the revision; {} where it has none (or holds no mapping)."""
+        import yaml
+
+        if not self.exists(PARAMS_PATH):
+            return {}
+        try:
+            params = yaml.safe_load(self.read_bytes(PARAMS_PATH)) or {}
+        except yaml.YAMLError as exc:
+            raise DataError(f"params.yaml at {self.where}: not valid YAML: {exc}") from exc
+        return params if isinstance(params, dict) else {}
 
 
 def load_side(root: Path, revision: Revision) -> Side:
