@@ -48,7 +48,7 @@ TOOLS = {
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
     "view": "Browse every answer of one or more runs: a static site with rendered math",
-    "cache": "The response cache: stats, prune (by age, model, endpoint), verify, migrate",
+    "cache": "The response cache: stats, prune (by age, model, endpoint), verify",
 }
 
 
