@@ -316,6 +316,7 @@ const RIMO = (() => {
     lenient_match: "the prediction equals the gold after MathArena-style normalisation",
     unicode_repaired: "the reply held lone surrogates, each stored and graded as U+FFFD",
     redacted: "the API key was cut out of the reply, which can change what is graded",
+    usage_dropped: "a usage counter of the server was no token count: left out of the token and cost totals",
   };
   function flags(fs) {
     return fs.length ? `<span class="diags">diagnostics: ${fs.map(f => `<span class="flag" title="diagnostic flag (score), not the metric: ${esc(FLAG_HELP[f] || f)}">${esc(f)}</span>`).join(" ")}</span>` : "";
