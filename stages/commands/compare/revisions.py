@@ -167,12 +167,17 @@ class RunFiles:
         """params.yaml at the revision; {} where it has none (or holds no mapping)."""
         import yaml
 
+        from stages.core.yaml_file import DuplicateKeyError, load_unique
+
         if not self.exists(PARAMS_PATH):
             return {}
-        try:
-            params = yaml.safe_load(self.read_bytes(PARAMS_PATH)) or {}
-        except yaml.YAMLError as exc:
-            raise DataError(f"params.yaml at {self.where}: not valid YAML: {exc}") from exc
+        where = f"params.yaml at {self.where}"
+        try:  # a key given twice would silently be its last copy
+            params = load_unique(self.read_bytes(PARAMS_PATH).decode("utf-8"), where) or {}
+        except DuplicateKeyError as exc:
+            raise DataError(str(exc)) from exc
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise DataError(f"{where}: not valid YAML: {exc}") from exc
         return params if isinstance(params, dict) else {}
 
 
