@@ -18,12 +18,12 @@ forced those pages to the disk, so the prune cost one random synchronous write p
 200,000 entries, load 5-6: 11-16 s against 4.5-4.8 s without; the CPU time is 3.4-4.4 s in
 both). A bigger batch does not help: the key index has ~20,000 pages at a million entries,
 so a batch shares few of them, and the WAL grows with it (the first open after a kill reads
-the WAL: about 1 ms per MiB). Without fsyncs the kernel writes each page once however often a
-batch rewrites it. This is safe against a killed process (SQLite's guarantee for ``OFF``:
-the data handed to the kernel survives the process), not against the machine itself
-stopping (a power cut or kernel crash) during the prune: that may damage the file, and
-``verify --recover`` is then the way back. At the end the file is fsynced and the WAL
-checkpointed with fsyncs, so a finished prune is as durable as any write.
+the WAL: about 1 ms per MiB). Without fsyncs the kernel writes a page back once in a while,
+however often the batches rewrite it. This is safe against a killed process (SQLite's
+guarantee for ``OFF``: the data handed to the kernel survives the process), not against the
+machine itself stopping (a power cut or kernel crash) during the prune: that may damage the
+file, and ``verify --recover`` is then the way back. At the end the file is fsynced and the
+WAL checkpointed with fsyncs, so a finished prune is as durable as any write.
 
 Why a loop of ``incremental_vacuum``: Python's ``execute`` steps that pragma once, which frees
 a single page (a prune of 737 MiB shrank the file by 4,096 bytes); ``executescript`` runs it to
