@@ -18,9 +18,10 @@ each in its own process (``PYTHONPATH``: that code's ``stages``):
 * a damaged page: one page of that copy overwritten, then ``cache verify --recover`` (the
   baseline has no ``--recover``: its ``verify`` is run, and what it does is recorded).
 
-Then, as in issue 20: the per-file layout's open (its scan for temporary files) at
-``--legacy-entries`` files, and ``put``/``get`` of ``--replies`` reasoning replies (32 KB
-reasoning + 2 KB answer) and of short ones, with the bytes on disk against the per-file layout.
+Then, as in issue 20: ``put``/``get`` of ``--replies`` reasoning replies (32 KB reasoning + 2 KB
+answer) and of short ones, with the bytes on disk against the per-file layout of 0.1.0 (each
+file rounded up to 4 KiB blocks; that layout's code is gone since 1.0, its figures stay in
+benchmarks/README.md).
 
 Mind the disk: a million entries take about 2 GB and each code gets two copies; everything is
 in one temporary folder, deleted at the end. ``cat /proc/loadavg`` is printed at the start and
@@ -40,7 +41,6 @@ import random
 import shutil
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,7 +54,6 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages.chat import cache_legacy  # noqa: E402
 from stages.chat.cache import DB_NAME, ResponseCache, request_key  # noqa: E402
 from stages.core.hashing import canonical_json  # noqa: E402
 
@@ -272,21 +271,7 @@ def baseline_tree(rev: str, into: Path) -> Path | None:
     return into
 
 
-# --- issue 20's figures: the per-file layout's open, and put/get per reply -------------------
-def legacy_open_ms(root: Path, n: int) -> float:
-    for i in range(n):
-        key = f"{i:064x}"[::-1]
-        path = root / key[:2] / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{}")
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        cache_legacy.clean_stale(root)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
-
-
+# --- issue 20's figures: put/get per reply -------------------
 def short_workload(root: Path, n: int) -> dict[str, float]:
     """``put`` and ``get`` of short replies (a boxed answer), the k = 16 zero-latency case."""
     cache = ResponseCache(root)
@@ -390,13 +375,12 @@ def main() -> None:
     parser.add_argument("--no-verify", dest="verify", action="store_false")
     parser.add_argument("--kill-after", type=float, default=8.0,
                         help="seconds into the prune that is killed")
-    parser.add_argument("--legacy-entries", type=int, default=20_000)
     parser.add_argument("--replies", type=int, default=2000)
     parser.add_argument("--quick", action="store_true",
                         help="3,000 entries, no baseline: a smoke run")
     args = parser.parse_args()
     if args.quick:
-        args.entries, args.baseline, args.legacy_entries, args.replies = 3000, "none", 500, 20
+        args.entries, args.baseline, args.replies = 3000, "none", 20
         args.kill_after = 0.5
     print(f"load average: {load()}", file=sys.stderr)
     result: dict[str, Any] = {"load_start": load(), "entries": args.entries}
@@ -413,8 +397,7 @@ def main() -> None:
                                  new=False))
         shutil.rmtree(source)
         result.update(built=built, rows=rows)
-        issue20 = {"legacy_open_ms": legacy_open_ms(base / "legacy", args.legacy_entries)}
-        issue20["legacy_us_per_entry"] = issue20["legacy_open_ms"] * 1000 / args.legacy_entries
+        issue20: dict[str, Any] = {}
         if args.replies:
             issue20.update(reasoning_workload(base / "reasoning", args.replies))
         issue20.update(short_workload(base / "short", 3000))

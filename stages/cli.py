@@ -48,7 +48,7 @@ TOOLS = {
     "summary": "A dozen lines on the last run: headline metrics, sample or full, backend, report",
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
     "view": "Browse every answer of one or more runs: a static site with rendered math",
-    "cache": "The response cache: stats, prune (by age, model, endpoint), verify, migrate",
+    "cache": "The response cache: stats, prune (by age, model, endpoint), verify",
 }
 
 
@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder of the static site (default: reports/view, the view "
                            "stage's site, for the workspace alone; reports/views/A+B for "
                            "named runs)")
+    view.add_argument("--cutoff", action="append", metavar="RUN=DATE",
+                      help="a run's training cutoff (YYYY[-MM[-DD]]), for the unseen filter "
+                      "(default: the run's score.training_cutoff); repeatable")
     view.add_argument("--serve", action="store_true",
                       help="then serve the folder on 127.0.0.1 and print the URL")
     view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")

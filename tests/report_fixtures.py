@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
@@ -22,6 +23,7 @@ from stages.core.predictions import PREDICTION_SCHEMAS
 from stages.core.tracks import TRACK_N, TRACK_P
 from stages.score.diagnostics import FLAGS_N, flags_n
 from stages.score.stage import SCORE_SCHEMAS
+from stages.score.years import by_year_band
 
 # The RIMO-N wrong answer whose text must come out escaped, never as markup.
 XSS_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)> **bold**"
@@ -109,6 +111,8 @@ def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
             # Wilson intervals per domain, as the score stage records them in breakdown.json.
             "by_domain_ci": {d: {"low": 0.094531, "high": 0.905469}
                              for d in ("algebra", "combinatorics", "geometry", "number theory")},
+            # All eight from 2023: one band, computed as the score stage does.
+            "by_year_band": by_year_band(np.full(8, 2023), np.arange(8) < 4, "accuracy", 0.95),
             "diagnostics": {**flags, "lenient_accuracy": _r(flags["lenient_match"] / 8)},
             "ci": {"accuracy": {"low": 0.25, "high": 0.75},
                    "diagnostics": {"lenient_accuracy": {"low": 0.375, "high": 0.875}}},
@@ -116,6 +120,7 @@ def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
         TRACK_P: {
             "n": 4, "strict": 0.25, "sub_problem_accuracy": 0.5, "prefix_score": _r(11 / 24),
             "sub_problems": 8, "missing": 0, "errors": 0, "ungradable": 1,
+            "by_year_band": by_year_band(np.full(4, 2022), np.arange(4) < 1, "strict", 0.95),
             "by_parts": {  # with the per-group intervals the score stage writes beside them
                 "1": {"n": 1, "strict": 1.0, "sub_problem_accuracy": 1.0, "prefix_score": 1.0,
                       "strict_ci_low": 0.206543, "strict_ci_high": 1.0,

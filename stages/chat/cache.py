@@ -35,9 +35,7 @@ A damaged file (a page that does not read as SQLite wrote it) stops whoever meet
 lookup is not quietly turned into a miss: that would pay for the request again and then fail
 on the write.
 
-Caches of older versions (one JSON file per request under ``ab/abcd....json``) are still read
-when an entry is not in the database (``stages.chat.cache_legacy``); ``rimo-eval cache
-migrate`` moves them in once. The folder lives outside DVC's outputs on purpose, so every
+The folder lives outside DVC's outputs on purpose, so every
 ``dvc exp run`` shares it; a relative one is resolved against the main working tree, so queued
 runs share it too.
 """
@@ -48,7 +46,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -58,7 +55,7 @@ from typing import Any
 
 import zstandard
 
-from stages.chat import cache_db, cache_legacy
+from stages.chat import cache_db
 from stages.chat.cache_db import BUSY_TIMEOUT_MS, FORMAT, is_damage
 from stages.core.atomic import fsync_dir, fsync_path
 from stages.core.errors import StageError
@@ -69,7 +66,6 @@ DB_NAME = "responses.sqlite3"
 SYNC_EVERY_S = 1.0  # a power cut loses at most this much of a run's replies
 LEVEL = 3
 _INSERT = "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)"
-_warned: set[Path] = set()
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -119,12 +115,6 @@ class ResponseCache:
         self._lock = threading.Lock()  # one connection, used from the loop and a worker thread
         self._unsynced: list[str] = []
         self._compress = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
-        self.legacy = self.root is not None and cache_legacy.present(self.root)
-        if self.legacy and self.root not in _warned:
-            _warned.add(self.root)
-            print(f"rimo-eval: the response cache {self.root} holds per-file entries of an "
-                  f"older rimo-eval: they are still served; `rimo-eval cache migrate` moves "
-                  f"them into {DB_NAME} once", file=sys.stderr)
 
     @property
     def db_path(self) -> Path:
@@ -209,9 +199,6 @@ class ResponseCache:
 
     def get(self, key: str, request: dict[str, Any]) -> dict[str, Any] | None:
         entry = self._load(key)
-        if entry is None and self.legacy:
-            assert self.root is not None
-            entry = cache_legacy.read(self.root, key)
         if (entry is None or canonical_json(entry.get("request")) != canonical_json(request)
                 or not isinstance(entry.get("response"), dict)):
             self.misses += 1
@@ -228,13 +215,13 @@ class ResponseCache:
             return response
         try:  # (not ``guard()``: a generator-based context costs µs on every request)
             with self._lock:
-                return self.put_locked(key, request, response, created)
+                return self._put_locked(key, request, response, created)
         except sqlite3.DatabaseError as exc:
             raise self.damage(exc) from None
 
-    def put_locked(self, key: str, request: dict[str, Any], response: dict[str, Any],
+    def _put_locked(self, key: str, request: dict[str, Any], response: dict[str, Any],
                    created: float | None = None) -> dict[str, Any]:
-        """``put`` for a caller that holds ``_lock`` (inside its own transaction)."""
+        """``put`` under ``_lock``."""
         data = canonical_json({"request": request, "response": response}).encode("utf-8")
         model, endpoint = labels(request)
         blob = self._compress.compress(data)

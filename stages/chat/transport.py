@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.reply_flags import UNICODE_REPAIRED
+from stages.core.reply_flags import UNICODE_REPAIRED, USAGE_DROPPED, USAGE_LIMIT
 from stages.core.surrogates import is_valid, valid_text, valid_value
 
 
@@ -23,8 +23,9 @@ class ChatReply:
     text enters the engine: ``__post_init__`` makes every string valid Unicode
     (``stages.core.surrogates``: each lone surrogate becomes U+FFFD) and adds the flag
     ``unicode_repaired`` when it changed one. ``flags`` name what was done to the reply on its
-    way in (``unicode_repaired``, ``redacted``); they are cached with it and become the
-    reply's diagnostic flags in score.
+    way in (``unicode_repaired``, ``redacted``, ``usage_dropped``: a usage counter that is no
+    token count is left out); they are cached with it and become the reply's diagnostic flags
+    in score.
     """
 
     texts: list[str]
@@ -36,6 +37,10 @@ class ChatReply:
     flags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not all(type(v) is int and 0 <= v < USAGE_LIMIT for v in self.usage.values()):
+            self.usage = {k: v for k, v in self.usage.items()
+                          if type(v) is int and 0 <= v < USAGE_LIMIT}
+            self.flag(USAGE_DROPPED)
         strings = [*self.texts, *self.reasoning, *self.finish_reasons, self.model, *self.usage]
         if all(not isinstance(v, str) or is_valid(v) for v in strings):
             return  # nearly always: nothing to mend, nothing copied
@@ -78,11 +83,13 @@ class ChatReply:
 
 
 def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
-    """The integer counters of a server's usage record, plus the reasoning tokens that OpenAI
-    and vLLM nest under ``completion_tokens_details``."""
-    out = {k: v for k, v in (usage or {}).items() if isinstance(v, int)}
+    """The counters of a server's usage record (its numbers: nested records and nulls are no
+    counters), plus the reasoning tokens that OpenAI and vLLM nest under
+    ``completion_tokens_details``. A number that is no token count is ``ChatReply``'s to drop
+    and flag, not this function's to drop unsaid."""
+    out = {k: v for k, v in (usage or {}).items() if isinstance(v, int | float)}
     nested = (usage or {}).get("completion_tokens_details")
-    if isinstance(nested, Mapping) and isinstance(nested.get("reasoning_tokens"), int):
+    if isinstance(nested, Mapping) and isinstance(nested.get("reasoning_tokens"), int | float):
         out["reasoning_tokens"] = nested["reasoning_tokens"]
     return out
 

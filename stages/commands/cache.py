@@ -1,4 +1,4 @@
-"""``rimo-eval cache stats|prune|verify|migrate``: look after the response cache.
+"""``rimo-eval cache stats|prune|verify``: look after the response cache.
 
 The folder is ``--dir``, else ``predict.openai.cache_dir`` of the params file, else the default
 ``.rimo_cache/responses`` (relative to the main working tree, as the stages resolve it).
@@ -19,13 +19,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from stages.chat import cache_db, cache_legacy, cache_prune, cache_repair
+from stages.chat import cache_db, cache_prune, cache_repair
 from stages.chat.cache import DB_NAME, ResponseCache
 from stages.chat.cache_prune import Filter, Tick
 from stages.core.chat_params import DEFAULT_RESPONSE_CACHE
 from stages.core.errors import StageError
 
-ACTIONS = ("stats", "prune", "verify", "migrate")
+ACTIONS = ("stats", "prune", "verify")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -33,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=ACTIONS,
                         help="stats: entries and bytes by model and endpoint; prune: delete "
                              "entries by age, model or endpoint; verify: decode every entry "
-                             "and check it; migrate: move a per-file cache of an older "
-                             "version into the database")
+                             "and check it (--recover: rebuild a damaged one)")
     parser.add_argument("--dir", help="the cache folder (default: predict.openai.cache_dir)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--older-than", metavar="AGE",
@@ -203,11 +202,10 @@ def stats(cache: ResponseCache, progress: cache_prune.Progress = cache_prune.qui
             free = (conn.execute("PRAGMA freelist_count").fetchone()[0]
                     * conn.execute("PRAGMA page_size").fetchone()[0])
     files = _files(cache)
-    legacy = sum(1 for _ in cache.root.glob("??/*.json")) if cache.legacy else 0
     return {"folder": str(cache.root), "entries": sum(g["entries"] for g in by),
             "stored_bytes": sum(g["stored_bytes"] for g in by),
             "reply_bytes": sum(g["reply_bytes"] for g in by),
-            "file_bytes": sum(files.values()), "free_bytes": free, "legacy_entries": legacy,
+            "file_bytes": sum(files.values()), "free_bytes": free,
             "by": by}
 
 
@@ -257,9 +255,6 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
             text = [f"{out['folder']}: {out['entries']} entries, {_mib(out['stored_bytes'])} "
                     f"stored ({_mib(out['reply_bytes'])} of JSON), {_mib(out['file_bytes'])} "
                     f"on disk ({_mib(out['free_bytes'])} free)", *_table(out["by"])]
-            if out["legacy_entries"]:
-                text.append(f"plus {out['legacy_entries']} per-file entries of an older "
-                            f"version: `rimo-eval cache migrate` moves them in")
         elif args.action == "prune":
             out = prune(cache, args, bars)
             verb = "would delete" if out["dry_run"] else "deleted"
@@ -268,18 +263,10 @@ def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
             if "file_bytes" in out:
                 text.append(f"the files went from {_mib(out['file_bytes_before'])} to "
                             f"{_mib(out['file_bytes'])} (space given back: {out['vacuum']})")
-        elif args.action == "verify":
+        else:
             assert cache.root is not None
             cache.close()
             out, text = _verify(cache, args, bars)
-        else:
-            if cache.root is None or not cache.legacy:
-                out = {"moved": 0, "already": 0, "dropped": 0, "temporary": 0}
-            else:
-                out = cache_legacy.migrate(cache)
-            text = [f"moved {out['moved']} per-file entries into {DB_NAME} ({out['already']} "
-                    f"were there already, {out['dropped']} unreadable ones dropped, "
-                    f"{out['temporary']} stale temporary files removed)"]
         bars.close()
         print(json.dumps(out, indent=2, sort_keys=True) if args.json else "\n".join(text))
     finally:

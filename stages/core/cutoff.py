@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from stages.core.errors import ConfigError
 
 CUTOFF_FORMAT = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
@@ -28,4 +31,30 @@ def cutoff_year(value: Any) -> int | None:
     return None if text is None else int(text[:4])
 
 
-__all__ = ["CUTOFF_FORMAT", "cutoff_text", "cutoff_year"]
+def parse_cutoffs(values: Sequence[str] | None) -> dict[str, str]:
+    """``--cutoff RUN=DATE`` (repeatable) -> {RUN: DATE}; a bad one names the option."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        run, sep, date = value.partition("=")
+        try:
+            text = cutoff_text(date) if sep and run else None
+        except ValueError as exc:
+            raise ConfigError(f"--cutoff {value}: {exc}") from None
+        if text is None:
+            raise ConfigError(f"--cutoff {value}: expected RUN=DATE (DATE: YYYY, YYYY-MM or "
+                              "YYYY-MM-DD)")
+        out[run] = text
+    return out
+
+
+def known_cutoff(names: Iterable[str], params: Mapping[str, Any], cutoffs: Mapping[str, str]
+                 ) -> str | None:
+    """A run's cutoff: ``--cutoff`` under any of its ``names``, else its own
+    ``score.training_cutoff``; None where neither says."""
+    for name in names:
+        if name in cutoffs:
+            return cutoffs[name]
+    return cutoff_text((params.get("score") or {}).get("training_cutoff"))
+
+
+__all__ = ["CUTOFF_FORMAT", "cutoff_text", "cutoff_year", "known_cutoff", "parse_cutoffs"]

@@ -7,4 +7,8 @@ from __future__ import annotations
 
 UNICODE_REPAIRED = "unicode_repaired"  # lone surrogates became U+FFFD (stages.core.surrogates)
 REDACTED = "redacted"  # the API key was cut out of the text (stages.chat.redact)
-ENGINE_FLAGS = (UNICODE_REPAIRED, REDACTED)
+# A usage counter the server sent that is no token count (negative, not an integer, or past
+# USAGE_LIMIT) was left out: it would have become a negative or absurd token total and cost.
+USAGE_DROPPED = "usage_dropped"
+USAGE_LIMIT = 10**12  # tokens in one request: no API comes near it
+ENGINE_FLAGS = (UNICODE_REPAIRED, REDACTED, USAGE_DROPPED)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from stages.core.artifacts import REPORT_HTML, VIEW_DIR
 from stages.core.numbers import absent, pct
-from stages.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED
+from stages.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
 from stages.core.tracks import TRACK_N, TRACK_P
 
 # The view stage's site, relative to reports/report.html.
@@ -38,6 +38,7 @@ FLAG_MEANING = {
     "lenient_match": "right after MathArena-style normalisation",
     UNICODE_REPAIRED: "the reply held lone surrogates, each graded as U+FFFD",
     REDACTED: "the API key was cut out of the reply, which can change what is graded",
+    USAGE_DROPPED: "a usage counter of the server was no token count: left out of the totals",
 }
 
 

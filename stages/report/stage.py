@@ -19,7 +19,7 @@ from stages.core.artifacts import REPORT_IPYNB as OUT_IPYNB
 from stages.core.config import Params, ReportParams, coerce
 from stages.core.errors import ConfigError
 from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report import charts, cost, html, judge, selection, tables
+from stages.report import charts, cost, html, judge, selection, tables, years
 from stages.report.runner import git_commit, render_report
 
 __all__ = ["INPUTS", "NOTEBOOK", "NOTEBOOK_MODULES", "OUT_HTML", "OUT_IPYNB", "default_parameters",
@@ -46,7 +46,7 @@ PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
 # The helpers the notebook imports (tests/test_report.py checks the list). Imported here as well,
 # so a broken helper fails before a kernel starts, and the import graph that
 # tests/test_dependencies.py walks from this module reaches the code the report really runs.
-NOTEBOOK_MODULES = (charts, cost, html, judge, selection, tables)
+NOTEBOOK_MODULES = (charts, cost, html, judge, selection, tables, years)
 
 
 def default_parameters(worst_failures: int, commit: str,

@@ -12,9 +12,16 @@ from matplotlib.figure import Figure
 from stages.core.numbers import pct
 from stages.core.tracks import TRACKS
 from stages.core.years import BAND_LABELS, OUTCOME, ordered_bands
-from stages.report.charts import ERROR_BAR, _figure, _yerr, flat_bounds
+from stages.report.charts import DOMAIN_COLOUR, ERROR_BAR, PARTS_SERIES, _figure, _yerr, flat_bounds
 
-COLOURS = {"RIMO-N": "#4a7ab5", "RIMO-P": "#e69138"}
+# The report's own palette: RIMO-N as its domain bars, RIMO-P in the parts chart's second colour.
+COLOURS = {"RIMO-N": DOMAIN_COLOUR, "RIMO-P": PARTS_SERIES[1][1]}
+
+
+def has_bands(metrics: Mapping[str, Any]) -> bool:
+    """Whether any band holds items (not so for scores made before the year lens)."""
+    return any(cell.get("n") for t in TRACKS
+               for cell in (((metrics.get(t) or {}).get("by_year_band")) or {}).values())
 
 
 def year_chart(metrics: Mapping[str, Any]) -> Figure:

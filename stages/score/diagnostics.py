@@ -20,13 +20,15 @@ reply with any reasoning set apart; ``raw_text`` for older details) and finish r
 A row without a reply (missing, error, or a replay with no text) has every text flag False;
 ``lenient_match`` only needs the prediction, so a replay gets it too.
 
-Two more flags, on every row of both tracks (RIMO-P: any part), say what the engine did to a
+Three more flags, on every row of both tracks (RIMO-P: any part), say what the engine did to a
 reply on its way in, recorded in its details (``stages.chat.transport.ChatReply.flags``):
 
 * ``unicode_repaired``: the reply (or the error a server sent) held lone surrogates, each
   replaced by U+FFFD (``stages.core.surrogates``); the repaired text is what was graded;
 * ``redacted``: the API key was cut out of the reply's text (``stages.chat.redact``), which can
-  change what is graded.
+  change what is graded;
+* ``usage_dropped``: a usage counter the server sent was no token count (negative, not an
+  integer, or absurdly large) and was left out of the token and cost totals.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import pytest
 
 from stages.commands.compare.revisions import RunFiles, resolve
 from stages.commands.summary import EXP_SHOW_VIEW
-from stages.core.artifacts import plot_path
+from stages.core.artifacts import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.browser import chromium
 from tests.conftest import REPO_ROOT
@@ -304,8 +304,9 @@ def browser() -> Iterator[Any]:
 def test_plots_diff_draws_every_experiment_with_intervals_offline(
         repo: Path, browser: Any, tmp_path: Path) -> None:
     """`dvc plots diff` through the project's page (Vega inlined from node_modules): in
-    Chromium with no network, both charts draw a bar and an error bar per experiment and
-    category, categories on x, every experiment in the legend."""
+    Chromium with no network, all four charts (domains, parts, and the two tracks by
+    competition year) draw a bar and an error bar per experiment and category, categories on
+    x, every experiment in the legend."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     modules = REPO_ROOT / "node_modules"
@@ -317,17 +318,20 @@ def test_plots_diff_draws_every_experiment_with_intervals_offline(
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "cdn.jsdelivr" not in page and "<script src" not in page
     browser.get((out / "index.html").as_uri())
-    WebDriverWait(browser, 60).until(lambda d: len(d.execute_script(CHARTS)) == 2)
+    WebDriverWait(browser, 60).until(lambda d: len(d.execute_script(CHARTS)) == 4)
     charts = browser.execute_script(CHARTS)
     by_title = {" ".join(c["title"]): c for c in charts}
-    n = next(c for t, c in by_title.items() if t.startswith("RIMO-N accuracy by domain"))
-    p = next(c for t, c in by_title.items() if t.startswith("RIMO-P prefix score"))
-    for chart, (track, x, y) in ((n, (TRACK_N, "domain", "accuracy")),
-                                 (p, (TRACK_P, "number of parts", "prefix score"))):
+    years = PLOTS_DIR / YEAR_PLOT_FILES[TRACK_N], PLOTS_DIR / YEAR_PLOT_FILES[TRACK_P]
+    for title, (plot, x, y) in (
+            ("RIMO-N accuracy by domain", (plot_path(TRACK_N), "domain", "accuracy")),
+            ("RIMO-P prefix score", (plot_path(TRACK_P), "number of parts", "prefix score")),
+            ("RIMO-N accuracy by competition year", (years[0], "competition year", "accuracy")),
+            ("RIMO-P strict by competition year", (years[1], "competition year", "strict"))):
+        chart = next(c for t, c in by_title.items() if t.startswith(title))
         want = {}  # (experiment, category) -> value, from each experiment's own plot file
         for name in EXPS:
             with RunFiles(repo, resolve(repo, name)) as files:
-                csv = pd.read_csv(io.BytesIO(files.read_bytes(plot_path(track))))
+                csv = pd.read_csv(io.BytesIO(files.read_bytes(plot)))
             for row in csv.itertuples(index=False):
                 want[(name, str(row[0]))] = float(row[1])
         drawn = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -277,3 +278,36 @@ def test_year_lens_trend_is_each_runs_own_and_cutoff_adds_unseen(repo: Path, tmp
             else:
                 assert unseen is None
     assert (out / "year_heatmap.png").stat().st_size > 0
+    # The Markdown and TeX tables: per run and track, the slope with its interval and the
+    # unseen rate with its interval, equal to leaderboard.json's (to the digits shown).
+    md = (out / "leaderboard.md").read_text().splitlines()
+    head = [c.strip() for c in md[2].strip("|").split(" | ")]
+    body = [[c.strip() for c in line.strip("|").split(" | ")] for line in md[4:4 + len(FIVE)]]
+    tex = (out / "leaderboard.tex").read_text()
+    tex_rows = [line.removesuffix(" \\\\").split(" & ") for line in tex.splitlines()
+                if line.endswith("\\\\") and " & " in line][1:]
+    assert len(tex_rows) == len(body) == len(result["runs"])
+    assert "breakdown, not a metric" in "\n".join(md) and "breakdown, not a metric" in tex
+    number = re.compile(r"[-+]?\d+\.\d+")
+    for row, cells, tex_cells in zip(result["runs"], body, tex_rows, strict=True):
+        assert cells[head.index("run")] == row["label"]
+        assert cells[head.index("training cutoff")] == (row["years"]["cutoff"] or "-")
+        for track, name in ((TRACK_N, "accuracy"), (TRACK_P, "strict")):
+            trend = row["years"][track]["trend"]
+            col = head.index(f"{track} year slope (breakdown)")
+            shown = [float(x) for x in number.findall(cells[col])]
+            want = [trend[k] for k in ("slope", "slope_ci_low", "slope_ci_high")]
+            assert shown == (pytest.approx(want, abs=5e-4) if want[0] is not None else [])
+            unseen = row["years"][track]["unseen"]
+            col = head.index(f"{track} unseen {'acc.' if track == TRACK_N else 'strict'} "
+                             f"(breakdown)")
+            shown = [float(x) for x in number.findall(cells[col])]
+            if unseen is None:
+                assert cells[col] == "-" and not shown
+            else:
+                block = unseen["unseen"]
+                want = [100 * block[k] for k in (name, f"{name}_ci_low", f"{name}_ci_high")]
+                assert shown == pytest.approx(want, abs=0.05) and len(shown) == 3
+            assert tex_cells[col] == cells[col]  # the same cell in the paper's table
+    assert any(c != "-" for c in (r[head.index(f"{TRACK_N} year slope (breakdown)")]
+                                  for r in body))

@@ -223,8 +223,10 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
         # Wilson's (issue 19; tests/unit/test_intervals.py); usage, the diagnostics (RIMO-P's
         # since issue 28) and the breakdown's intervals are the new keys. The bootstrap
         # intervals (prefix score, sub-problem accuracy) are equal.
-        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci"},
-                 TRACK_P: {"usage", "diagnostics"}}
+        # The year lens (issue 32) adds its breakdown: by_year_band and year_trend.
+        years = {"by_year_band", "year_trend"}
+        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci", *years},
+                 TRACK_P: {"usage", "diagnostics", *years}}
 
         def points(track: str, block: dict[str, Any]) -> dict[str, Any]:
             out = {k: v for k, v in block.items() if k not in added[track] | {"ci"}}

@@ -587,3 +587,55 @@ def test_a_sample_run_lists_its_evaluated_items_and_steps_over_them_only(
     assert len(shown_keys(driver)) == 791
     open_site(driver, model_site, "outcome=none")
     assert len(shown_keys(driver)) == 785
+
+
+@pytest.mark.slow
+def test_year_filter_shows_a_bands_items_with_breakdowns_counts_and_the_year(
+        driver: Any, runs: dict[str, Any]) -> None:
+    """Issue 32: the year filter. A band shows exactly the items whose id starts with one of
+    its years, counted here from the items tables; its per-run counts are breakdown.json's
+    by_year_band; ``--cutoff`` adds the unseen subset (year > the cutoff's year); an item page
+    shows its year and shortlist label."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    repo = runs["repo"]
+    site = repo / "reports/view-years"
+    sh(repo, "rimo-eval", "view", "run-a", "run-b", "--cutoff", "run-b=2015-06",
+       "--out", "reports/view-years")
+    ids = {t: sorted(pd.read_parquet(repo / f"data/items/rimo_{t[-1].lower()}.parquet")
+                     ["problem_id"]) for t in (TRACK_N, TRACK_P)}
+    year = {t: {i: int(i[:4]) for i in ids[t]} for t in ids}
+    refs = sh(repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+    stored = [json.loads(sh(repo, "git", "show", f"{ref}:reports/breakdown.json").stdout)
+              for name in ("run-a", "run-b") for ref in refs if ref.endswith(f"/{name}")]
+
+    open_site(driver, site)
+    Select(driver.find_element(By.CSS_SELECTOR, "select[data-key=year]")).select_by_value(
+        "2015-2019")
+    want = [f"{t}:{i}" for t in (TRACK_N, TRACK_P) for i in ids[t] if 2015 <= year[t][i] <= 2019]
+    wait(driver, f"return document.querySelectorAll('#grid tr.row').length === {len(want)}")
+    assert shown_keys(driver) == want and 0 < len(want) < 791
+    assert "year=2015-2019" in driver.current_url
+    counts = driver.execute_script("return Object.fromEntries([...document.querySelectorAll("
+                                   "'[data-year-count]')].map(e => [e.dataset.yearCount, "
+                                   "e.textContent]))")
+    for i, breakdown in enumerate(stored):
+        for track in (TRACK_N, TRACK_P):
+            band = breakdown[track]["by_year_band"]["2015-2019"]
+            assert counts[f"{i}:{track}"] == f"{band['right']} / {band['n']}"
+    # The unseen subset of run-b's cutoff: years after 2015, the cutoff's own year seen.
+    open_site(driver, site, "year=unseen-2015")
+    want = [f"{t}:{i}" for t in (TRACK_N, TRACK_P) for i in ids[t] if year[t][i] > 2015]
+    assert shown_keys(driver) == want
+    option = driver.find_element(By.CSS_SELECTOR, "select[data-key=year] option:checked").text
+    assert "2015-06" in option and "run-b" in option and "run-a" not in option
+    assert "training cutoff 2015-06" in driver.find_element(
+        By.CSS_SELECTOR, ".run[data-run='1']").text
+    # An item page: its year, band and shortlist label (2005a3: A3), read from its id.
+    pid = next(i for i in ids[TRACK_N] if re.fullmatch(r"\d{4}[acgn]\d+", i))
+    open_item(driver, site, f"{TRACK_N}:{pid}")
+    shown = driver.find_element(By.CSS_SELECTOR, "#item .year")
+    assert shown.get_attribute("data-year") == pid[:4]
+    assert f"shortlist {pid[4].upper()}{pid[5:]}" in shown.text and "band" in shown.text
+    assert_inert(driver)

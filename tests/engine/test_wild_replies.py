@@ -315,3 +315,28 @@ def test_bytes_that_are_not_utf8_are_repaired_not_retried(server: ChatServer,
     assert (n["status"], n["prediction"]) == ("ok", "0")
     assert reply_text(n).startswith("caf\ufffd \ufffd ") and n["details"]["unicode_repaired"]
     assert len(server.records) == 1 and metrics[TRACK_N]["diagnostics"]["unicode_repaired"] == 1
+
+
+@pytest.mark.chat_server(hang_s=60.0)
+def test_usage_counters_that_are_no_token_counts_are_left_out_and_flagged(server: ChatServer,
+                                                                         tmp_path: Path) -> None:
+    """A server's negative, fractional, boolean or absurd token counts used to be summed as
+    sent: a negative or 10^30-token total and cost, with no word said."""
+    bad = {"n00": -5, "n01": 10**30, "n02": 1.5, "n03": True}
+
+    def shape(completion: dict[str, Any], prompt: str) -> Shaped:
+        for pid, value in bad.items():
+            if f"Compute {pid}." in prompt:
+                completion["usage"]["prompt_tokens"] = value
+        return None
+
+    server.shape = shape
+    wild_benchmark(tmp_path / "items")
+    metrics = run_and_score(tmp_path, config(server, tmp_path / "cache"))
+    n = rows(tmp_path, TRACK_N)
+    assert {pid for pid, r in n.items() if r["details"].get("usage_dropped")} == set(bad)
+    assert all(n[pid]["details"]["usage"]["prompt_tokens"] == 0 for pid in bad)  # unknown
+    assert metrics[TRACK_N]["diagnostics"]["usage_dropped"] == len(bad)
+    assert metrics[TRACK_N]["accuracy"] == 1.0  # the replies themselves are graded as ever
+    good = sum(r["details"]["usage"]["prompt_tokens"] for pid, r in n.items() if pid not in bad)
+    assert 0 < metrics[TRACK_N]["usage"]["prompt_tokens"] == good

@@ -172,7 +172,7 @@ def test_model_text_is_escaped_not_markup(rendered: dict) -> None:
 def test_charts_are_embedded_pngs_without_software_tag(rendered: dict) -> None:
     sources = [a.get("src") or "" for tag, a in rendered["parser"].elements if tag == "img"]
     pngs = [s for s in sources if s.startswith("data:image/png;base64,")]
-    assert len(pngs) == 3  # headline, domains, parts
+    assert len(pngs) == 4  # headline, domains, parts, competition years
     for src in pngs:
         data = base64.b64decode(src.split(",", 1)[1])
         assert data.startswith(b"\x89PNG") and b"Software" not in data

@@ -61,10 +61,11 @@ for (const el of document.querySelectorAll("strong,em"))
   if (/bold|emphasis/.test(el.textContent)) hits.push(el.outerHTML);
 return hits;
 """
-CHART_COLOURS = {  # stages/report/charts.py: headline, domain and parts chart bar colours
+CHART_COLOURS = {  # stages/report/charts.py, years.py: headline, domain, parts, year bars
     0: [(0x48, 0x78, 0xA8), (0x9B, 0x9B, 0x9B), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
     1: [(0x48, 0x78, 0xA8)],
     2: [(0x48, 0x78, 0xA8), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
+    3: [(0x48, 0x78, 0xA8), (0xE0, 0x82, 0x3D)],
 }
 ERROR_BAR_RGB = (0x22, 0x22, 0x22)  # charts.ERROR_BAR's colour
 
@@ -166,7 +167,7 @@ def test_report_in_chromium_escapes_model_text_and_renders_charts(
     assert driver.execute_script("return getComputedStyle(document.body).display") != "none"
 
     charts = driver.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png']")
-    assert len(charts) == 3
+    assert len(charts) == 4  # headline, domains, parts, competition years
     for index, chart in enumerate(charts):
         size = driver.execute_script(
             "const i = arguments[0]; return [i.complete, i.naturalWidth, i.naturalHeight,"

@@ -201,8 +201,8 @@ def test_rendered_report_header_link_and_selections(tmp_path: Path,
     # The strict-vs-lenient item with its text, and the RIMO-P reference next to the model.
     assert html.escape(r"So \boxed{\text{120}} degrees, and") in page
     assert "Proof of part 1.</pre></td><td" in page and "My proof of part 1 of 2022c5." in page
-    # Three charts, each a PNG.
-    assert page.count('src="data:image/png;base64,') == 3
+    # Four charts, each a PNG: headline, domains, parts, competition years.
+    assert page.count('src="data:image/png;base64,') == 4
     # The diagnostics are labelled as such, and the old "worst failures" list is gone.
     assert "lenient match (diagnostic, not the metric)" in page
     assert "Worst failures" not in page
@@ -248,7 +248,7 @@ def test_report_of_a_run_from_before_the_flags(tmp_path: Path) -> None:
     assert "scores predate the diagnostic flags." in page
     assert "Wrong answers the flags explain" not in page
     assert "lowest prefix scores, part by part" in page  # RIMO-P needs no flags
-    assert page.count('src="data:image/png;base64,') == 3
+    assert page.count('src="data:image/png;base64,') == 4  # the years come from the ids
     old = read_all(paths["metrics_path"], paths["breakdown_path"], paths["provenance_path"])
     segments = _error_bars(C.domain_chart(old))[0].lines[2][0].get_segments()
     assert len(segments) == 4 and not any(len(s) for s in segments)  # no interval: none drawn

@@ -92,6 +92,43 @@ def test_prune_gives_the_space_back_and_keeps_its_wal_small(
     assert state(root) == kept
 
 
+
+def test_prune_deletes_without_fsyncs_then_makes_the_file_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batches run with ``synchronous = OFF`` (an fsync per batch cost a random write per
+    entry); at the end the database file itself is fsynced (a checkpoint skips that when the
+    WAL was already copied in), the WAL cut, and the connection back to ``NORMAL``."""
+    root = tmp_path / "cache"
+    kept, _doomed = build(root, 400)
+    monkeypatch.setattr(cache_prune, "BATCH", 50)
+    cache = ResponseCache(root)
+    conn = cache.connection()
+    assert conn is not None
+    modes: dict[str, set[int]] = {}
+
+    def progress(label: str, total: int | None) -> cache_prune.Tick:
+        return lambda n: modes.setdefault(label, set()).add(
+            conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    where = Filter(["created < ?"], (time.time() - 50 * DAY,))
+    out = cache_prune.delete(conn, cache_prune.doomed(conn, where), where, progress)
+    assert out.entries == 200
+    assert modes["deleting"] == {0} and modes["giving space back"] == {0}, modes
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL again
+    assert (root / DB_NAME).stat().st_ino in synced
+    assert (root / f"{DB_NAME}-wal").stat().st_size == 0
+    cache.close()
+    assert state(root) == kept
+
+
 # Prune by age in small batches, printing a line per step of the progress bar (the label of
 # its phase), so that the test kills it at a chosen step.
 _PRUNER = textwrap.dedent("""

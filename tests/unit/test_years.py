@@ -243,10 +243,24 @@ def test_setting_a_cutoff_reruns_score_never_predict(oracle_run: Path, tmp_path:
     params["score"]["training_cutoff"] = "2019-06"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     stale = set(json.loads(sh(root, "dvc", "status", "--json").stdout))
-    assert stale == {"check-params", "score", "report"}  # view, judge: through score's outs
+    # view: its unseen filter reads the cutoff; judge: only through score's outs.
+    assert stale == {"check-params", "score", "view", "report"}
     sh(root, "dvc", "repro", "-q", "score")
     breakdown = json.loads((root / "reports/breakdown.json").read_text(encoding="utf-8"))
     unseen = breakdown[TRACK_N]["unseen"]
     assert (unseen["cutoff"], unseen["unseen"]["n"], unseen["seen"]["n"]) == ("2019-06", 64, 271)
     assert unseen["difference"] == 0.0 and unseen["fisher_p"] == 1.0  # the oracle: all right
     assert "predict" not in set(json.loads(sh(root, "dvc", "status", "--json").stdout))
+
+
+def test_the_report_draws_the_year_chart_only_for_scores_with_bands() -> None:
+    from stages.report.years import has_bands
+    from stages.score.years import by_year_band
+
+    # Scores made before the year lens have no bands: the report says so instead of drawing
+    # an empty chart.
+    assert not has_bands({"RIMO-N": {"accuracy": 0.5}, "RIMO-P": {}})
+    empty = by_year_band(np.array([], dtype=int), np.array([], dtype=bool), "accuracy", 0.95)
+    assert not has_bands({"RIMO-N": {"by_year_band": empty}})
+    one = by_year_band(np.array([2001]), np.array([True]), "accuracy", 0.95)
+    assert has_bands({"RIMO-N": {"by_year_band": one}})

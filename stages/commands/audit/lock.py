@@ -19,6 +19,7 @@ import yaml
 from stages.commands.audit.ledger import MISSING, Ledger, shown
 from stages.core.artifacts import LOCK_PATH
 from stages.core.errors import DataError
+from stages.core.yaml_file import load_unique
 
 
 class DvcHashes:
@@ -204,9 +205,9 @@ def check_lock(ledger: Ledger, root: Path, lock: Mapping[str, Any], stages: Iter
         for pfile, values in (stage.get("params") or {}).items():
             if pfile not in params_files:
                 try:
-                    params_files[pfile] = yaml.safe_load(
-                        (root / pfile).read_text(encoding="utf-8")) or {}
-                except (OSError, yaml.YAMLError) as exc:
+                    params_files[pfile] = load_unique(
+                        (root / pfile).read_text(encoding="utf-8"), pfile) or {}
+                except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: a key twice
                     ledger.broke("lock.params", pfile, f"{pfile}: cannot read ({exc})", name)
                     params_files[pfile] = {}
             for key, recorded in (values or {}).items():

@@ -32,7 +32,6 @@ from stages.commands.compare.revisions import (
 from stages.commands.compare.shared import describe, overlap, require_same_items, same_items
 from stages.core.artifacts import (
     JUDGE_TABLE,
-    PARAMS_PATH,
     items_path,
     predictions_path,
     scores_path,
@@ -68,11 +67,7 @@ def _optional(read: Callable[[], Any]) -> Any:
 def run_extras(files: RunFiles) -> dict[str, Any]:
     """What a flip and the params diff need beyond the scores: the params file, RIMO-P's
     predictions and items. Each is optional: compare works on the scores alone."""
-    def params() -> Any:
-        data = yaml.safe_load(files.read_bytes(PARAMS_PATH))
-        return data if isinstance(data, dict) else None
-
-    return {"params": _optional(params),
+    return {"params": _optional(lambda: files.read_params() or None),
             "predictions": _optional(lambda: files.read_parquet(
                 predictions_path(TRACK_P), columns=["problem_id", "sample", "prediction"])),
             "items": _optional(lambda: files.read_parquet(

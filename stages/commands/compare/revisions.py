@@ -18,6 +18,7 @@ from stages.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_METRICS_PATH,
     METRICS_PATH,
+    PARAMS_PATH,
     PROVENANCE_PATH,
     scores_path,
 )
@@ -161,6 +162,23 @@ class RunFiles:
 
     def read_parquet(self, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read_bytes(path)), columns=columns)
+
+    def read_params(self) -> dict[str, Any]:
+        """params.yaml at the revision; {} where it has none (or holds no mapping)."""
+        import yaml
+
+        from stages.core.yaml_file import DuplicateKeyError, load_unique
+
+        if not self.exists(PARAMS_PATH):
+            return {}
+        where = f"params.yaml at {self.where}"
+        try:  # a key given twice would silently be its last copy
+            params = load_unique(self.read_bytes(PARAMS_PATH).decode("utf-8"), where) or {}
+        except DuplicateKeyError as exc:
+            raise DataError(str(exc)) from exc
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise DataError(f"{where}: not valid YAML: {exc}") from exc
+        return params if isinstance(params, dict) else {}
 
 
 def load_side(root: Path, revision: Revision, files: RunFiles | None = None) -> Side:

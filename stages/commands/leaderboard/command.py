@@ -20,8 +20,8 @@ from stages.commands.leaderboard.figures import figures
 from stages.commands.leaderboard.loading import LeftOut, load_every, load_runs
 from stages.commands.leaderboard.statistics import default_metric, find_metric
 from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from stages.commands.leaderboard.years import parse_cutoffs
 from stages.core.atomic import dumps_json, write_bytes, write_text
+from stages.core.cutoff import parse_cutoffs
 from stages.core.errors import ConfigError, DataError
 
 OUT_DIR = Path("reports/leaderboard")  # the default of --out (stages/cli.py)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from stages.commands.compare.revisions import (
     WORKSPACE,
@@ -26,7 +25,6 @@ from stages.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_METRICS_PATH,
     METRICS_PATH,
-    PARAMS_PATH,
     PROVENANCE_PATH,
     scores_path,
 )
@@ -121,17 +119,11 @@ def load_run(root: Path, revision: Revision) -> Run:
         scores = {t: with_sample(files.read_parquet(scores_path(t), SCORE_COLUMNS[t]))
                   for t in TRACKS}
         judge = files.read_json(JUDGE_METRICS_PATH, False) or {}
-        params: Any = {}
-        if files.exists(PARAMS_PATH):
-            try:
-                params = yaml.safe_load(files.read_bytes(PARAMS_PATH)) or {}
-            except yaml.YAMLError as exc:
-                raise DataError(f"params.yaml at {files.where}: not valid YAML: {exc}") from exc
+        params = files.read_params()
     for t in TRACKS:
         if not isinstance(metrics.get(t), dict):
             raise DataError(f"reports/metrics.json at {revision.label}: no {t} block")
-    return Run(revision, metrics, breakdown, provenance, scores,
-               params if isinstance(params, dict) else {}, judge_block(judge),
+    return Run(revision, metrics, breakdown, provenance, scores, params, judge_block(judge),
                commit_date(root, revision))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from stages.core.years import OUTCOME
 
 Row = Mapping[str, Any]
 SHORT = {"accuracy": "acc.", "strict": "strict", "sub_problem_accuracy": "sub-prob.",
@@ -73,6 +74,28 @@ def rank_cell(row: Row) -> str:
     return f"{r['rank']}" if r["low"] == r["high"] else f"{r['rank']} ({r['low']}-{r['high']})"
 
 
+def _lens(row: Row, track: str, key: str) -> Mapping[str, Any] | None:
+    """The run's year-lens block (``trend``, ``unseen``) of a track, where it has one."""
+    return ((row.get("years") or {}).get(track) or {}).get(key)
+
+
+def slope_cell(row: Row, track: str) -> str:
+    """The year trend's slope (log-odds per year) with its interval, as breakdown.json has it;
+    "-" where there is no finite estimate (every answer right, say)."""
+    trend = _lens(row, track, "trend") or {}
+    value, low, high = (trend.get(k) for k in ("slope", "slope_ci_low", "slope_ci_high"))
+    if value is None:
+        return "-"
+    if low is None or high is None:
+        return f"{value:+.3f}"
+    return f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def unseen_cell(row: Row, track: str) -> str:
+    block = _lens(row, track, "unseen")
+    return "-" if not block else with_ci(block["unseen"], OUTCOME[track])
+
+
 Column = tuple[str, Callable[[Row], str], bool]  # header, cell, numeric (right-aligned)
 
 
@@ -102,6 +125,7 @@ def columns(board: Mapping[str, Any]) -> list[Column]:
         cols.append((f"{TRACK_P} prefix, judge (non-primary)",
                      lambda r: with_ci(r["judge"], f"{TRACK_P}.judge.prefix_score")
                      if r.get("judge") else "-", True))
+    cols += year_columns(board)
     cols += [
         (f"vs leader (Holm p, {board['ranked_by']})", lambda r: vs_leader(r, samples), True),
         ("tokens", tokens, True),
@@ -111,6 +135,25 @@ def columns(board: Mapping[str, Any]) -> list[Column]:
         ("date", lambda r: (r.get("date") or "workspace")[:10], False),
         ("commit", lambda r: str(r["commit"]), False),
     ]
+    return cols
+
+
+def _has_lens(board: Mapping[str, Any], key: str) -> bool:
+    return any(_lens(r, t, key) for r in board["runs"] for t in TRACKS)
+
+
+def year_columns(board: Mapping[str, Any]) -> list[Column]:
+    """The year lens (README "Accuracy by competition year"), breakdowns, never a metric: each
+    track's slope where a run has one, and the unseen subset where a run's cutoff is known."""
+    cols: list[Column] = []
+    if _has_lens(board, "trend"):
+        cols += [(f"{t} year slope (breakdown)", lambda r, t=t: slope_cell(r, t), True)
+                 for t in TRACKS]
+    if _has_lens(board, "unseen"):
+        cols.append(("training cutoff", lambda r: str((r.get("years") or {}).get("cutoff")
+                                                      or "-"), False))
+        cols += [(f"{t} unseen {SHORT[OUTCOME[t]]} (breakdown)",
+                  lambda r, t=t: unseen_cell(r, t), True) for t in TRACKS]
     return cols
 
 
@@ -130,6 +173,15 @@ def notes(board: Mapping[str, Any]) -> list[str]:
     if any(r.get("judge") for r in board["runs"]):
         out.append("Judge columns are an LLM judge's grading, not the benchmark's primary "
                    "exact-match protocol.")
+    if _has_lens(board, "trend"):
+        out.append(f"Year slope (a breakdown, not a metric, never the rank): the change in "
+                   f"log-odds of a right answer ({TRACK_N} accuracy, {TRACK_P} strict) per "
+                   f"competition year, from each run's breakdown.json, with its Wald interval "
+                   f"there; - where there is no finite estimate.")
+    if _has_lens(board, "unseen"):
+        out.append("Unseen (a breakdown, not a metric): the rate over the items of "
+                   "competitions after the run's training cutoff (year > the cutoff's year), "
+                   "with its Wilson interval; - where no cutoff is known.")
     return out
 
 
@@ -243,4 +295,4 @@ def render_html(board: Mapping[str, Any], figures: Mapping[str, Mapping[str, byt
 
 
 __all__ = ["columns", "left_out", "notes", "pct", "render_html", "render_markdown", "render_tex",
-           "tex", "with_ci"]
+           "slope_cell", "tex", "unseen_cell", "with_ci", "year_columns"]

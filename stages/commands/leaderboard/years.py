@@ -6,15 +6,14 @@ own function, so the numbers are the ones score would write. Descriptive, never 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from stages.commands.leaderboard.loading import Run
-from stages.core.cutoff import cutoff_text
-from stages.core.errors import ConfigError
+from stages.core.cutoff import known_cutoff
 from stages.core.tracks import TRACKS
 from stages.core.years import BAND_LABELS, OUTCOME
 from stages.score.samples import first_sample
@@ -23,27 +22,8 @@ from stages.score.years import outcomes, unseen_block
 TREND_KEYS = ("slope", "slope_ci_low", "slope_ci_high", "p_value", "samples", "reason")
 
 
-def parse_cutoffs(values: Sequence[str] | None) -> dict[str, str]:
-    """``--cutoff RUN=DATE`` (repeatable) -> {RUN: DATE}; a bad one names the option."""
-    out: dict[str, str] = {}
-    for value in values or ():
-        run, sep, date = value.partition("=")
-        try:
-            text = cutoff_text(date) if sep and run else None
-        except ValueError as exc:
-            raise ConfigError(f"--cutoff {value}: {exc}") from None
-        if text is None:
-            raise ConfigError(f"--cutoff {value}: expected RUN=DATE (DATE: YYYY, YYYY-MM or "
-                              "YYYY-MM-DD)")
-        out[run] = text
-    return out
-
-
 def run_cutoff(run: Run, cutoffs: Mapping[str, str]) -> str | None:
-    for name in (run.label, run.revision.label):
-        if name in cutoffs:
-            return cutoffs[name]
-    return cutoff_text((run.params.get("score") or {}).get("training_cutoff"))
+    return known_cutoff((run.label, run.revision.label), run.params, cutoffs)
 
 
 def year_keys(run: Run, cutoffs: Mapping[str, str], confidence: float) -> dict[str, Any]:
@@ -97,4 +77,4 @@ def year_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run], width: float
     return fig
 
 
-__all__ = ["parse_cutoffs", "run_cutoff", "year_heatmap", "year_keys"]
+__all__ = ["run_cutoff", "year_heatmap", "year_keys"]

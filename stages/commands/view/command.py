@@ -1,4 +1,5 @@
-"""``rimo-eval view [RUN ...] [--out DIR] [--serve [--port P]]``: the transcript browser.
+"""``rimo-eval view [RUN ...] [--out DIR] [--cutoff RUN=DATE] [--serve [--port P]]``: the
+transcript browser.
 
 RUNs are resolved as ``rimo-eval compare`` resolves them (workspace, git revision or branch,
 DVC experiment) and read through DVC at their revision; the site is static (see site.py).
@@ -21,6 +22,7 @@ from stages.commands.view.load import Run, load_run
 from stages.commands.view.model import Site
 from stages.commands.view.site import write_stream
 from stages.core.artifacts import VIEW_DIR
+from stages.core.cutoff import parse_cutoffs
 from stages.core.errors import ConfigError
 from stages.core.hashing import sha256_bytes
 
@@ -43,7 +45,10 @@ def default_out(names: list[str]) -> Path:
     return NAMED_OUT / name
 
 
-def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
+def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | None = None
+         ) -> dict[str, int]:
+    """``cutoffs``: run -> training cutoff (``--cutoff``), over the run's own
+    score.training_cutoff: the unseen filter's."""
     names = names or [WORKSPACE]
     if len(set(names)) != len(names):
         raise ConfigError(f"view: a run is named twice in {names}")
@@ -51,7 +56,7 @@ def view(root: Path, names: list[str], out: Path) -> dict[str, int]:
     try:
         for name in names:
             runs.append(load_run(root, resolve(root, name)))
-        site = Site(runs)
+        site = Site(runs, cutoffs)
         return write_stream(out, site.payloads(), lambda: (site.index(), site.words))
     finally:
         for run in runs:
@@ -74,7 +79,8 @@ def serve(folder: Path, port: int) -> None:
 
 def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
     out = args.out if args.out is not None else default_out(list(args.runs))
-    counts = view(Path("."), list(args.runs), out)
+    counts = view(Path("."), list(args.runs), out,
+                  parse_cutoffs(getattr(args, "cutoff", None)))
     entry = (out / "index.html").resolve()
     print(f"view: wrote {counts['items']} items ({counts['files']} files, "
           f"{counts['bytes'] / 1e6:.1f} MB) to {out}; open {entry.as_uri()}",

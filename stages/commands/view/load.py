@@ -35,6 +35,7 @@ class Run:
     # Each sample's details, texts in, read an item at a time from the predictions tables.
     cursors: dict[str, DetailsCursor] = field(default_factory=dict)
     files: RunFiles | None = None  # held open while the cursors read from it
+    params: dict[str, Any] = field(default_factory=dict)  # params.yaml at the revision
 
     @property
     def label(self) -> str:
@@ -82,12 +83,13 @@ def load_run(root: Path, revision: Revision) -> Run:
         # The opt-in judge's table exists only where reports/judge.json says the judge ran.
         ran = (files.read_json(JUDGE_METRICS_PATH, False) or {}).get("enabled") is True
         judge = files.read_parquet(JUDGE_TABLE) if ran else None
+        params = files.read_params()  # score.training_cutoff: the unseen filter
     except BaseException:
         files.close()
         raise
     if judge is not None and not len(judge):
         judge = None
-    return Run(revision, metrics, items, preds, scores, judge, cursors, files)
+    return Run(revision, metrics, items, preds, scores, judge, cursors, files, params)
 
 
 def _light(files: RunFiles, path: Path, names: list[str]) -> pd.DataFrame:

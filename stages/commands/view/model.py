@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -19,6 +19,7 @@ from stages.commands.compare.pairing import TESTED, flips, pair
 from stages.commands.compare.samples import per_item, sample_count
 from stages.commands.view.load import Run
 from stages.commands.view.markup import page_text
+from stages.commands.view.years import bands, item_year, run_cutoffs, unseen_options
 from stages.core.text_quality import WARNING_RULES, text_warnings
 from stages.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from stages.score.diagnostics import FLAGS_N
@@ -61,8 +62,9 @@ def _interval(block: dict[str, Any], metric: str) -> list[Any] | None:
     return None if low is None or high is None else [low, high]
 
 
-def header(run: Run) -> dict[str, Any]:
-    """Headline metrics with their intervals, read from the run's metrics.json."""
+def header(run: Run, cutoff: str | None = None) -> dict[str, Any]:
+    """Headline metrics with their intervals, read from the run's metrics.json; ``cutoff``:
+    the run's training cutoff, where known."""
     tracks = {}
     for track in TRACKS:
         block = run.metrics.get(track) or {}
@@ -99,7 +101,7 @@ def header(run: Run) -> dict[str, Any]:
     sample = run.metrics.get("sample") or {}
     return {"label": run.label, "kind": run.revision.kind, "rev": run.revision.rev,
             "backend": backend, "model": model, "k": run.k,
-            "is_sample": bool(sample.get("is_sample")), "tracks": tracks}
+            "is_sample": bool(sample.get("is_sample")), "tracks": tracks, "cutoff": cutoff}
 
 
 # --- outcomes -----------------------------------------------------------------------------------
@@ -217,7 +219,8 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
     pid = str(item["problem_id"])
     out: dict[str, Any] = {
         "key": item_key(track, pid), "track": track, "id": pid,
-        "domain": _text(item.get("domain")), "parts": int(item["number_of_parts"]), "runs": []}
+        "domain": _text(item.get("domain")), "parts": int(item["number_of_parts"]), "runs": [],
+        **item_year(pid)}
     texts, warnings = item_texts(track, item)
     out |= texts
     if warnings:
@@ -297,8 +300,11 @@ class Site:
     and dropped before the next is made, so a k = 64 reasoning run is never held whole), then
     ``index()`` and ``words`` (each item's search words, in index order) are complete."""
 
-    def __init__(self, runs: Sequence[Run]) -> None:
+    def __init__(self, runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None) -> None:
         self.runs = runs
+        # Each run's training cutoff (``--cutoff RUN=DATE``, else its score.training_cutoff).
+        self.cutoffs = run_cutoffs([r.label for r in runs], [r.params for r in runs],
+                                   cutoffs or {})
         items: dict[tuple[str, str], dict[str, Any]] = {}
         for run in runs:
             for track in TRACKS:
@@ -336,7 +342,10 @@ class Site:
                     texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
             entry = {"key": payload["key"], "track": track, "id": pid,
                      "domain": payload["domain"], "parts": payload["parts"], "o": outcomes,
-                     "f": masks, "n": n, "gold": payload.get("gold")}
+                     "f": masks, "n": n, "gold": payload.get("gold"), "y": payload["year"],
+                     "b": payload["band"]}
+            if payload["shortlist"]:
+                entry["sl"] = payload["shortlist"]
             if "data_warnings" in payload:  # upstream text the view marks (and can filter)
                 entry["w"] = [w["rule"] for w in payload["data_warnings"]]
             self.index_items.append(entry)
@@ -348,15 +357,19 @@ class Site:
         pairs = {f"{i}-{j}": pair_flips(runs[i], runs[j])
                  for i in range(len(runs)) for j in range(i + 1, len(runs))}
         seen = {rule for it in self.index_items for rule in it.get("w", ())}
-        return {"version": 1, "runs": [header(r) for r in runs], "items": self.index_items,
+        return {"version": 1, "items": self.index_items,
+                "runs": [header(r, c) for r, c in zip(runs, self.cutoffs, strict=True)],
                 "flags": list(FLAGS), "pairs": pairs,
-                "data_rules": {r: d for r, d in WARNING_RULES.items() if r in seen}}
+                "data_rules": {r: d for r, d in WARNING_RULES.items() if r in seen},
+                "bands": bands(it["y"] for it in self.index_items),
+                "unseen": unseen_options([r.label for r in runs], self.cutoffs)}
 
 
-def build(runs: Sequence[Run]) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+def build(runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None
+          ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     """The index, the item payloads (in index order) and each item's search words, held
     whole (small runs and tests; ``view`` writes a ``Site`` as it is made)."""
-    site = Site(runs)
+    site = Site(runs, cutoffs)
     payloads = list(site.payloads())
     return site.index(), payloads, site.words
 

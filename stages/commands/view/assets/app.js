@@ -122,8 +122,19 @@ const RIMO = (() => {
   }
 
   // --- filters --------------------------------------------------------------------------------
+  // Year: a fixed band (the item's band, computed at build time by stages/core/years.py, as
+  // breakdown.json's by_year_band) or "unseen-YYYY": the items of years after a run's cutoff.
+  function inYear(it, want) {
+    if (want.startsWith("unseen-")) return it.y != null && it.y > Number(want.slice(7));
+    return it.b === want;
+  }
+  function yearOptions() {
+    const bands = (index.bands || []).map(b => [b, b]);
+    const unseen = (index.unseen || []).map(u => [u.value, `unseen: after ${u.after} (cutoff ${u.cutoffs.join(", ")} of ${u.runs.join(", ")})`]);
+    return [...bands, ...unseen];
+  }
   function filtered(s) {
-    const track = s.get("track"), domain = s.get("domain"), parts = s.get("parts");
+    const track = s.get("track"), domain = s.get("domain"), parts = s.get("parts"), year = s.get("year");
     const outcome = s.get("outcome") || DEFAULT_OUTCOME, flag = s.get("flag");
     const disagree = s.get("disagree"), data = s.get("data");
     const q = (s.get("q") || "").toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean);
@@ -133,6 +144,7 @@ const RIMO = (() => {
       if (track && it.track !== track) return false;
       if (domain && it.domain !== domain) return false;
       if (parts && String(it.parts) !== parts) return false;
+      if (year && !inYear(it, year)) return false;
       if (outcome !== "all" && !os.some(o => [...o].some(c => matches(c, outcome, it.parts)))) return false;
       if (flag && !fs.some(f => f.includes(flag))) return false;
       if (data && !(it.w || []).includes(data)) return false;
@@ -161,6 +173,7 @@ const RIMO = (() => {
     let html = select("track", "track", [["RIMO-N", "RIMO-N"], ["RIMO-P", "RIMO-P"]], s.get("track") || "") +
       select("domain", "domain", domains.map(d => [d, d]), s.get("domain") || "") +
       select("parts", "parts", parts.map(p => [p, p]), s.get("parts") || "") +
+      (index.bands ? select("year", "competition year", yearOptions(), s.get("year") || "") : "") +
       select("outcome", "outcome (any run, any sample)", Object.entries(OUTCOMES), s.get("outcome") || DEFAULT_OUTCOME, false) +
       select("flag", "diagnostic flag", index.flags.map(f => [f, f]), s.get("flag") || "") +
       (Object.keys(index.data_rules || {}).length ? select("data", "upstream text", Object.entries(index.data_rules), s.get("data") || "") : "") +
@@ -186,10 +199,10 @@ const RIMO = (() => {
   }
 
   // --- run headers and flips ----------------------------------------------------------------
-  function counted(i) {
+  function counted(i, list = index.items) {
     // Sample 0 of every evaluated item, counted from the grid's own codes.
     const c = { "RIMO-N": [0, 0], "RIMO-P": [0, 0] };
-    for (const it of index.items) {
+    for (const it of list) {
       const o = it.o[i];
       if (o === "-" || o[0] === "U") continue;
       c[it.track][1] += 1;
@@ -213,7 +226,8 @@ const RIMO = (() => {
         rows.push(`<tr><td>${esc(track)}</td><td>${what}, sample 0</td><td class="v" data-count="${esc(track)}">${c[track][0]} / ${c[track][1]}</td><td></td></tr>`);
       }
       const meta = [r.kind, r.rev ? r.rev.slice(0, 12) : "", r.backend, r.model, "k = " + r.k,
-                    r.is_sample ? "SAMPLE of the items" : "all items"].filter(Boolean).join(" · ");
+                    r.is_sample ? "SAMPLE of the items" : "all items",
+                    r.cutoff ? "training cutoff " + r.cutoff : ""].filter(Boolean).join(" · ");
       return `<div class="run" data-run="${i}"><h2>${esc(r.label)}</h2><div class="meta">${esc(meta)}</div><table>${rows.join("")}</table></div>`;
     }).join("");
   }
@@ -237,6 +251,19 @@ const RIMO = (() => {
     box.innerHTML = `<details${s.get("flips") ? " open" : ""}><summary>Flips between A = ${esc(index.runs[a].label)} and B = ${esc(index.runs[b].label)}</summary>${parts.join("")}</details>`;
     box.querySelector("details").ontoggle = e => { if (e.target.open !== !!state().get("flips")) go({ flips: e.target.open ? "1" : null }); };
     for (const el of box.querySelectorAll("button[data-item]")) el.onclick = () => go({ item: el.dataset.item });
+  }
+
+  function yearCounts(s, shown) {
+    // The selected years' right / evaluated on sample 0 per run and track, whatever the other
+    // filters: breakdown.json's by_year_band (or unseen) n and right for the same items.
+    const year = s.get("year");
+    if (!year) return "";
+    const subset = index.items.filter(it => inYear(it, year));
+    const rows = shown.map(i => {
+      const c = counted(i, subset);
+      return ["RIMO-N", "RIMO-P"].map(t => `${esc(index.runs[i].label)} · ${t} ${t === "RIMO-N" ? "right" : "strict"}: <span data-year-count="${i}:${t}">${c[t][0]} / ${c[t][1]}</span>`).join(" · ");
+    });
+    return `<p id="yearcounts" class="muted">competition year ${esc(year)}, sample 0 (a breakdown, not a metric): ${rows.join("; ")}</p>`;
   }
 
   // --- the grid -------------------------------------------------------------------------------
@@ -264,7 +291,7 @@ const RIMO = (() => {
     }).join("")).join("");
     const hidden = !s.get("outcome") && list.length < index.items.length
       ? " (the evaluated ones: outcome “all items” lists every item)" : "";
-    $("main").innerHTML = `<div id="overview">${overview}</div><p id="shown">${list.length} of ${index.items.length} items${hidden}${s.get("q") && !words ? " (loading the search words…)" : ""}</p>${legend}<table class="grid" id="grid"><thead>${head}</thead><tbody>${rows}</tbody></table>`;
+    $("main").innerHTML = `<div id="overview">${overview}</div><p id="shown">${list.length} of ${index.items.length} items${hidden}${s.get("q") && !words ? " (loading the search words…)" : ""}</p>${yearCounts(s, shown)}${legend}<table class="grid" id="grid"><thead>${head}</thead><tbody>${rows}</tbody></table>`;
     // style attributes are blocked by the CSP: the strips get their colours through the CSSOM.
     const strips = $("main").querySelectorAll("span.strip");
     for (const el of strips) {
@@ -289,6 +316,7 @@ const RIMO = (() => {
     lenient_match: "the prediction equals the gold after MathArena-style normalisation",
     unicode_repaired: "the reply held lone surrogates, each stored and graded as U+FFFD",
     redacted: "the API key was cut out of the reply, which can change what is graded",
+    usage_dropped: "a usage counter of the server was no token count: left out of the token and cost totals",
   };
   function flags(fs) {
     return fs.length ? `<span class="diags">diagnostics: ${fs.map(f => `<span class="flag" title="diagnostic flag (score), not the metric: ${esc(FLAG_HELP[f] || f)}">${esc(f)}</span>`).join(" ")}</span>` : "";
@@ -373,6 +401,10 @@ const RIMO = (() => {
       p.data_warnings.map(w => `${esc(w.fields.join(", "))}: ${esc(index.data_rules[w.rule] || w.rule)}`).join("; ") +
       `. These fields are shown as TeX source, not rendered: rimo-eval keeps upstream's text, as the paper's protocol does (README, “Upstream text as the model sees it”).</div>`;
   }
+  function yearNote(p) {
+    if (p.year == null) return "";
+    return `<span class="year" data-year="${esc(p.year)}">${esc(p.year)} (band ${esc(p.band)})${p.shortlist ? " · shortlist " + esc(p.shortlist) : ""}</span> · `;
+  }
   async function renderItem(s, key) {
     const meta = index.items[byKey.get(key)];
     if (!meta) { $("main").innerHTML = `<p class="bad">no item ${esc(key)} in these runs</p>`; return; }
@@ -387,7 +419,7 @@ const RIMO = (() => {
     let html = `<div id="item" data-key="${esc(key)}"><p><button class="link" id="back" title="Escape">← grid</button>` +
       (prev ? ` · <button class="link" data-nav="prev" data-item="${esc(prev)}">← ${esc(prev)}</button>` : "") +
       (next ? ` · <button class="link" data-nav="next" data-item="${esc(next)}">${esc(next)} →</button>` : "") + "</p>" +
-      `<h2>${esc(key)}</h2><p class="muted">${esc(p.domain || "no domain")} · ${p.parts} part(s)${p.track === "RIMO-P" && !p.gradable ? " · ungradable: " + esc(p.ungradable_reason) : ""}</p>` +
+      `<h2>${esc(key)}</h2><p class="muted">${esc(p.domain || "no domain")} · ${yearNote(p)}${p.parts} part(s)${p.track === "RIMO-P" && !p.gradable ? " · ungradable: " + esc(p.ungradable_reason) : ""}</p>` +
       dataNotes(p) + `<h3>Problem</h3><div class="box problem">${textHtml(p.problem)}</div>`;
     if (p.track === "RIMO-N") {
       html += `<p>gold answer: <span class="pred gold" id="gold">${literal(p.gold)}</span></p>` +
