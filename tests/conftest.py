@@ -1,12 +1,15 @@
 """Shared fixtures: the real upstream mirror and scratch copies of it, the loopback fake chat
-server, the fake API key, and one oracle pipeline run for the whole session."""
+server, the fake API key, and the pipeline runs built once for the whole session (the oracle
+run, the view's two replay experiments)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,32 +68,59 @@ def _api_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(env, secret)
 
 
-@pytest.fixture(scope="session")
-def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    """The project after a full ``dvc repro`` with the oracle backend over every item.
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               build: Callable[[Path], object]) -> Path:
+    """The folder ``build(folder)`` filled, once per pytest run for all xdist workers.
 
-    Built once per pytest run and shared by all xdist workers (a file lock in the run's common
-    temporary folder; the first worker builds, the others wait). Read its files, but run no
-    command in it (git and DVC write locks and state even to read) and change nothing: a test
-    that does takes its own ``tests.pipeline_repo.copy_repo(oracle_run, ...)``.
+    A file lock in the run's common temporary folder: the first worker builds, the others wait
+    and reuse it. Read its files, but run no command in it (git and DVC write locks and state
+    even to read) and change nothing: a test that does takes its own
+    ``tests.pipeline_repo.copy_repo`` of the repo inside.
     """
     from filelock import FileLock
-
-    from tests.pipeline_repo import make_repo, sh  # here: it imports this module
 
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # each worker's basetemp sits in the run's shared folder
-    top = base / "oracle-run"
-    repo, built = top / "repo", top / "built"
-    with FileLock(str(base / "oracle-run.lock")):
-        if not built.exists():
+    top = base / name
+    done = top.with_name(f"{name}.built")
+    with FileLock(str(base / f"{name}.lock")):
+        if not done.exists():
             shutil.rmtree(top, ignore_errors=True)  # debris of an attempt that failed
             top.mkdir()
-            make_repo(repo, mirror_dir)
-            sh(repo, "dvc", "repro")
-            built.touch()
-    return repo
+            build(top)
+            done.touch()
+    return top
+
+
+@pytest.fixture(scope="session")
+def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    """The project after a full ``dvc repro`` with the oracle backend over every item, built
+    once per pytest run (``built_once``: read it, copy it to change it)."""
+    from tests.pipeline_repo import make_repo, sh  # here: it imports this module
+
+    def build(top: Path) -> None:
+        make_repo(top / "repo", mirror_dir)
+        sh(top / "repo", "dvc", "repro")
+
+    return built_once(tmp_path_factory, "oracle-run", build) / "repo"
+
+
+@pytest.fixture(scope="session")
+def view_runs_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
+                   ) -> dict[str, Any]:
+    """``tests.view_runs.build_runs`` (experiments run-a and run-b over every item), built once
+    per pytest run for the view's CLI and browser tests; each module takes its own copy
+    (``tests.view_runs.copy_runs``), as both run commands in it."""
+    from tests.view_runs import build_runs
+
+    def build(top: Path) -> None:
+        info = build_runs(top, mirror_dir)
+        facts = {k: v for k, v in info.items() if k != "repo"}
+        (top / "facts.json").write_text(json.dumps(facts), encoding="utf-8")
+
+    top = built_once(tmp_path_factory, "view-runs", build)
+    return {**json.loads((top / "facts.json").read_text(encoding="utf-8")), "repo": top / "repo"}
 
 
 @pytest.fixture(name="fake")

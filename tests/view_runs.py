@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from stages.core.tracks import TRACK_N, TRACK_P
-from tests.pipeline_repo import make_repo, sh
+from tests.pipeline_repo import copy_repo, make_repo, sh
 
 HOSTILE = [
     "<script>window.__pwned = 1; alert('script')</script>",
@@ -111,8 +111,14 @@ def build_runs(root: Path, mirror: Path) -> dict[str, Any]:
             "hostile_p": hostile_p, "n_items": len(items_n) + len(items_p)}
 
 
-__all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "nest", "small_run",
-           "write_jsonl"]
+def copy_runs(base: dict[str, Any], dest: Path) -> dict[str, Any]:
+    """A private copy of ``build_runs``' repo (conftest's ``view_runs_base``, built once per
+    pytest run), with what was put into it."""
+    return {**base, "repo": copy_repo(base["repo"], dest / "repo")}
+
+
+__all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "copy_runs", "nest",
+           "small_run", "write_jsonl"]
 
 
 def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import fisher_exact
-
 from stages.core.numbers import rounded, significant
 from stages.score.statistics import wilson_bounds
 
@@ -36,6 +34,10 @@ def fisher_p(right_a: int, n_a: int, right_b: int, n_b: int) -> float | None:
     """Two-sided p-value of Fisher's exact test on the 2x2 table right/wrong x a/b."""
     if n_a == 0 or n_b == 0:
         return None
+    # Here, not at the top: scipy.stats takes a second or more to import, and every process
+    # that scores, audits, compares or views imports this module, most with no cutoff set.
+    from scipy.stats import fisher_exact
+
     table = [[right_a, n_a - right_a], [right_b, n_b - right_b]]
     return float(fisher_exact(table, alternative="two-sided").pvalue)
 

@@ -19,6 +19,7 @@ from stages.commands.compare.command import (
     Revision,
     Side,
     bootstrap_settings,
+    compare,
     compare_sides,
     render_html,
     render_markdown,
@@ -162,7 +163,8 @@ def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     sh(repo, "git", "checkout", "-qb", "a")
     write_jsonl(repo / "replay.jsonl", replay_rows(
         gold_n, gold_p, wrong_n=set(ids_n[1:4]), missing_n={ids_n[0]}, wrong_p=set(ids_p[0:6])))
-    sh(repo, "dvc", "repro")
+    # Up to score: compare reads the scores and metrics; judge, view and report add nothing.
+    sh(repo, "dvc", "repro", "score")
     commit_all(repo, "a: replay A")
 
     sh(repo, "git", "checkout", "-qb", "b")
@@ -173,9 +175,10 @@ def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     write_jsonl(repo / "replay_c.jsonl", replay_rows(
         gold_n, gold_p, wrong_n=(wrong_b - set(ids_n[10:15])) | {ids_n[100]}, missing_n=set(),
         wrong_p=set(ids_p[5:8])))
-    sh(repo, "dvc", "repro")
+    sh(repo, "dvc", "repro", "score")
     commit_all(repo, "b: replay B")
-    sh(repo, "dvc", "exp", "run", "-n", "exp-c", "-S", "predict.replay.path=replay_c.jsonl")
+    sh(repo, "dvc", "exp", "run", "-n", "exp-c", "score",
+       "-S", "predict.replay.path=replay_c.jsonl")
     return repo, known
 
 
@@ -244,6 +247,27 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
     a_vs_c = run_compare(repo, "a", "exp-c")
     assert flip_ids(a_vs_c, TRACK_N, a=False) == ids_n[0:2]
     assert flip_ids(a_vs_c, TRACK_N, a=True) == [*ids_n[4:10], ids_n[100]]
+
+
+@pytest.mark.slow
+def test_each_revision_is_read_through_one_dvc_file_system(
+        branches: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
+    or more): compare reads a side's scores, metrics, params and tables through one."""
+    from stages.commands.compare import revisions
+
+    repo, _ = branches
+    opened: list[str] = []
+    init = revisions.RunFiles.__init__
+
+    def counting(self: revisions.RunFiles, root: Path, revision: revisions.Revision) -> None:
+        opened.append(revision.label)
+        init(self, root, revision)
+
+    monkeypatch.setattr(revisions.RunFiles, "__init__", counting)
+    result = compare(repo, "a", "b", samples=50)
+    assert sorted(opened) == ["a", "b"]
+    assert result["tracks"][TRACK_N]["flips"] and result["a"]["label"] == "a"
 
 
 @pytest.mark.slow

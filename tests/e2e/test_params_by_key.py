@@ -13,7 +13,7 @@ import yaml
 from stages.core.config import PREDICT_OUTPUT_KEYS
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_params_declared import covered, declared, dvc_stages
-from tests.pipeline_repo import make_repo, sh
+from tests.pipeline_repo import copy_repo, sh
 
 OPERATIONAL = ("predict.allow_errors", "predict.openai.concurrency", "predict.openai.timeout_s",
                "predict.openai.max_retries", "predict.openai.cache_dir",
@@ -45,10 +45,9 @@ def test_predict_and_report_declare_exactly_the_output_keys() -> None:
 
 @pytest.mark.slow
 def test_an_operational_knob_leaves_every_stage_but_the_check_up_to_date(
-        tmp_path: Path, mirror_dir: Path) -> None:
-    root = make_repo(tmp_path / "project", mirror_dir,
-                     predict={"backend": "constant", "limit": 2})
-    sh(root, "dvc", "repro", "-q")
+        tmp_path: Path, oracle_run: Path) -> None:
+    # Every stage up to date: a copy of the session's full oracle run.
+    root = copy_repo(oracle_run, tmp_path / "project")
     assert "up to date" in sh(root, "dvc", "status").stdout
     params_file = root / "params.yaml"
     params = yaml.safe_load(params_file.read_text(encoding="utf-8"))

@@ -28,7 +28,7 @@ from stages.core.tracks import TRACK_N, TRACK_P
 from tests.browser import chromium, renderer_alive
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import env, make_repo, sh
-from tests.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, build_runs, small_run
+from tests.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, copy_runs, small_run
 
 SPY = """
 window.__rimo_dialogs = [];
@@ -77,8 +77,9 @@ def driver() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str, Any]:
-    info = build_runs(tmp_path_factory.mktemp("view_browser"), mirror_dir)
+def runs(tmp_path_factory: pytest.TempPathFactory, view_runs_base: dict[str, Any]
+         ) -> dict[str, Any]:
+    info = copy_runs(view_runs_base, tmp_path_factory.mktemp("view_browser"))
     sh(info["repo"], "rimo-eval", "view", "run-a", "run-b", "--out", "reports/view")
     info["site"] = info["repo"] / "reports/view"
     return info

@@ -12,12 +12,13 @@ import pytest
 
 from stages.core.tracks import TRACK_N, TRACK_P
 from tests.pipeline_repo import sh
-from tests.view_runs import build_runs
+from tests.view_runs import copy_runs
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str, Any]:
-    return build_runs(tmp_path_factory.mktemp("view_site"), mirror_dir)
+def two_runs(tmp_path_factory: pytest.TempPathFactory, view_runs_base: dict[str, Any]
+             ) -> dict[str, Any]:
+    return copy_runs(view_runs_base, tmp_path_factory.mktemp("view_site"))
 
 
 def read_index(site: Path) -> dict[str, Any]:

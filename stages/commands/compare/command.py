@@ -9,6 +9,7 @@ score stage resample alike; ``--samples``, ``--seed`` and ``--confidence`` overr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -63,31 +64,29 @@ def _optional(read: Callable[[], Any]) -> Any:
         return None
 
 
-def run_extras(root: Path, revision: Revision) -> dict[str, Any]:
+def run_extras(files: RunFiles) -> dict[str, Any]:
     """What a flip and the params diff need beyond the scores: the params file, RIMO-P's
     predictions and items. Each is optional: compare works on the scores alone."""
-    with RunFiles(root, revision) as files:
-        return {"params": _optional(lambda: files.read_params() or None),
-                "predictions": _optional(lambda: files.read_parquet(
-                    predictions_path(TRACK_P), columns=["problem_id", "sample", "prediction"])),
-                "items": _optional(lambda: files.read_parquet(
-                    items_path(TRACK_P), columns=["problem_id", "sub_solutions"]))}
+    return {"params": _optional(lambda: files.read_params() or None),
+            "predictions": _optional(lambda: files.read_parquet(
+                predictions_path(TRACK_P), columns=["problem_id", "sample", "prediction"])),
+            "items": _optional(lambda: files.read_parquet(
+                items_path(TRACK_P), columns=["problem_id", "sub_solutions"]))}
 
 
 # What usage and the k-sample metrics read from a predictions table (no texts).
 PREDICTION_COLUMNS = ["problem_id", "sample", "item_hash", "status", "details", "backend"]
 
 
-def shared_inputs(root: Path, side: Side) -> Side:
+def shared_inputs(files: RunFiles, side: Side) -> Side:
     """``side`` with what recomputing its metrics on the shared items reads beyond the scores:
     its predictions (usage, k-sample keys) and, where the judge ran, the judge table. Each is
     optional; what cannot be read is left out of the recomputed metrics."""
-    with RunFiles(root, side.revision) as files:
-        side.predictions = _optional(lambda: {
-            t: files.read_parquet(predictions_path(t), columns=PREDICTION_COLUMNS)
-            for t in TRACKS})
-        if judge_block(side.judge) is not None:
-            side.judge_table = _optional(lambda: files.read_parquet(JUDGE_TABLE))
+    side.predictions = _optional(lambda: {
+        t: files.read_parquet(predictions_path(t), columns=PREDICTION_COLUMNS)
+        for t in TRACKS})
+    if judge_block(side.judge) is not None:
+        side.judge_table = _optional(lambda: files.read_parquet(JUDGE_TABLE))
     return side
 
 
@@ -97,15 +96,19 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
     for r in revisions:  # name every absent table and its `dvc pull` before reading any
         require_outputs(root, r.rev, r.label, r.kind == "experiment",
                         only=[scores_path(t) for t in TRACKS])
-    sides = [load_side(root, r) for r in revisions]
-    sets = overlap(sides[0].scores, sides[1].scores)
-    if not same_items(sets):
-        if strict:
-            require_same_items(sets, a, b)
-        print(f"compare: {a} and {b} evaluated different items ({describe(sets)}); comparing "
-              f"on the shared items only", file=sys.stderr)
-        sides = [shared_inputs(root, s) for s in sides]
-    extras = [run_extras(root, r) for r in revisions]
+    # One DVC file system per revision for every read: each builds DVC's index of that
+    # revision (dvc.yaml and dvc.lock parsed), a second or more apiece.
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(RunFiles(root, r)) for r in revisions]
+        sides = [load_side(root, r, f) for r, f in zip(revisions, files, strict=True)]
+        sets = overlap(sides[0].scores, sides[1].scores)
+        if not same_items(sets):
+            if strict:
+                require_same_items(sets, a, b)
+            print(f"compare: {a} and {b} evaluated different items ({describe(sets)}); "
+                  f"comparing on the shared items only", file=sys.stderr)
+            sides = [shared_inputs(f, s) for f, s in zip(files, sides, strict=True)]
+        extras = [run_extras(f) for f in files]
     result = compare_sides(*sides, samples=samples, seed=seed, confidence=confidence,
                            params=(extras[0]["params"], extras[1]["params"]))
     attach_p_texts(result["tracks"][TRACK_P]["flips"], extras[0]["items"],

@@ -14,7 +14,6 @@ from typing import Any
 
 import jinja2
 
-from stages.commands.compare.chart import data_uri, delta_chart
 from stages.commands.compare.details import FLIP_HEAD, flip_cells
 from stages.core.tracks import TRACKS
 
@@ -166,6 +165,9 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
             "caption": f"{track}: {len(t['flips'])} flipped on {t['test']['metric']}",
             "flips": [[(f["problem_id"], ""), (f["domain"] or "-", ""),
                        *((c, "text") for c in flip_cells(track, f))] for f in listed]})
+    # Here, not at the top: matplotlib takes a second to import, and only the page draws.
+    from stages.commands.compare.chart import data_uri, delta_chart
+
     fig = delta_chart(result["metrics"], level)
     return _template().render(
         a=a, b=b, items_note=items_note(result),

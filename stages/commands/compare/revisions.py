@@ -181,14 +181,18 @@ class RunFiles:
         return params if isinstance(params, dict) else {}
 
 
-def load_side(root: Path, revision: Revision) -> Side:
-    with RunFiles(root, revision) as files:
-        metrics = join(files.read_json(METRICS_PATH) or {},
-                       files.read_json(BREAKDOWN_PATH, False),
-                       files.read_json(PROVENANCE_PATH, False))
-        scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}
-        # The opt-in judge's metrics exist only where the judge ran.
-        judge = files.read_json(JUDGE_METRICS_PATH, False) or {}
+def load_side(root: Path, revision: Revision, files: RunFiles | None = None) -> Side:
+    """One run's metrics, scores and judge metrics; through ``files`` when the caller holds
+    the revision's RunFiles open for more reads (it stays open), else through its own."""
+    if files is None:
+        with RunFiles(root, revision) as own:
+            return load_side(root, revision, own)
+    metrics = join(files.read_json(METRICS_PATH) or {},
+                   files.read_json(BREAKDOWN_PATH, False),
+                   files.read_json(PROVENANCE_PATH, False))
+    scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}
+    # The opt-in judge's metrics exist only where the judge ran.
+    judge = files.read_json(JUDGE_METRICS_PATH, False) or {}
     return Side(revision, metrics, scores, judge)
 
 
