@@ -39,7 +39,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -190,8 +189,9 @@ def killed_prune(code: Path, root: Path, after_s: float) -> dict[str, Any]:
                             stderr=subprocess.DEVNULL)
     with WalPeak(root) as wal:
         time.sleep(after_s)
-        finished = proc.poll() is not None
-        os.kill(proc.pid, signal.SIGKILL)
+        finished = proc.poll() is not None  # (poll reaps it: then there is no pid to kill)
+        if not finished:
+            proc.kill()  # SIGKILL
         proc.wait()
     left = files(root).get(f"{DB_NAME}-wal", 0)
     opened = open_ms(code, root, repeats=5)
