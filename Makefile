@@ -31,8 +31,8 @@ $(NPM_STAMP): package.json package-lock.json
 # plots.html_template), so DVC's charts render offline.
 PLOTS_PAGE := .dvc/plots/page.html
 
-$(PLOTS_PAGE): $(NPM_STAMP) $(STAMP) stages/commands/plots_page.py
-	$(PY) -m stages.commands.plots_page
+$(PLOTS_PAGE): $(NPM_STAMP) $(STAMP) rimo_eval/commands/plots_page.py
+	$(PY) -m rimo_eval.commands.plots_page
 
 setup: $(STAMP) $(NPM_STAMP) $(PLOTS_PAGE)
 

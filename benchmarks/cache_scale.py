@@ -53,11 +53,11 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages.chat.cache import DB_NAME, ResponseCache, request_key  # noqa: E402
-from stages.core.hashing import canonical_json  # noqa: E402
+from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key  # noqa: E402
+from rimo_eval.core.hashing import canonical_json  # noqa: E402
 
 BASELINE = "ec772a7"  # main before issue 30
-# Where the children run: from ROOT, ``python -m stages`` and ``-c`` would import this
+# Where the children run: from ROOT, ``python -m rimo_eval`` and ``-c`` would import this
 # checkout's stages ahead of PYTHONPATH's, whatever code is under test.
 NEUTRAL = Path("/")
 DAY = 86400.0
@@ -70,7 +70,7 @@ WORDS = ("let", "the", "integer", "prime", "divides", "so", "we", "have", "mod",
 # Run inside a child process with the code under test on PYTHONPATH.
 _OPEN = """
 import json, statistics, sys, time
-from stages.chat.cache import ResponseCache
+from rimo_eval.chat.cache import ResponseCache
 root, key = sys.argv[1], sys.argv[2]
 times = []
 for _ in range(int(sys.argv[3])):
@@ -117,7 +117,7 @@ def child_env(code: Path) -> dict[str, str]:
 def build(root: Path, n: int, reply_bytes: int, code: Path) -> dict[str, float]:
     """The database as ``code`` makes it (its schema), then n entries in bulk."""
     root.mkdir(parents=True)
-    subprocess.run([sys.executable, "-c", "import sys\nfrom stages.chat.cache import "
+    subprocess.run([sys.executable, "-c", "import sys\nfrom rimo_eval.chat.cache import "
                     "ResponseCache\nc = ResponseCache(sys.argv[1])\nc.put('0' * 64, {'q': 0}, "
                     "{'texts': ['0']})\nc.close()", str(root)],
                    env=child_env(code), cwd=NEUTRAL, check=True)
@@ -149,7 +149,7 @@ def files(root: Path) -> dict[str, int]:
 def cli(code: Path, *args: str, timeout: float = 3600) -> tuple[float, int, str, str]:
     """One ``rimo-eval cache ...`` process of ``code``: (wall, exit code, stdout, stderr)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "stages", "cache", *args], cwd=NEUTRAL,
+    done = subprocess.run([sys.executable, "-m", "rimo_eval", "cache", *args], cwd=NEUTRAL,
                           env=child_env(code), capture_output=True, text=True, timeout=timeout)
     return time.perf_counter() - started, done.returncode, done.stdout, done.stderr
 
@@ -183,7 +183,7 @@ class WalPeak:
 
 def killed_prune(code: Path, root: Path, after_s: float) -> dict[str, Any]:
     """Prune, kill -9 after ``after_s`` seconds; the WAL left and the first open after it."""
-    proc = subprocess.Popen([sys.executable, "-m", "stages", "cache", "prune", "--dir",
+    proc = subprocess.Popen([sys.executable, "-m", "rimo_eval", "cache", "prune", "--dir",
                              str(root), "--older-than", "50d"], cwd=NEUTRAL,
                             env=child_env(code), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -4,7 +4,7 @@ and what a ``kill -9`` or a SIGSTOP of one worker costs the others.
 Each scenario starts one fake server (``tests/chat_server.py``, in this process: it counts every
 request it answers, per body) with a fixed latency, then:
 
-* the reference: one ``python -m stages predict`` alone on a fresh cache;
+* the reference: one ``python -m rimo_eval predict`` alone on a fresh cache;
 * N workers started together, each in its own folder (as N ``dvc queue`` workers in N clones)
   with the same params and one shared ``cache_dir``, fresh; optionally one of them is killed
   (``kill -9``) or stopped (SIGSTOP for ``LEASE_S`` + 3 s, then SIGCONT) once the server has
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from predict_throughput import prepare_items  # noqa: E402
 
-from stages.chat.leases import LEASE_S  # noqa: E402
+from rimo_eval.chat.leases import LEASE_S  # noqa: E402
 from tests.chat_server import ChatServer  # noqa: E402
 
 BASELINE = "ec772a7"  # main before issue 30: single flight inside one process only
@@ -132,7 +132,7 @@ def folder(base: Path, name: str, items: Path, code: Code, base_url: str, cache:
 def start(work: Path, code: Code) -> Worker:
     env = {**os.environ, "PYTHONPATH": str(code.root), "TQDM_DISABLE": "1"}
     log = open(work / "predict.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "stages", "predict"], cwd=work, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "rimo_eval", "predict"], cwd=work, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     worker = Worker(work, proc, time.perf_counter())
     worker.wait_in_thread()

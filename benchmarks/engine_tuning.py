@@ -40,9 +40,9 @@ from predict_throughput import (  # noqa: E402
 from timed import run_timed  # noqa: E402
 
 GC = "import gc; gc.set_threshold(100_000, 20, 20)\n"
-PLAIN_EXIT = "import sys\nfrom stages.cli import main\nsys.exit(main())\n"
+PLAIN_EXIT = "import sys\nfrom rimo_eval.cli import main\nsys.exit(main())\n"
 FAST_EXIT = '''import atexit, os, sys
-from stages.cli import main
+from rimo_eval.cli import main
 status = main()
 atexit._run_exitfuncs()
 sys.stdout.flush(); sys.stderr.flush()

@@ -52,9 +52,9 @@ def make_repo(work: Path, runs: int, k: int, tag: str) -> tuple[Path, list[str],
     """A git + DVC repo with one branch per run; returns it, the branch names, prep seconds."""
     import pandas as pd
 
-    from stages.predict import predict
-    from stages.score.stage import score
-    from stages.validate.stage import run as validate
+    from rimo_eval.predict import predict
+    from rimo_eval.score.stage import score
+    from rimo_eval.validate.stage import run as validate
 
     start = time.perf_counter()
     items = work / "items"
@@ -109,12 +109,12 @@ def timed_cli(repo: Path, names: list[str], out: Path) -> float:
 
 def phases(repo: Path, names: list[str]) -> dict[str, float]:
     """One build in this process, phase by phase (after the imports)."""
-    from stages.commands.leaderboard.board import build
-    from stages.commands.leaderboard.comparable import check
-    from stages.commands.leaderboard.figures import figures
-    from stages.commands.leaderboard.loading import load_runs
-    from stages.commands.leaderboard.statistics import default_metric, find_metric
-    from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
+    from rimo_eval.commands.leaderboard.board import build
+    from rimo_eval.commands.leaderboard.comparable import check
+    from rimo_eval.commands.leaderboard.figures import figures
+    from rimo_eval.commands.leaderboard.loading import load_runs
+    from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
+    from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 
     t0 = time.perf_counter()
     runs = load_runs(repo, names)

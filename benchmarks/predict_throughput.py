@@ -2,7 +2,7 @@
 
 The workload is RIMO itself: the 791 real items (the upstream mirror through the validate
 stage), which make 1579 requests because RIMO-P sends one request per part, in order. Each row
-times the whole predict process (``python -m stages predict``: imports, items, requests,
+times the whole predict process (``python -m rimo_eval predict``: imports, items, requests,
 cache, parquet) on a cold response cache, against the bound
 ``max(requests x latency / c, longest RIMO-P chain x latency)``. In one run it prints:
 
@@ -57,8 +57,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from peer_lmeval import LMEVAL_VERSION, lmeval_venv, run_lmeval  # noqa: E402
 from timed import run_timed  # noqa: E402
 
-from stages.core.items import load_items  # noqa: E402
-from stages.core.tracks import TRACK_N, TRACKS  # noqa: E402
+from rimo_eval.core.items import load_items  # noqa: E402
+from rimo_eval.core.tracks import TRACK_N, TRACKS  # noqa: E402
 from tests.chat_server import request_log  # noqa: E402
 
 INSPECT_VERSION = "0.3.285"
@@ -89,7 +89,7 @@ def find_mirror() -> Path:
 
 def prepare_items(work: Path) -> None:
     """data/items/ of the work folder: the real benchmark, through the real validate stage."""
-    from stages.validate.stage import run as validate
+    from rimo_eval.validate.stage import run as validate
 
     validate({"validate": {"errata": str(ROOT / "data/errata.yaml")}}, raw_dir=find_mirror(),
              items_dir=work / "data/items", report_path=work / "validate_report.json")
@@ -123,7 +123,7 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
     write_predict_params(work, base_url, concurrency, cache, limit)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
     mark = request_log(base_url)["next"]
-    done = run_timed([sys.executable, "-m", "stages", "predict"], work, env, stderr_only=True)
+    done = run_timed([sys.executable, "-m", "rimo_eval", "predict"], work, env, stderr_only=True)
     if done.returncode != 0:
         raise SystemExit(f"predict failed ({done.returncode}):\n{done.output[-3000:]}")
     # The stage's own record of the run: requests sent and the time spent predicting.
@@ -138,7 +138,7 @@ def run_predict(work: Path, base_url: str, concurrency: int, cache: str,
 
 def requests_of(work: Path, limit: int | None) -> tuple[int, int]:
     """(requests, longest chain) of a run over ``limit`` items per track."""
-    from stages.predict import select_sample
+    from rimo_eval.predict import select_sample
 
     total = longest = 0
     for track in TRACKS:
@@ -386,7 +386,7 @@ def throughput(args: argparse.Namespace) -> None:
 
 # --- the local backend ---------------------------------------------------------------------
 def mirror_rimo_n(count: int) -> list[Any]:
-    from stages.core.items import Item
+    from rimo_eval.core.items import Item
 
     path = find_mirror() / "RIMO-N.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count]]
@@ -395,8 +395,8 @@ def mirror_rimo_n(count: int) -> list[Any]:
 
 
 def run_local(count: int, max_tokens: int) -> None:
-    from stages.chat.transport import ChatReply
-    from stages.predictors.local_model import LocalModelPredictor
+    from rimo_eval.chat.transport import ChatReply
+    from rimo_eval.predictors.local_model import LocalModelPredictor
 
     items = mirror_rimo_n(count)
     with tempfile.TemporaryDirectory() as cache:  # cold caches; the GGUF is reassembled here

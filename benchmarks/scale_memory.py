@@ -6,7 +6,7 @@ against the loopback fake server (its own process, zero latency), whose every re
 reply-size option; 0 and 0: the short replies). Each k runs in a fresh copy of the project
 (``tests.pipeline_repo.make_repo``, a real git + DVC repo, fetch from the local mirror) with a
 cold response cache: fetch and validate, then predict, score, judge, report, each as its own
-``python -m stages`` process (peak RSS from ``wait4``: the process and the children it waited
+``python -m rimo_eval`` process (peak RSS from ``wait4``: the process and the children it waited
 for, so the report's Jupyter kernel counts), then ``dvc commit`` to record the lock and
 ``rimo-eval audit`` the same way; then the run is committed and ``compare``, ``leaderboard`` and
 ``view`` read it at two revisions (HEAD and the workspace: two runs of the same size).
@@ -73,16 +73,16 @@ def one_k(work: Path, base_url: str, k: int, concurrency: int, limit: int | None
     env = {**repo_env(), "TQDM_DISABLE": "1",
            "RIMO_EVAL_KATEX_DIR": str(ROOT / "node_modules/katex/dist")}
     rows: dict[str, dict[str, float]] = {}
-    sh(repo, sys.executable, "-m", "stages", "check-params")  # fetch's dep; not measured
+    sh(repo, sys.executable, "-m", "rimo_eval", "check-params")  # fetch's dep; not measured
     for stage in ("fetch", "validate", *STAGES[:-1]):
-        done = run_timed([sys.executable, "-m", "stages", stage], repo, env, stderr_only=True)
+        done = run_timed([sys.executable, "-m", "rimo_eval", stage], repo, env, stderr_only=True)
         if done.returncode != 0:
             raise SystemExit(f"k={k} {stage} failed ({done.returncode}):\n{done.output[-3000:]}")
         rows[stage] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib),
                        "cpu_s": round(done.cpu_s, 1)}
     # The lock of what just ran, for the audit: these stages only (view is not built here).
     sh(repo, "dvc", "commit", "-f", "-q", "check-params", "fetch", "validate", *STAGES[:-1])
-    done = run_timed([sys.executable, "-m", "stages", "audit"], repo, env, stderr_only=True)
+    done = run_timed([sys.executable, "-m", "rimo_eval", "audit"], repo, env, stderr_only=True)
     rows["audit"] = {"wall_s": round(done.wall_s, 1), "rss_mib": round(done.rss_mib),
                      "exit": done.returncode}
     # Two runs for the commands that read several: the run committed (HEAD) and the workspace,
@@ -93,7 +93,7 @@ def one_k(work: Path, base_url: str, k: int, concurrency: int, limit: int | None
                        ("view", ["HEAD", "workspace", "--out", str(work / f"view-k{k}")])):
         if name not in tools:
             continue
-        done = run_timed([sys.executable, "-m", "stages", name, *args], repo, env,
+        done = run_timed([sys.executable, "-m", "rimo_eval", name, *args], repo, env,
                          stderr_only=True)
         if done.returncode != 0:
             raise SystemExit(f"k={k} {name} failed ({done.returncode}):\n{done.output[-3000:]}")

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from predict_throughput import prepare_items  # noqa: E402
 
-from stages.commands.view.model import build  # noqa: E402
-from stages.commands.view.site import write_site  # noqa: E402
-from stages.core.tracks import TRACK_N, TRACK_P  # noqa: E402
+from rimo_eval.commands.view.model import build  # noqa: E402
+from rimo_eval.commands.view.site import write_site  # noqa: E402
+from rimo_eval.core.tracks import TRACK_N, TRACK_P  # noqa: E402
 
 
 def reply(rng: random.Random, chars: int, answer: str) -> str:

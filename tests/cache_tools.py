@@ -9,8 +9,8 @@ from pathlib import Path
 
 import zstandard
 
-from stages.chat.cache import DB_NAME, Entry, ResponseCache
-from stages.core.hashing import canonical_json
+from rimo_eval.chat.cache import DB_NAME, Entry, ResponseCache
+from rimo_eval.core.hashing import canonical_json
 
 
 def cache_entries(folder: str | os.PathLike[str]) -> list[Entry]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stages.core.artifacts import UPSTREAM_NAMES
+from rimo_eval.core.artifacts import UPSTREAM_NAMES
 from tests.chat_server import ChatServer
 from tests.fake_batch import FakeBatchServer
 

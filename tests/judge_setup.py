@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from stages.predict import predict
-from stages.score.stage import score
-from stages.validate.stage import run as validate
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
+from rimo_eval.validate.stage import run as validate
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 

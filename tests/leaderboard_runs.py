@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stages.commands.compare.revisions import Revision
-from stages.commands.leaderboard.loading import Run
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.commands.compare.revisions import Revision
+from rimo_eval.commands.leaderboard.loading import Run
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.pipeline_repo import make_repo, sh
 
 # name -> (strength, noise seed); the workspace run is "base".

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 
 ReplayRows = list[dict[str, Any]]
 

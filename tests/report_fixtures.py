@@ -15,15 +15,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from stages.core.atomic import write_json
-from stages.core.hashing import canonical_json, fingerprint, sha256_file
-from stages.core.items import ITEM_SCHEMAS
-from stages.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
-from stages.core.predictions import PREDICTION_SCHEMAS
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.score.diagnostics import FLAGS_N, flags_n
-from stages.score.stage import SCORE_SCHEMAS
-from stages.score.years import by_year_band
+from rimo_eval.core.atomic import write_json
+from rimo_eval.core.hashing import canonical_json, fingerprint, sha256_file
+from rimo_eval.core.items import ITEM_SCHEMAS
+from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
+from rimo_eval.core.predictions import PREDICTION_SCHEMAS
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.score.diagnostics import FLAGS_N, flags_n
+from rimo_eval.score.stage import SCORE_SCHEMAS
+from rimo_eval.score.years import by_year_band
 
 # The RIMO-N wrong answer whose text must come out escaped, never as markup.
 XSS_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)> **bold**"
@@ -98,8 +98,8 @@ def _r(x: float) -> float:
 
 
 def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
-    """As stages/score/metrics.compute returns it, with the provenance block: the joined shape
-    (stages/core/metrics_files.py), which the fixture splits into the score stage's files.
+    """As rimo_eval/score/metrics.compute returns it, with the provenance block: the joined shape
+    (rimo_eval/core/metrics_files.py), which the fixture splits into the score stage's files.
     ``flags``: the flag counts of the score rows."""
     n_eval, p_eval = len(_N_ROWS), len(_P_ROWS)
     return {
@@ -135,7 +135,7 @@ def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
                    "sub_problem_accuracy": {"low": 0.125, "high": 0.875},
                    "prefix_score": {"low": 0.083333, "high": 0.833333}},
         },
-        # stages/provenance.py's block (abridged: its input/output hashes are left out).
+        # rimo_eval/provenance.py's block (abridged: its input/output hashes are left out).
         "provenance": {
             "version": 1,
             "predictions": {t: {"backend": "replay", "fingerprint": "f" * 64}
@@ -157,7 +157,7 @@ def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
 
 
 def _validation() -> dict[str, Any]:
-    """As stages/validate.py writes it (its build_report)."""
+    """As rimo_eval/validate.py writes it (its build_report)."""
     sha = _params(True)["fetch"]["sha256"]
     finding = {"file": "RIMO-N.csv", "line": 12, "track": TRACK_N, "problem_id": "2023a4",
                "rule": "answer.mismatch", "message": FINDING_MESSAGE, "field": "answer"}
@@ -284,7 +284,7 @@ def _judge_inputs(root: Path, items: list[dict[str, Any]], preds: list[dict[str,
                   scores: list[dict[str, Any]]) -> dict[str, Path]:
     """The judge's table, report and calibration, as the judge stage writes them: the judge
     rejects every second part of each gradable item."""
-    from stages.judge.stage import JUDGE_SCHEMA
+    from rimo_eval.judge.stage import JUDGE_SCHEMA
 
     rows = []
     for item, pred, sc in zip(items, preds, scores, strict=True):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.pipeline_repo import copy_repo, make_repo, sh
 
 HOSTILE = [
@@ -130,12 +130,12 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from stages.commands.compare.revisions import Revision
-    from stages.commands.view.load import Run
-    from stages.commands.view.texts import DetailsCursor
-    from stages.core.artifacts import items_path, predictions_path, scores_path
-    from stages.predict import predict
-    from stages.score.stage import score
+    from rimo_eval.commands.compare.revisions import Revision
+    from rimo_eval.commands.view.load import Run
+    from rimo_eval.commands.view.texts import DetailsCursor
+    from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
+    from rimo_eval.predict import predict
+    from rimo_eval.score.stage import score
 
     base = root / name
     base.mkdir(parents=True, exist_ok=True)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict as predict_stage
-from stages.score.stage import score
-from stages.validate.stage import run as validate_run
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict as predict_stage
+from rimo_eval.score.stage import score
+from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_native_full_run import fake_model
 from tests.engine.test_anthropic_batch import KEY_ENV, config

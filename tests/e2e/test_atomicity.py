@@ -34,8 +34,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.core.artifacts import PARAMS_CHECK_PATH
-from stages.core.atomic import PAUSE_ENV
+from rimo_eval.core.artifacts import PARAMS_CHECK_PATH
+from rimo_eval.core.atomic import PAUSE_ENV
 from tests.pipeline_repo import copy_repo, env, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]

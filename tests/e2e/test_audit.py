@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.commands.audit.command import (
+from rimo_eval.commands.audit.command import (
     DvcHashes,
     Ledger,
     check_items,
@@ -27,15 +27,15 @@ from stages.commands.audit.command import (
     recompute_metrics,
     upstream_stages,
 )
-from stages.commands.audit.command import audit as run_audit
-from stages.core.errors import DataError
-from stages.core.hashing import sha256_file
-from stages.core.metrics_files import split
-from stages.core.predictions import PREDICTION_SCHEMAS
-from stages.core.provenance import build_provenance, git_state, params_fingerprint
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predict import predict
-from stages.score.stage import SCORE_FILES, score
+from rimo_eval.commands.audit.command import audit as run_audit
+from rimo_eval.core.errors import DataError
+from rimo_eval.core.hashing import sha256_file
+from rimo_eval.core.metrics_files import split
+from rimo_eval.core.predictions import PREDICTION_SCHEMAS
+from rimo_eval.core.provenance import build_provenance, git_state, params_fingerprint
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import SCORE_FILES, score
 from tests.factories import n_item, small_benchmark, write_items
 from tests.pipeline_repo import copy_repo, sh
 
@@ -113,8 +113,8 @@ def test_git_state_records_commit_and_dirty_sources(tmp_path: Path) -> None:
     # Params are tracked on their own (a `dvc exp run -S` edits them): not dirty sources.
     (tmp_path / "params.yaml").write_text("a: 2\n")
     assert git_state(tmp_path)["dirty"] is False
-    (tmp_path / "stages").mkdir()
-    (tmp_path / "stages/x.py").write_text("print(1)\n")
+    (tmp_path / "rimo_eval").mkdir()
+    (tmp_path / "rimo_eval/x.py").write_text("print(1)\n")
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
 
 

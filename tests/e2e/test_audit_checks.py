@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.commands.audit.ledger import CHECKS
-from stages.core.artifacts import (
+from rimo_eval.commands.audit.ledger import CHECKS
+from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_TABLE,
     LOCK_PATH,
@@ -28,9 +28,9 @@ from stages.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from stages.core.predictions import PREDICTION_SCHEMAS
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.score.stage import SCORE_SCHEMAS
+from rimo_eval.core.predictions import PREDICTION_SCHEMAS
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.score.stage import SCORE_SCHEMAS
 from tests.pipeline_repo import copy_repo, sh
 
 PRED_N = predictions_path(TRACK_N).as_posix()

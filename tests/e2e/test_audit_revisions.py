@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.core.dicts import flatten
+from rimo_eval.core.dicts import flatten
 from tests.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow

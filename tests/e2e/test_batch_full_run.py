@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.core.items import load_items
-from stages.core.tracks import TRACKS
-from stages.predict import predict as predict_stage
-from stages.score.stage import score
-from stages.validate.stage import run as validate_run
+from rimo_eval.core.items import load_items
+from rimo_eval.core.tracks import TRACKS
+from rimo_eval.predict import predict as predict_stage
+from rimo_eval.score.stage import score
+from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
 from tests.engine.test_batch_kill import Driver
 from tests.engine.test_batch_transport import KEY_ENV, config, predict

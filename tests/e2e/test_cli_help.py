@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.cli import STAGES, TOOLS
+from rimo_eval.cli import STAGES, TOOLS
 
 RIMO_EVAL = str(Path(sys.executable).parent / "rimo-eval")
 

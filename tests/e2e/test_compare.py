@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from stages.commands.compare.command import (
+from rimo_eval.commands.compare.command import (
     Revision,
     Side,
     bootstrap_settings,
@@ -25,8 +25,8 @@ from stages.commands.compare.command import (
     render_markdown,
     resolve,
 )
-from stages.core.errors import ConfigError, DataError
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.errors import ConfigError, DataError
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item
 from tests.pipeline_repo import make_repo, sh
 from tests.replay_files import replay_rows, write_jsonl
@@ -254,7 +254,7 @@ def test_each_revision_is_read_through_one_dvc_file_system(
         branches: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
     or more): compare reads a side's scores, metrics, params and tables through one."""
-    from stages.commands.compare import revisions
+    from rimo_eval.commands.compare import revisions
 
     repo, _ = branches
     opened: list[str] = []

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.cli import MODULES, STAGES
+from rimo_eval.cli import MODULES, STAGES
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import copy_repo, sh
 
 
 def module_file(module: str) -> Path | None:
     parts = module.split(".")
-    if parts[0] != "stages":
+    if parts[0] != "rimo_eval":
         return None
     base = REPO_ROOT.joinpath(*parts)
     for cand in (base.with_suffix(".py"), base / "__init__.py"):
@@ -49,7 +49,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 
 def project_imports(module: str) -> set[Path]:
-    """Every file of the ``stages`` package that importing ``module`` executes."""
+    """Every file of the ``rimo_eval`` package that importing ``module`` executes."""
     seen: set[Path] = set()
     todo = [module]
     while todo:
@@ -95,7 +95,7 @@ PIPELINE = sorted(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
 @pytest.mark.parametrize("stage", PIPELINE)
 def test_stage_deps_cover_its_imports(stage: str) -> None:
     deps = stage_deps()[stage]
-    files = project_imports("stages.cli") | project_imports(stage_modules()[stage])
+    files = project_imports("rimo_eval.cli") | project_imports(stage_modules()[stage])
     missing = sorted(p.relative_to(REPO_ROOT).as_posix() for p in files if not covered(p, deps))
     assert not missing, f"dvc.yaml stage {stage!r} imports files it does not depend on: {missing}"
 
@@ -103,9 +103,9 @@ def test_stage_deps_cover_its_imports(stage: str) -> None:
 def test_import_graph_sees_helpers() -> None:
     """The walker itself: predict reaches the hashing helper through core and the predictors."""
     files = {p.relative_to(REPO_ROOT).as_posix() for p in project_imports(MODULES["predict"])}
-    assert {"stages/core/hashing.py", "stages/core/items.py", "stages/predictors/base.py",
-            "stages/__init__.py"} <= files
-    assert not covered(REPO_ROOT / "stages/core/hashing.py", ["stages/score"])
+    assert {"rimo_eval/core/hashing.py", "rimo_eval/core/items.py", "rimo_eval/predictors/base.py",
+            "rimo_eval/__init__.py"} <= files
+    assert not covered(REPO_ROOT / "rimo_eval/core/hashing.py", ["rimo_eval/score"])
 
 
 def test_every_stage_module_is_in_dvc_yaml() -> None:
@@ -121,13 +121,13 @@ def test_editing_a_core_helper_marks_every_importing_stage(tmp_path: Path, oracl
     # Every stage up to date: a copy of the session's full oracle run.
     repo = copy_repo(oracle_run, tmp_path / "repo")
     assert "Data and pipelines are up to date" in sh(repo, "dvc", "status").stdout
-    helper = repo / "stages/core/hashing.py"
+    helper = repo / "rimo_eval/core/hashing.py"
     helper.write_text(helper.read_text() + "\n# an edit to a shared helper\n")
     status = sh(repo, "dvc", "status", "--json").stdout
     changed = set(yaml.safe_load(status) or {})
     importers = {stage for stage, module in stage_modules().items()
-                 if REPO_ROOT / "stages/core/hashing.py" in
-                 project_imports("stages.cli") | project_imports(module)}
+                 if REPO_ROOT / "rimo_eval/core/hashing.py" in
+                 project_imports("rimo_eval.cli") | project_imports(module)}
     # Every stage but check-params hashes something (it only validates the params file).
     assert importers == set(PIPELINE) - {"check-params"}
     assert importers <= changed, f"dvc status missed {sorted(importers - changed)}"
@@ -135,8 +135,8 @@ def test_editing_a_core_helper_marks_every_importing_stage(tmp_path: Path, oracl
 
 
 def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
-    from stages.core import artifacts as A
-    from stages.core.tracks import TRACKS
+    from rimo_eval.core import artifacts as A
+    from rimo_eval.core.tracks import TRACKS
 
     spec = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
 

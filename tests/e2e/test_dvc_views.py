@@ -27,10 +27,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.commands.compare.revisions import RunFiles, resolve
-from stages.commands.summary import EXP_SHOW_VIEW
-from stages.core.artifacts import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.commands.compare.revisions import RunFiles, resolve
+from rimo_eval.commands.summary import EXP_SHOW_VIEW
+from rimo_eval.core.artifacts import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.browser import chromium
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, env, make_repo, sh
@@ -311,7 +311,7 @@ def test_plots_diff_draws_every_experiment_with_intervals_offline(
 
     modules = REPO_ROOT / "node_modules"
     assert (modules / "vega").is_dir(), "run `npm ci` (make setup) first"
-    sh(repo, str(BIN / "python"), "-m", "stages.commands.plots_page", "--node-modules",
+    sh(repo, str(BIN / "python"), "-m", "rimo_eval.commands.plots_page", "--node-modules",
        str(modules))
     out = tmp_path / "plots"
     sh(repo, "dvc", "plots", "diff", "exp-a", "exp-b", "-o", str(out))

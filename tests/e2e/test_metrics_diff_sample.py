@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.tracks import TRACK_N
+from rimo_eval.core.tracks import TRACK_N
 from tests.pipeline_repo import sh
 from tests.unit.test_score_leftovers import run_score
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from stages.core.artifacts import METRICS_PATH
-from stages.core.items import load_items
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predictors.prompting import rimo_n_messages, rimo_p_messages
+from rimo_eval.core.artifacts import METRICS_PATH
+from rimo_eval.core.items import load_items
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
 from tests.chat_server import ChatServer
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.core.config import PREDICT_OUTPUT_KEYS
+from rimo_eval.core.config import PREDICT_OUTPUT_KEYS
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_params_declared import covered, declared, dvc_stages
 from tests.pipeline_repo import copy_repo, sh
@@ -67,8 +67,8 @@ def test_an_operational_knob_leaves_every_stage_but_the_check_up_to_date(
 def test_the_declared_keys_are_the_fingerprinted_ones(backend: str) -> None:
     """What dvc.yaml reruns predict for is what the predictions' fingerprint holds (model
     files aside: local's model_path is declared, its sha256 is fingerprinted)."""
-    from stages.predictors.chat_predictor import OPERATIONAL_KEYS
-    from stages.predictors.registry import predictor_class
+    from rimo_eval.predictors.chat_predictor import OPERATIONAL_KEYS
+    from rimo_eval.predictors.registry import predictor_class
 
     cls = predictor_class(backend)
     fingerprinted = {f"predict.{backend}.{k}" for k in cls.params_model.model_fields

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from stages.core.artifacts import PREDICT_RUN_PATH
-from stages.core.config import parse_params
+from rimo_eval.core.artifacts import PREDICT_RUN_PATH
+from rimo_eval.core.config import parse_params
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, make_repo, sh
 

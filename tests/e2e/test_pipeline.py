@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from stages.commands.compare.revisions import RunFiles, resolve
-from stages.core.artifacts import METRICS_PATH, scores_path
-from stages.core.tracks import TRACK_N, TRACKS
+from rimo_eval.commands.compare.revisions import RunFiles, resolve
+from rimo_eval.core.artifacts import METRICS_PATH, scores_path
+from rimo_eval.core.tracks import TRACK_N, TRACKS
 from tests.independent_grader import independent_gold, independent_metrics
 from tests.pipeline_repo import copy_repo, sh
 
@@ -57,7 +57,7 @@ def test_second_repro_reruns_nothing(repo: Path) -> None:
 def test_editing_the_browser_reruns_the_view_stage_alone(repo: Path) -> None:
     """The view is a stage (issue 29 §4), but a cheap one: its code is none of the paid
     predict's deps, so an edit to the browser marks the view stage and nothing else."""
-    app = repo / "stages/commands/view/assets/app.js"
+    app = repo / "rimo_eval/commands/view/assets/app.js"
     before = app.read_bytes()
     app.write_bytes(before + b"\n// an edit to the browser\n")
     try:

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stages.chat.cache import DB_NAME
-from stages.core.hashing import fingerprint
+from rimo_eval.chat.cache import DB_NAME
+from rimo_eval.core.hashing import fingerprint
 from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT

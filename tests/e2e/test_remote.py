@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.key_forms import key_forms
 from tests.pipeline_repo import copy_repo, env
 from tests.replay_files import replay_rows, write_jsonl

@@ -8,11 +8,7 @@ give exactly the single-sample metrics.
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tarfile
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
@@ -21,17 +17,18 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.core.errors import StageError
-from stages.core.predictions import predictions_path
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.samples import majority, pass_at, usage
-from stages.score.stage import score
-from stages.score.statistics import wilson
-from stages.validate.stage import run as validate_run
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.samples import majority, pass_at, usage
+from rimo_eval.score.stage import score
+from rimo_eval.score.statistics import wilson
+from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark
 from tests.independent_grader import independent_gold, independent_metrics
+from tests.support.old_code import extract_old_package, run_old_code
 
 K = 4
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}
@@ -175,23 +172,15 @@ def test_k4_metrics_match_an_independent_computation(tmp_path: Path, real_items:
 
 def _old_code_metrics(tmp_path: Path, replay: Path, items: Path) -> dict[str, Any] | None:
     """The metrics the code before repeated samples computes, run from its git commit."""
-    old = tmp_path / "old"
-    old.mkdir()
-    archive = subprocess.run(["git", "archive", "--format=tar", "cd49a1c", "stages"],
-                             cwd=REPO_ROOT, capture_output=True)
-    if archive.returncode != 0:
-        return None  # a shallow clone lacks the commit
-    (tmp_path / "old.tar").write_bytes(archive.stdout)
-    with tarfile.open(tmp_path / "old.tar") as tar:
-        tar.extractall(old, filter="data")
+    old = extract_old_package(REPO_ROOT, "cd49a1c", tmp_path / "old")
+    if old is None:
+        return None
     code = ("import json, sys; from pathlib import Path; from stages.predict import predict; "
             "from stages.score.stage import score; o = Path(sys.argv[1]); "
             "predict({'backend': 'replay', 'replay': {'path': sys.argv[2]}}, Path(sys.argv[3]), "
             "o / 'preds'); score({'bootstrap': json.loads(sys.argv[4])}, Path(sys.argv[3]), "
             "o / 'preds', o / 'scores', o / 'm.json', o / 'plots')")
-    env = {**os.environ, "PYTHONPATH": str(old)}
-    subprocess.run([sys.executable, "-c", code, str(old), str(replay), str(items),
-                    json.dumps(BOOT)], env=env, cwd=old, check=True, capture_output=True)
+    run_old_code(old, code, str(old), str(replay), str(items), json.dumps(BOOT))
     return json.loads((old / "m.json").read_text())
 
 
@@ -338,8 +327,13 @@ def test_usage_sums_samples_and_parts_and_prices_tokens() -> None:
 
 
 def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
-    from stages.commands.audit.command import Ledger, check_metrics, check_scores, recompute_metrics
-    from stages.score.stage import SCORE_FILES
+    from rimo_eval.commands.audit.command import (
+        Ledger,
+        check_metrics,
+        check_scores,
+        recompute_metrics,
+    )
+    from rimo_eval.score.stage import SCORE_FILES
     small_benchmark(tmp_path / "items")
     replay = tmp_path / "r.jsonl"
     replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "sample": j,

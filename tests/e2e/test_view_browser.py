@@ -22,9 +22,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.commands.view.model import build
-from stages.commands.view.site import write_site
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.commands.view.model import build
+from rimo_eval.commands.view.site import write_site
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.browser import chromium, renderer_alive
 from tests.factories import n_item, p_item, write_items
 from tests.pipeline_repo import env, make_repo, sh

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.pipeline_repo import sh
 from tests.view_runs import copy_runs
 

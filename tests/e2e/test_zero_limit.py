@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow

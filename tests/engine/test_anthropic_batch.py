@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from stages.chat.batch.records import RecordStore
-from stages.core.errors import StageError
-from stages.core.items import Item
-from stages.predictors.native_chat import AnthropicPredictor
+from rimo_eval.chat.batch.records import RecordStore
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.items import Item
+from rimo_eval.predictors.native_chat import AnthropicPredictor
 from tests.cache_tools import cache_text
 from tests.engine.test_batch_transport import ITEMS, n_item
 from tests.fake_anthropic import FakeAnthropic

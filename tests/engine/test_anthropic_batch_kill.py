@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat.batch.records import RecordStore
-from stages.cli import main
-from stages.core.errors import StageError
+from rimo_eval.chat.batch.records import RecordStore
+from rimo_eval.cli import main
+from rimo_eval.core.errors import StageError
 from tests.engine.test_anthropic_batch import (  # noqa: F401 - the fixture
     KEY_ENV,
     config,
@@ -26,7 +26,7 @@ from tests.engine.test_batch_admin import params_file
 from tests.engine.test_batch_kill import ITEMS, Driver
 from tests.fake_anthropic_batch import FakeMessageBatches
 
-PREDICTOR = "stages.predictors.native_chat:AnthropicPredictor"
+PREDICTOR = "rimo_eval.predictors.native_chat:AnthropicPredictor"
 REQUESTS = 5 + 3 + 2  # ITEMS: five RIMO-N, RIMO-P of 3 and 2 parts
 
 

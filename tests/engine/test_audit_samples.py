@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages.commands.audit.content import check_fingerprint
-from stages.commands.audit.ledger import Ledger
-from stages.core.predictions import predictions_path
-from stages.core.tracks import TRACKS
-from stages.predict import predict
+from rimo_eval.commands.audit.content import check_fingerprint
+from rimo_eval.commands.audit.ledger import Ledger
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACKS
+from rimo_eval.predict import predict
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark

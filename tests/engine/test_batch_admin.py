@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.cli import main
+from rimo_eval.cli import main
 from tests.batch_fake_base import BatchFake
 from tests.conftest import REPO_ROOT
 from tests.engine.test_batch_kill import ITEMS, Driver, no_double_pay

@@ -82,7 +82,7 @@ def test_an_unknown_custom_id_stops_the_import_with_nothing_written(
     lines[1] = json.dumps(bad)
     (root / "out.jsonl").write_text("\n".join(lines) + "\n")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-m", "stages.cli", "predict", "--import-batch",
+    done = subprocess.run([sys.executable, "-m", "rimo_eval.cli", "predict", "--import-batch",
                            "out.jsonl"], cwd=root, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 1
@@ -98,7 +98,7 @@ def test_batch_files_refuse_a_backend_without_requests(server: ChatServer, tmp_p
     params = (root / "params.yaml").read_text().replace("backend: openai", f"backend: {backend}")
     (root / "params.yaml").write_text(params)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-m", "stages.cli", "predict", "--export-batch",
+    done = subprocess.run([sys.executable, "-m", "rimo_eval.cli", "predict", "--export-batch",
                            "in.jsonl"], cwd=root, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 1 and "batch files are for the openai backend" in done.stderr

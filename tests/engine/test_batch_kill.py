@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from stages.chat.batch.records import RecordStore
-from stages.core.items import Item
+from rimo_eval.chat.batch.records import RecordStore
+from rimo_eval.core.items import Item
 from tests.batch_fake_base import BatchFake
 from tests.engine.test_batch_transport import KEY_ENV, config, n_item, p_item, predict
 from tests.fake_batch import FakeBatchServer
@@ -26,7 +26,7 @@ from tests.fake_batch import FakeBatchServer
 DRIVER = """
 import json, sys
 from dataclasses import asdict
-from stages.core.items import Item
+from rimo_eval.core.items import Item
 from {module} import {predictor} as Predictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{{**d, "sub_problems": tuple(d["sub_problems"]),
@@ -41,7 +41,7 @@ class Driver:
     """A predict in a child process, to kill at a held phase of a fake batch API."""
 
     def __init__(self, tmp_path: Path, cfg: dict[str, Any], items: list[Item],
-                 predictor: str = "stages.predictors.openai_chat:OpenAIPredictor") -> None:
+                 predictor: str = "rimo_eval.predictors.openai_chat:OpenAIPredictor") -> None:
         (tmp_path / "config.json").write_text(json.dumps(cfg))
         (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
         module, name = predictor.split(":")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat.batch.records import RecordStore
-from stages.core.errors import StageError
+from rimo_eval.chat.batch.records import RecordStore
+from rimo_eval.core.errors import StageError
 from tests.chat_server import BlackHole, ChatServer
 from tests.engine.test_batch_transport import ITEMS, KEY_ENV, config, n_item, predict
 from tests.fake_batch import FakeBatchServer

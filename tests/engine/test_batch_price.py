@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages.core.config import load_params
-from stages.predict import estimate
-from stages.score.samples import price, usage
+from rimo_eval.core.config import load_params
+from rimo_eval.predict import estimate
+from rimo_eval.score.samples import price, usage
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_estimate import cli, project

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from stages.chat.batch.records import RecordStore
-from stages.core.errors import StageError
-from stages.core.items import Item
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.chat.batch.records import RecordStore
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.fake_batch import FakeBatchServer
 
 KEY_ENV = "RIMO_TEST_API_KEY"

@@ -5,10 +5,6 @@ scores, and exact match unchanged against the code before the flags."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,17 +12,18 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.core.hashing import fingerprint
-from stages.core.predictions import predictions_path
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
-from stages.score.metrics import compute
-from stages.score.stage import score
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
+from rimo_eval.score.metrics import compute
+from rimo_eval.score.stage import score
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_openai_backend import KEY_ENV, SECRET, make_config
 from tests.factories import p_item, write_items
+from tests.support.old_code import extract_old_package, run_old_code
 
 BOOT = {"samples": 200, "seed": 1, "confidence": 0.95}
 BASE_COMMIT = "89ef707"  # main before the diagnostics: its exact-match metrics are the reference
@@ -110,7 +107,7 @@ def test_diagnostics_block_in_metrics_json(chat_run: dict[str, Any]) -> None:
         "lenient_accuracy_ci_high": n["diagnostics"]["lenient_accuracy_ci_high"]}
     assert 0.0 <= n["diagnostics"]["lenient_accuracy_ci_low"] <= 0.4 \
         <= n["diagnostics"]["lenient_accuracy_ci_high"] <= 1.0
-    # A proportion of items: Wilson's interval of 2/5 (stages.score.statistics.wilson).
+    # A proportion of items: Wilson's interval of 2/5 (rimo_eval.score.statistics.wilson).
     assert (n["diagnostics"]["lenient_accuracy_ci_low"],
             n["diagnostics"]["lenient_accuracy_ci_high"]) == (0.117621, 0.769276)
     # Both cut-off replies count as truncated, the boxed one too (it used to read 1).
@@ -144,22 +141,10 @@ def test_scores_from_before_the_flags_have_no_diagnostics(chat_run: dict[str, An
 
 # --- exact match unchanged -----------------------------------------------------------------------
 def _base_code(tmp_path: Path) -> Path | None:
-    old = tmp_path / "base"
-    archive = subprocess.run(["git", "archive", "--format=tar", BASE_COMMIT, "stages"],
-                             cwd=REPO_ROOT, capture_output=True)
-    if archive.returncode != 0:
-        return None  # a shallow clone lacks the commit
-    old.mkdir()
-    (tmp_path / "base.tar").write_bytes(archive.stdout)
-    with tarfile.open(tmp_path / "base.tar") as tar:
-        tar.extractall(old, filter="data")
-    return old
+    return extract_old_package(REPO_ROOT, BASE_COMMIT, tmp_path / "base")
 
 
-def _run_base(old: Path, code: str, *args: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(old)}
-    subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=old, check=True,
-                   capture_output=True)
+_run_base = run_old_code
 
 
 _BASE_SCORE = ("import json, sys; from pathlib import Path; from stages.score.stage import score; "

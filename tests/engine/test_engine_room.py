@@ -1,4 +1,4 @@
-"""The chat engine is a room of its own (issue 17 §2): nothing under ``stages/chat`` imports
+"""The chat engine is a room of its own (issue 17 §2): nothing under ``rimo_eval/chat`` imports
 the RIMO protocol, the score stage or the judge, directly or through another module."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_dependencies import project_imports
 
-ENGINE = sorted(p for p in (REPO_ROOT / "stages/chat").rglob("*.py"))
-FORBIDDEN = ("stages/predictors/", "stages/score/", "stages/judge/", "stages/commands/")
+ENGINE = sorted(p for p in (REPO_ROOT / "rimo_eval/chat").rglob("*.py"))
+FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/")
 
 
 def _module(path: Path) -> str:
@@ -22,8 +22,8 @@ def _module(path: Path) -> str:
 
 def test_the_room_has_its_transports() -> None:
     names = {p.relative_to(REPO_ROOT).as_posix() for p in ENGINE}
-    assert {"stages/chat/session.py", "stages/chat/transport.py",
-            "stages/chat/openai/transport.py", "stages/chat/llama/transport.py"} <= names
+    assert {"rimo_eval/chat/session.py", "rimo_eval/chat/transport.py",
+            "rimo_eval/chat/openai/transport.py", "rimo_eval/chat/llama/transport.py"} <= names
 
 
 @pytest.mark.parametrize("path", ENGINE, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
@@ -38,6 +38,7 @@ def test_the_judge_depends_on_the_engine_not_on_the_rimo_predictors() -> None:
     from tests.e2e.test_dependencies import MODULES, covered, stage_deps
 
     deps = stage_deps()["judge"]
-    assert "stages/chat" in deps and not covered(REPO_ROOT / "stages/predictors/replay.py", deps)
+    replay = REPO_ROOT / "rimo_eval/predictors/replay.py"
+    assert "rimo_eval/chat" in deps and not covered(replay, deps)
     reached = project_imports(MODULES["judge"])
-    assert not [p for p in reached if "stages/predictors/" in p.as_posix()]
+    assert not [p for p in reached if "rimo_eval/predictors/" in p.as_posix()]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.config import parse_params, read_yaml
-from stages.core.errors import ConfigError, StageError
-from stages.judge.stage import judge
+from rimo_eval.core.config import parse_params, read_yaml
+from rimo_eval.core.errors import ConfigError, StageError
+from rimo_eval.judge.stage import judge
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.factories import n_item, p_item, write_items
@@ -86,7 +86,7 @@ def test_a_bad_base_url_is_refused_once_by_the_typed_section(section: str, value
 def test_the_judge_draws_one_progress_bar_of_its_parts(
         server: ChatServer, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 17 §10: the judge used to open a stray empty bar before its own."""
-    from stages.chat import session
+    from rimo_eval.chat import session
     from tests.judge_setup import hashed_reply
 
     totals: list[int] = []

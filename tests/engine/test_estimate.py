@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from stages.core.artifacts import PREDICT_RUN_PATH
-from stages.core.items import load_items
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.core.artifacts import PREDICT_RUN_PATH
+from rimo_eval.core.items import load_items
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark
@@ -38,7 +38,7 @@ def project(tmp_path: Path, server: ChatServer, samples: int, **openai: Any) -> 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "stages.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "rimo_eval.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120, check=True)
 
 
@@ -121,7 +121,7 @@ def test_estimate_needs_no_api_key(server: ChatServer, tmp_path: Path,
     out = cli(root, "predict", "--estimate").stdout
     assert line(out, "RIMO-N").startswith("RIMO-N: 4 requests, 0 already cached, 4 to send")
     # The real run does need it, and says which variable.
-    proc = subprocess.run([sys.executable, "-m", "stages.cli", "predict"], cwd=root,
+    proc = subprocess.run([sys.executable, "-m", "rimo_eval.cli", "predict"], cwd=root,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "RIMO_UNSET_KEY" in proc.stderr

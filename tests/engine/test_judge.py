@@ -10,15 +10,15 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.cli import main as cli_main
-from stages.core import judge_record
-from stages.core.errors import StageError
-from stages.core.items import load_items
-from stages.core.tracks import TRACK_P
-from stages.judge import parse
-from stages.judge.calibrate import derangement
-from stages.judge.metrics import compare_rows, recompute_mismatches
-from stages.judge.stage import DISABLED, JUDGE_SCHEMA, judge
+from rimo_eval.cli import main as cli_main
+from rimo_eval.core import judge_record
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.items import load_items
+from rimo_eval.core.tracks import TRACK_P
+from rimo_eval.judge import parse
+from rimo_eval.judge.calibrate import derangement
+from rimo_eval.judge.metrics import compare_rows, recompute_mismatches
+from rimo_eval.judge.stage import DISABLED, JUDGE_SCHEMA, judge
 from tests.chat_server import ChatServer
 from tests.factories import n_item, p_item, write_items
 from tests.judge_setup import (
@@ -230,7 +230,7 @@ def test_disabled_is_a_no_op(server: ChatServer, styled: Path) -> None:
 
 
 def test_config_errors_name_the_judge_section(server: ChatServer, styled: Path) -> None:
-    from stages.core.errors import ConfigError
+    from rimo_eval.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"judge\.modle: unknown key"):
         judge({"judge": {"enabled": True, "modle": "x"}}, **judge_paths(styled))
@@ -269,7 +269,7 @@ def test_calibration_rates_are_exact(server: ChatServer, tmp_path: Path, mirror_
 
 
 def test_derangement_is_seeded_and_stable() -> None:
-    from stages.core.items import Item
+    from rimo_eval.core.items import Item
 
     def item(pid: str, parts: int) -> Item:
         return Item(TRACK_P, pid, "p", None, parts, True, pid,
@@ -308,10 +308,10 @@ def test_audit_recompute_catches_an_edited_metric(server: ChatServer, styled: Pa
 
 def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
                                                           tmp_path: Path) -> None:
-    from stages.core.hashing import sha256_file
-    from stages.judge import judging
-    from stages.judge.chat import settings
-    from stages.predictors.prompting import template_hashes
+    from rimo_eval.core.hashing import sha256_file
+    from rimo_eval.judge import judging
+    from rimo_eval.judge.chat import settings
+    from rimo_eval.predictors.prompting import template_hashes
 
     path = Path(judging.__file__).parents[1] / "prompts/judge_rimo_p.txt"
     cfg = judge_cfg(server, tmp_path)
@@ -325,7 +325,7 @@ def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
 
 
 def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) -> None:
-    from stages.commands.audit.command import audit
+    from rimo_eval.commands.audit.command import audit
 
     server.responder = styled_reply
     paths = judge_paths(styled)
@@ -345,11 +345,11 @@ def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) ->
 
 
 def test_compare_shows_judge_metrics_when_both_sides_have_them(styled: Path) -> None:
-    from stages.commands.compare.command import Revision, Side, compare_sides, render_markdown
+    from rimo_eval.commands.compare.command import Revision, Side, compare_sides, render_markdown
 
     scores = {t: pd.read_parquet(styled / f"data/scores/{f}") for t, f in
               (("RIMO-N", "rimo_n.parquet"), (TRACK_P, "rimo_p.parquet"))}
-    from stages.core.metrics_files import read_all
+    from rimo_eval.core.metrics_files import read_all
 
     metrics = read_all(styled / "reports/metrics.json", styled / "reports/breakdown.json",
                        styled / "reports/provenance.json")
@@ -373,8 +373,8 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
     """Issue 29 §2: the judge rows too are over the items both runs have. B judged only three
     of A's six items: A's judge prefix score over those three is B's, so Δ is 0, though A's
     judge.json (all six) differs."""
-    from stages.commands.compare.command import Revision, Side, compare_sides
-    from stages.core.metrics_files import read_all
+    from rimo_eval.commands.compare.command import Revision, Side, compare_sides
+    from rimo_eval.core.metrics_files import read_all
 
     server.responder = styled_reply
     paths = judge_paths(styled)
@@ -401,8 +401,8 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
 
 
 def test_calibration_settings_are_checked() -> None:
-    from stages.core.errors import ConfigError
-    from stages.judge.chat import settings
+    from rimo_eval.core.errors import ConfigError
+    from rimo_eval.judge.chat import settings
 
     assert settings({"calibration": {"limit": 5}}).calibration.as_dict() == {"limit": 5}
     assert settings({"calibration": {"limit": 5}}).calibration.seed == 0

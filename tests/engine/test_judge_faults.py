@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.judge_record import read as read_judge
-from stages.judge.stage import judge
+from rimo_eval.core.judge_record import read as read_judge
+from rimo_eval.judge.stage import judge
 from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
 from tests.judge_setup import (
@@ -43,7 +43,7 @@ def cached_prompts(cache: Path) -> set[str]:
 def start(root: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, KEY_ENV: SECRET}
     with open(log, "ab") as fh:
-        return subprocess.Popen([sys.executable, "-m", "stages", "judge", *args], cwd=root,
+        return subprocess.Popen([sys.executable, "-m", "rimo_eval", "judge", *args], cwd=root,
                                 env=env, stdout=fh, stderr=subprocess.STDOUT)
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat.llama.transport import LlamaTransport, gemma_prompt, locate_model
-from stages.core.errors import StageError
-from stages.core.items import Item
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predictors import create_predictor
-from stages.predictors.extract import extract_boxed
-from stages.predictors.local_model import LocalModelPredictor
+from rimo_eval.chat.llama.transport import LlamaTransport, gemma_prompt, locate_model
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predictors import create_predictor
+from rimo_eval.predictors.extract import extract_boxed
+from rimo_eval.predictors.local_model import LocalModelPredictor
 from tests.need import need
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from stages.core.errors import StageError
-from stages.core.items import Item
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predictors import create_predictor
-from stages.predictors.base import Prediction
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predictors import create_predictor
+from rimo_eval.predictors.base import Prediction
 from tests.cache_tools import cache_text
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
@@ -231,7 +231,7 @@ def test_wrong_key_stops_the_stage(provider: Provider, tmp_path: Path,
 def test_retry_after_reaches_the_engines_backoff(provider: Provider, tmp_path: Path) -> None:
     import asyncio
 
-    from stages.chat.errors import EngineError, classify
+    from rimo_eval.chat.errors import EngineError, classify
 
     provider.fake.retry_after = "2"
     predictor = create_predictor(provider.backend, config(provider, tmp_path))

@@ -1,7 +1,7 @@
 """The native backends through the predict stage: the metrics of a run against each fake
 (tests/fake_anthropic.py, tests/fake_gemini.py, through the real SDKs) equal those of the same
 fake model served through the ``openai`` backend (tests/chat_server.py), and a
-``python -m stages predict`` process killed with SIGKILL resumes with nothing re-sent."""
+``python -m rimo_eval predict`` process killed with SIGKILL resumes with nothing re-sent."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from stages.core.hashing import fingerprint
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_predict_faults import gold_reply, predictions
@@ -126,7 +126,7 @@ class Stage:
         self.log = workdir / f"stage-{index}.log"
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "stages", "--params", str(params), "predict"],
+                [sys.executable, "-m", "rimo_eval", "--params", str(params), "predict"],
                 cwd=workdir, env=env, stdout=fh, stderr=subprocess.STDOUT)
 
     def text(self) -> str:
@@ -185,7 +185,7 @@ def test_kill_9_and_resume_sends_nothing_twice(slow_fake: tuple[str, FakeProvide
 def test_estimate_sends_nothing_needs_no_key_and_sees_the_cache(
         backend: str, items_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ) -> None:
-    from stages.predict import estimate
+    from rimo_eval.predict import estimate
 
     cap = {"anthropic": {"max_tokens": 2000}, "gemini": {"max_output_tokens": 2000}}[backend]
     with FAKES[backend](retry_after="0") as fake:

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from stages.chat.cache import DB_NAME, Entry
-from stages.chat.redact import Redactor
-from stages.core.errors import StageError
-from stages.core.hashing import fingerprint
-from stages.core.items import Item
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predictors import create_predictor
-from stages.predictors.base import Prediction
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.chat.cache import DB_NAME, Entry
+from rimo_eval.chat.redact import Redactor
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predictors import create_predictor
+from rimo_eval.predictors.base import Prediction
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.cache_tools import cache_entries, cache_text, compress, set_data
 from tests.chat_server import ChatServer, echo_reply
 
@@ -276,8 +276,8 @@ def test_no_cache_dir_disables_caching(server: ChatServer, tmp_path: Path) -> No
 # --- resume after kill -9 --------------------------------------------------------------------
 DRIVER = """
 import json, sys
-from stages.core.items import Item
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.core.items import Item
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
                  "sub_solutions": tuple(d["sub_solutions"])}) for d in json.load(open(items_path))]
@@ -407,15 +407,15 @@ def test_bad_config_is_rejected(server: ChatServer, tmp_path: Path, override: di
 
 # --- prompt templates ------------------------------------------------------------------------
 def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
-    from stages.core.hashing import sha256_file
-    from stages.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
+    from rimo_eval.core.hashing import sha256_file
+    from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 
     tricky = n_item("t", r"Find $\{x\}$ with {{problem}} and {{index}} literally.")
     assert rimo_n_messages(tricky)[0]["content"].count("{{problem}}") == 1
     item = p_item("p", ["First {{solution}}.", "Second."])
     text = rimo_p_messages(item, 1, ["proof {{index}}"])[0]["content"]
     assert "First {{solution}}." in text and "proof {{index}}" in text
-    prompts = Path(__file__).resolve().parents[2] / "stages" / "prompts"
+    prompts = Path(__file__).resolve().parents[2] / "rimo_eval" / "prompts"
     # judge_*.txt belong to the judge stage, whose own fingerprint holds them (test_judge.py)
     assert template_hashes() == {p.name: sha256_file(p) for p in sorted(prompts.glob("*.txt"))
                                  if not p.name.startswith("judge_")}
@@ -425,8 +425,8 @@ def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
 
 def test_fresh_runs_give_byte_identical_predictions(server: ChatServer, tmp_path: Path) -> None:
     """Same inputs and params, cold caches, different latencies: the same Parquet bytes."""
-    from stages.core.predictions import predictions_path
-    from stages.predict import predict
+    from rimo_eval.core.predictions import predictions_path
+    from rimo_eval.predict import predict
     from tests.factories import n_item as n_row
     from tests.factories import p_item as p_row
     from tests.factories import write_items

@@ -1,4 +1,4 @@
-"""The openai transport's HTTP path (``stages.chat.openai.http``: aiohttp, raising the engine's
+"""The openai transport's HTTP path (``rimo_eval.chat.openai.http``: aiohttp, raising the engine's
 own errors) against the loopback chat server: a failed request is an ``HTTPStatusError`` with
 the server's status, message and ``Retry-After``, classified once (``errors.classify``); a run,
 clean or failing, loads neither ``openai`` nor ``httpx2``; the proxy the environment names is
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat.cache import DB_NAME, ResponseCache
-from stages.chat.errors import (
+from rimo_eval.chat.cache import DB_NAME, ResponseCache
+from rimo_eval.chat.errors import (
     ConnectionFailed,
     HTTPStatusError,
     MalformedResponse,
@@ -25,8 +25,8 @@ from stages.chat.errors import (
     RetryDecision,
     classify,
 )
-from stages.chat.openai.http import OpenAIHTTP, _env_proxy
-from stages.chat.probe import connection_cause
+from rimo_eval.chat.openai.http import OpenAIHTTP, _env_proxy
+from rimo_eval.chat.probe import connection_cause
 from tests.chat_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,8 +127,8 @@ def test_the_environment_proxy_is_honoured_and_no_proxy_too(
 
 CLEAN_RUN = """
 import json, sys
-from stages.core.items import Item
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.core.items import Item
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.chat_server import ChatServer
 
 server = ChatServer().start()

@@ -3,14 +3,14 @@
 One loopback ``ChatServer`` (tests/chat_server.py) serves ~80 items whose problem texts carry
 fault directives (429/5xx bursts, hangs past the client timeout, dropped connections, malformed
 bodies, empty choices, and a few persistent failures that must end as recorded errors). The
-predict stage runs as a real subprocess (``python -m stages --params ... predict`` in a scratch
+predict stage runs as a real subprocess (``python -m rimo_eval --params ... predict`` in a scratch
 project dir) and is SIGKILLed several times: once during start-up, several times with requests
-in flight, and twice inside the publish step (through the ``stages.atomic`` test hook). After
+in flight, and twice inside the publish step (through the ``core.atomic`` test hook). After
 every kill: the predictions tables are byte for byte the previous complete ones (never torn;
 the kill between the two renames leaves the new RIMO-N table beside the old RIMO-P one, each
 whole), every cache entry parses and matches its key, and nothing cached is requested again. The run
 that finally completes must equal an uninterrupted reference run item by item and metric by
-metric (``stages.score.score``, provenance excluded).
+metric (``rimo_eval.score.score``, provenance excluded).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.chat.cache import DB_NAME, ResponseCache
-from stages.core.atomic import PAUSE_ENV
-from stages.core.hashing import fingerprint
-from stages.core.items import DOMAINS
-from stages.core.predictions import predictions_path
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.chat.cache import DB_NAME, ResponseCache
+from rimo_eval.core.atomic import PAUSE_ENV
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.items import DOMAINS
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.chat_server import ChatServer, prompt_text
 from tests.conftest import REPO_ROOT
 from tests.factories import write_items
@@ -57,7 +57,7 @@ P_FAULTS = {"fail:429:2": 2, "fail:503:1": 2, "drop:1": 2, "malformed:1": 2, "em
             "hang:1": 1, "fail:503:*": 1}
 # Kills: one during start-up, some with requests in flight, two inside the publish step.
 STARTUP_KILLS, INFLIGHT_KILLS = 1, 5
-HOOK_LINE = "rimo-eval test hook: before replace"  # printed by stages.atomic before a rename
+HOOK_LINE = "rimo-eval test hook: before replace"  # printed by core.atomic before a rename
 
 
 def gold_reply(value: str) -> str:
@@ -182,7 +182,8 @@ def metrics_of(root: Path, items_dir: Path, preds_dir: Path) -> dict[str, Any]:
 
 # --- the subprocess --------------------------------------------------------------------------
 class Stage:
-    """One ``python -m stages --params P predict`` process in ``workdir``, its stderr in a file."""
+    """One ``python -m rimo_eval --params P predict`` process in ``workdir``, its stderr in a
+    file."""
 
     live: ClassVar[list[subprocess.Popen[bytes]]] = []  # killed at teardown if still running
 
@@ -193,7 +194,7 @@ class Stage:
         self.log = workdir / f"stage-{index}.log"
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "stages", "--params", str(params), "predict"],
+                [sys.executable, "-m", "rimo_eval", "--params", str(params), "predict"],
                 cwd=workdir, env=env, stdout=fh, stderr=subprocess.STDOUT)
         Stage.live.append(self.proc)
         self.started = time.monotonic()

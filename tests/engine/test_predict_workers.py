@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stages.core.atomic import PAUSE_ENV
-from stages.predict import predict
+from rimo_eval.core.atomic import PAUSE_ENV
+from rimo_eval.predict import predict
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT
 from tests.engine.test_predict_faults import (

@@ -1,5 +1,5 @@
 """The real ``anthropic`` SDK (async client) against ``fake_anthropic``, every reply and every
-failure read through ``stages/chat/anthropic/translate.py``: what the native backend's
+failure read through ``rimo_eval/chat/anthropic/translate.py``: what the native backend's
 transport will do, minus the engine."""
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import anthropic
 import httpx2
 import pytest
 
-from stages.chat.anthropic.translate import (
+from rimo_eval.chat.anthropic.translate import (
     DEFAULTS,
     classify_error,
     create_kwargs,
     parse_message,
 )
-from stages.chat.provider_decision import ErrorDecision, retry_after_s
+from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_provider import Reply
 

@@ -1,5 +1,5 @@
 """The real ``google-genai`` SDK (async client) against ``fake_gemini``, every reply and every
-failure read through ``stages/chat/gemini/translate.py``: what the native backend's transport
+failure read through ``rimo_eval/chat/gemini/translate.py``: what the native backend's transport
 will do, minus the engine."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 from google import genai
 from google.genai import types
 
-from stages.chat.gemini.translate import (
+from rimo_eval.chat.gemini.translate import (
     DEFAULTS,
     classify_error,
     generate_kwargs,
     parse_response,
 )
-from stages.chat.provider_decision import ErrorDecision
+from rimo_eval.chat.provider_decision import ErrorDecision
 from tests.fake_gemini import FakeGemini
 from tests.fake_provider import Reply
 

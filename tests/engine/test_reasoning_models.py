@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.errors import StageError
-from stages.core.items import Item
-from stages.predictors.base import Prediction
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.items import Item
+from rimo_eval.predictors.base import Prediction
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.chat_server import ChatServer, echo_reply
 from tests.engine.test_openai_backend import (
     KEY_ENV,

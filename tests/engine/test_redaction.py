@@ -18,12 +18,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.chat import redact
-from stages.chat.redact import Redactor, looks_secret
-from stages.core.hashing import fingerprint
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.chat import redact
+from rimo_eval.chat.redact import Redactor, looks_secret
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.chat_server import ChatServer
 from tests.factories import write_items
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.core.items import Item
-from stages.core.tracks import TRACK_N
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.cache_tools import cache_entries
 from tests.chat_server import ChatServer
 

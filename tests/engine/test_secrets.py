@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.chat.cache import DB_NAME
-from stages.predict import predict
+from rimo_eval.chat.cache import DB_NAME
+from rimo_eval.predict import predict
 from tests.cache_tools import cache_entries, cache_text
 from tests.chat_server import (
     ChatServer,
@@ -269,7 +269,7 @@ def test_key_echoed_in_response_fields_is_not_stored(tmp_path: Path,
 
 def test_a_short_key_reaches_no_error_log_or_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capfd: pytest.CaptureFixture[str]) -> None:
-    """A key too short to be cut out of model text (stages.chat.redact.looks_secret) is still
+    """A key too short to be cut out of model text (rimo_eval.chat.redact.looks_secret) is still
     cut out of every error the server quotes it in, and no log, cache entry or table holds it
     (the server here never puts it in a reply's text, which would be kept as written)."""
     key = "l0c-k3y9q"  # 9 characters: not a secret by its looks

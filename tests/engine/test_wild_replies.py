@@ -2,7 +2,7 @@
 backend against the loopback chat server, then the predictions tables, score and the view.
 
 A JSON string may carry a lone surrogate (``\\ud800``), which no UTF-8 file holds. It is made
-valid once, where a reply enters the engine (``stages.chat.transport.ChatReply``): U+FFFD in its
+valid once, where a reply enters the engine (``rimo_eval.chat.transport.ChatReply``): U+FFFD in its
 place, the reply flagged ``unicode_repaired`` and kept, cached and graded, so a rerun sends
 nothing. Everything else a server can send (NUL, C0 and C1 controls, bidi and zero-width
 controls, 10 MB strings) is valid Unicode and is kept as it is, unflagged.
@@ -22,17 +22,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from stages.commands.compare.revisions import Revision
-from stages.commands.view.load import Run
-from stages.commands.view.model import build
-from stages.commands.view.site import write_site
-from stages.commands.view.texts import DetailsCursor
-from stages.core.artifacts import items_path, predictions_path, scores_path
-from stages.core.hashing import fingerprint
-from stages.core.surrogates import is_valid
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.commands.compare.revisions import Revision
+from rimo_eval.commands.view.load import Run
+from rimo_eval.commands.view.model import build
+from rimo_eval.commands.view.site import write_site
+from rimo_eval.commands.view.texts import DetailsCursor
+from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.surrogates import is_valid
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.chat_server import ChatServer, Shaped
 from tests.factories import write_items
 

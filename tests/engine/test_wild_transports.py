@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from stages.chat.cache import ResponseCache
-from stages.chat.llama.transport import LlamaTransport
-from stages.chat.transport import ChatReply
-from stages.core.config import LocalParams
-from stages.core.items import Item
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predictors import create_predictor
-from stages.predictors.base import Prediction
-from stages.predictors.batch_files import export_batch, import_batch
-from stages.predictors.native_chat import AnthropicPredictor
-from stages.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.chat.cache import ResponseCache
+from rimo_eval.chat.llama.transport import LlamaTransport
+from rimo_eval.chat.transport import ChatReply
+from rimo_eval.core.config import LocalParams
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predictors import create_predictor
+from rimo_eval.predictors.base import Prediction
+from rimo_eval.predictors.batch_files import export_batch, import_batch
+from rimo_eval.predictors.native_chat import AnthropicPredictor
+from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.chat_server import ChatServer, Shaped
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_anthropic_batch import FakeMessageBatches

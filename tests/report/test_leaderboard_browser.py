@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from stages.commands.leaderboard.board import build
-from stages.commands.leaderboard.command import write
-from stages.commands.leaderboard.figures import figures
-from stages.commands.leaderboard.statistics import find_metric
-from stages.commands.leaderboard.tables import render_html
+from rimo_eval.commands.leaderboard.board import build
+from rimo_eval.commands.leaderboard.command import write
+from rimo_eval.commands.leaderboard.figures import figures
+from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.commands.leaderboard.tables import render_html
 from tests.leaderboard_runs import make_run
 from tests.report.test_report_browser import INJECTED, driver, load, open_dialog
 from tests.report_fixtures import XSS_TEXT

@@ -11,8 +11,8 @@ import pytest
 from matplotlib import colors as mcolors
 from matplotlib import image as mpimg
 
-from stages.commands.leaderboard.board import build
-from stages.commands.leaderboard.figures import (
+from rimo_eval.commands.leaderboard.board import build
+from rimo_eval.commands.leaderboard.figures import (
     BELOW,
     LEADER,
     OTHER,
@@ -22,10 +22,10 @@ from stages.commands.leaderboard.figures import (
     figures,
     forest,
 )
-from stages.commands.leaderboard.loading import Run
-from stages.commands.leaderboard.statistics import find_metric
-from stages.core.items import DOMAINS
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.commands.leaderboard.loading import Run
+from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.core.items import DOMAINS
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.leaderboard_runs import make_run
 
 

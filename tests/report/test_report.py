@@ -19,15 +19,15 @@ import nbformat
 import pytest
 import yaml
 
-from stages.core.config import load_params
-from stages.core.errors import StageError
-from stages.core.hashing import sha256_file
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report import charts as C
-from stages.report import html as H
-from stages.report import runner
-from stages.report import stage as R
-from stages.report import tables as T
+from rimo_eval.core.config import load_params
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import sha256_file
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.report import charts as C
+from rimo_eval.report import html as H
+from rimo_eval.report import runner
+from rimo_eval.report import stage as R
+from rimo_eval.report import tables as T
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 
@@ -214,7 +214,7 @@ def test_code_is_hidden_and_sections_present(rendered: dict) -> None:
 
 
 def test_judge_section_is_labelled_and_escaped(rendered: dict) -> None:
-    from stages.report.judge import SECTION
+    from rimo_eval.report.judge import SECTION
     from tests.report_fixtures import JUDGE_REASON_XSS
 
     html_text = rendered["html"]
@@ -386,11 +386,11 @@ def test_templates_ship_with_the_package() -> None:
     import tomllib
 
     patterns = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text("utf-8"))["tool"][
-        "setuptools"]["package-data"]["stages"]
-    templates = sorted((REPO_ROOT / "stages/report/templates").iterdir())
+        "setuptools"]["package-data"]["rimo_eval"]
+    templates = sorted((REPO_ROOT / "rimo_eval/report/templates").iterdir())
     assert templates
     for path in templates:
-        rel = path.relative_to(REPO_ROOT / "stages").as_posix()
+        rel = path.relative_to(REPO_ROOT / "rimo_eval").as_posix()
         assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel
 
 
@@ -414,7 +414,7 @@ def test_notebook_builds_no_html_itself() -> None:
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "H.table(" in code and "C.png(" in code
     assert not re.search(r"<\w", code) and "HTML(" not in code  # markup comes from templates
-    imported = set(re.findall(r"^from stages\.report import (\w+)", code, re.MULTILINE))
+    imported = set(re.findall(r"^from rimo_eval\.report import (\w+)", code, re.MULTILINE))
     assert imported == {m.__name__.rsplit(".", 1)[1] for m in R.NOTEBOOK_MODULES}
 
 

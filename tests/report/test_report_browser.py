@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib import image as mpimg
 
-from stages.core.config import load_params
-from stages.report import stage as R
+from rimo_eval.core.config import load_params
+from rimo_eval.report import stage as R
 from tests.browser import chromium, requested_urls
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import XSS_TEXT, make_report_inputs
@@ -61,7 +61,7 @@ for (const el of document.querySelectorAll("strong,em"))
   if (/bold|emphasis/.test(el.textContent)) hits.push(el.outerHTML);
 return hits;
 """
-CHART_COLOURS = {  # stages/report/charts.py, years.py: headline, domain, parts, year bars
+CHART_COLOURS = {  # rimo_eval/report/charts.py, years.py: headline, domain, parts, year bars
     0: [(0x48, 0x78, 0xA8), (0x9B, 0x9B, 0x9B), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
     1: [(0x48, 0x78, 0xA8)],
     2: [(0x48, 0x78, 0xA8), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],

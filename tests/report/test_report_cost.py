@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.report.cost import cost_table, samples_table
-from stages.score.stage import score
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.report.cost import cost_table, samples_table
+from rimo_eval.score.stage import score
 from tests.factories import small_benchmark
 
 

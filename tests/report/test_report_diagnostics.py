@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from stages.core.config import load_params
-from stages.core.metrics_files import read_all
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.report import charts as C
-from stages.report import html as H
-from stages.report import selection as S
-from stages.report import stage as R
+from rimo_eval.core.config import load_params
+from rimo_eval.core.metrics_files import read_all
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.report import charts as C
+from rimo_eval.report import html as H
+from rimo_eval.report import selection as S
+from rimo_eval.report import stage as R
 from tests.conftest import REPO_ROOT
 from tests.report_fixtures import LENIENT_ID, XSS_TEXT, make_report_inputs
 
@@ -225,8 +225,8 @@ def test_report_of_a_run_from_before_the_flags(tmp_path: Path) -> None:
     intervals. The report still renders, says so, and draws the intervals it has."""
     import pyarrow.parquet as pq
 
-    from stages.core.atomic import write_json
-    from stages.score.diagnostics import FLAGS_N
+    from rimo_eval.core.atomic import write_json
+    from rimo_eval.score.diagnostics import FLAGS_N
 
     paths = make_report_inputs(tmp_path)
     table = pq.read_table(paths["scores_n_path"])

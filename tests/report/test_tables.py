@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.core.predictions import PREDICTION_SCHEMAS, RUN_ID_META
-from stages.core.tables import COMPRESSION, table_from_rows
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.predictions import PREDICTION_SCHEMAS, RUN_ID_META
+from rimo_eval.core.tables import COMPRESSION, table_from_rows
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.factories import small_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_a_value_of_the_wrong_type_is_refused() -> None:
 PREDICT_RUN = """
 import json, sys
 from pathlib import Path
-from stages.predict import predict
+from rimo_eval.predict import predict
 from tests.chat_server import ChatServer
 
 server = ChatServer().start()
@@ -120,7 +120,7 @@ def test_a_predict_run_never_imports_pandas(tmp_path: Path) -> None:
 ENTRY = """
 import atexit, sys, threading, time
 from pathlib import Path
-from stages import cli
+from rimo_eval import cli
 
 atexit.register(lambda: print("exit handler ran"))
 marker = Path(sys.argv[2])

@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from stages.core.artifacts import ITEMS_DIR, VALIDATION_PATH
-from stages.core.errors import StageError
-from stages.core.hashing import sha256_bytes
-from stages.core.items import DOMAINS
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
-from stages.validate.rules import CSV_COLUMNS, RULES, Finding
-from stages.validate.stage import SOURCES, ValidationResult, run, validate
+from rimo_eval.core.artifacts import ITEMS_DIR, VALIDATION_PATH
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import sha256_bytes
+from rimo_eval.core.items import DOMAINS
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
+from rimo_eval.validate.rules import CSV_COLUMNS, RULES, Finding
+from rimo_eval.validate.stage import SOURCES, ValidationResult, run, validate
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 from tests.corrupt import FAULTS, N_JSONL, Fault, deep_nesting
 

@@ -22,11 +22,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.core.errors import StageError
-from stages.core.predictions import predictions_path
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
@@ -338,8 +338,8 @@ def test_replay_covering_none_of_the_sample_fails_naming_the_file(bench: Path) -
     """Issue 29 §6: a replay for other items than the ones requested (another predict.limit
     sample or seed) made a run with every item missing, exit 0. It fails, naming the file, and
     the previous predictions stay."""
-    from stages.core.items import load_items
-    from stages.predict import select_sample
+    from rimo_eval.core.items import load_items
+    from rimo_eval.predict import select_sample
 
     before = files_under(bench / "preds")
     requested = {(t, it.problem_id) for t in (TRACK_N, TRACK_P)
@@ -372,9 +372,9 @@ def test_the_default_replay_example_covers_the_default_sample(tmp_path: Path,
     file answers every item of the default sample (its answers are made up, not upstream's)."""
     import yaml
 
-    from stages.core.artifacts import items_path
-    from stages.core.tables import write_parquet
-    from stages.validate.stage import validate
+    from rimo_eval.core.artifacts import items_path
+    from rimo_eval.core.tables import write_parquet
+    from rimo_eval.validate.stage import validate
 
     root = Path(__file__).resolve().parents[2]
     result = validate(mirror_dir, root / "data/errata.yaml")

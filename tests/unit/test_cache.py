@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat import cache as cache_module
-from stages.chat.cache import DB_NAME, ResponseCache, labels, request_key
-from stages.core import atomic
-from stages.core.errors import StageError
-from stages.core.hashing import fingerprint
+from rimo_eval.chat import cache as cache_module
+from rimo_eval.chat.cache import DB_NAME, ResponseCache, labels, request_key
+from rimo_eval.core import atomic
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import fingerprint
 from tests.cache_tools import cache_entries, compress, set_data
 from tests.conftest import REPO_ROOT
 
@@ -43,7 +43,7 @@ def response(i: int) -> dict:
 _WRITER = textwrap.dedent("""
     import sys, time
     from tests.unit.test_cache import payload, response
-    from stages.chat.cache import ResponseCache, request_key
+    from rimo_eval.chat.cache import ResponseCache, request_key
     cache = ResponseCache(sys.argv[1])
     start, stop, pause = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
     for i in range(start, stop):
@@ -194,7 +194,7 @@ def test_sync_fsyncs_the_wal_and_the_folder(
         request_key(payload(i)) for i in (1, 2))
 
 
-_OPEN_AND_CLOSE = "import sys\nfrom stages.chat.cache import ResponseCache\n" \
+_OPEN_AND_CLOSE = "import sys\nfrom rimo_eval.chat.cache import ResponseCache\n" \
     "c = ResponseCache(sys.argv[1])\nprint(len(c))\nc.close()"
 
 

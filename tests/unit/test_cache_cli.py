@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.chat.cache import DB_NAME, ResponseCache, request_key
-from stages.cli import main
-from stages.core.hashing import canonical_json
+from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key
+from rimo_eval.cli import main
+from rimo_eval.core.hashing import canonical_json
 from tests.cache_tools import compress, noisy, overwrite_page, pages_of, set_data
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cache import payload, response
@@ -48,7 +48,7 @@ def test_stats_counts_entries_and_bytes_by_model_and_endpoint(
         ("m", "http://127.0.0.1:1/v1", 3), ("n", "http://127.0.0.1:1/v1", 2)]
     assert out["reply_bytes"] > 5 * len(response(0)["texts"][0]) > out["stored_bytes"] > 0
     assert out["file_bytes"] >= out["stored_bytes"]
-    text = subprocess.run([sys.executable, "-m", "stages", "cache", "stats", "--dir", str(root)],
+    text = subprocess.run([sys.executable, "-m", "rimo_eval", "cache", "stats", "--dir", str(root)],
                           cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
     assert "5 entries" in text and "| m | http://127.0.0.1:1/v1 | 3 |" in text
 

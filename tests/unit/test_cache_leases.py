@@ -23,17 +23,17 @@ from typing import Any
 
 import pytest
 
-from stages.chat import cache as cache_module
-from stages.chat import leases as leases_module
-from stages.chat import session as session_module
-from stages.chat.cache import DB_NAME, ResponseCache, request_key
-from stages.chat.errors import ConnectionFailed
-from stages.chat.leases import CLAIMED, HELD, STORED, Leases
-from stages.chat.redact import Redactor
-from stages.chat.retrying import RetryingTransport
-from stages.chat.session import Session
-from stages.chat.transport import ChatReply, ChatTransport, cache_payload
-from stages.core.errors import StageError
+from rimo_eval.chat import cache as cache_module
+from rimo_eval.chat import leases as leases_module
+from rimo_eval.chat import session as session_module
+from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key
+from rimo_eval.chat.errors import ConnectionFailed
+from rimo_eval.chat.leases import CLAIMED, HELD, STORED, Leases
+from rimo_eval.chat.redact import Redactor
+from rimo_eval.chat.retrying import RetryingTransport
+from rimo_eval.chat.session import Session
+from rimo_eval.chat.transport import ChatReply, ChatTransport, cache_payload
+from rimo_eval.core.errors import StageError
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cache import payload, response
 
@@ -41,8 +41,8 @@ from tests.unit.test_cache import payload, response
 # its own for key 0 and prints the text of the reply the cache kept.
 _HOLDER = textwrap.dedent("""
     import sys
-    from stages.chat.cache import ResponseCache, request_key
-    from stages.chat.leases import Leases
+    from rimo_eval.chat.cache import ResponseCache, request_key
+    from rimo_eval.chat.leases import Leases
     from tests.unit.test_cache import payload
     cache = ResponseCache(sys.argv[1])
     leases = Leases(cache)

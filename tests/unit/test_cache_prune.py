@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.chat import cache_prune
-from stages.chat.cache import DB_NAME, ResponseCache, decode, request_key
-from stages.chat.cache_prune import Filter
-from stages.core.hashing import fingerprint
+from rimo_eval.chat import cache_prune
+from rimo_eval.chat.cache import DB_NAME, ResponseCache, decode, request_key
+from rimo_eval.chat.cache_prune import Filter
+from rimo_eval.core.hashing import fingerprint
 from tests.cache_tools import noisy
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cache import payload
@@ -133,9 +133,9 @@ def test_prune_deletes_without_fsyncs_then_makes_the_file_durable(
 # its phase), so that the test kills it at a chosen step.
 _PRUNER = textwrap.dedent("""
     import sys
-    from stages.chat import cache_prune
-    from stages.cli import main
-    from stages.commands import cache as commands
+    from rimo_eval.chat import cache_prune
+    from rimo_eval.cli import main
+    from rimo_eval.commands import cache as commands
     cache_prune.BATCH, cache_prune.VACUUM_PAGES = 20, 16
     def bar(self, label, total):
         return lambda n: print(label, flush=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.chat.cache import DB_NAME, ResponseCache, request_key
-from stages.chat.cache_db import DamagedCache, note_path
-from stages.cli import main
+from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key
+from rimo_eval.chat.cache_db import DamagedCache, note_path
+from rimo_eval.cli import main
 from tests.cache_tools import noisy, overwrite_page, pages_of
 from tests.chat_server import ChatServer
 from tests.conftest import REPO_ROOT

@@ -11,11 +11,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.cli import build_parser
-from stages.commands.compare.command import Side, compare_sides
-from stages.commands.compare.details import attach_p_texts, params_diff, snippet
-from stages.commands.compare.render import FLIPS, render_html, render_markdown
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.cli import build_parser
+from rimo_eval.commands.compare.command import Side, compare_sides
+from rimo_eval.commands.compare.details import attach_p_texts, params_diff, snippet
+from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item
 from tests.scored_runs import scored_side
 

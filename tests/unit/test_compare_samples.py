@@ -9,10 +9,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from stages.commands.compare.command import Revision, Side, compare_sides, render_markdown
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.stage import SCORE_FILES, score
+from rimo_eval.commands.compare.command import Revision, Side, compare_sides, render_markdown
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import SCORE_FILES, score
 from tests.factories import small_benchmark
 
 

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.commands.compare.command import Revision, Side, compare_sides, render_markdown
-from stages.commands.compare.render import fmt_ci, fmt_delta
-from stages.commands.compare.shared import require_same_items
-from stages.core.errors import DataError
-from stages.core.items import DOMAINS
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.score.grading import leading_matches
-from stages.score.metrics import compute
+from rimo_eval.commands.compare.command import Revision, Side, compare_sides, render_markdown
+from rimo_eval.commands.compare.render import fmt_ci, fmt_delta
+from rimo_eval.commands.compare.shared import require_same_items
+from rimo_eval.core.errors import DataError
+from rimo_eval.core.items import DOMAINS
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.score.grading import leading_matches
+from rimo_eval.score.metrics import compute
 
 POOL_N, POOL_P = 14, 10
 BOOT = {"samples": 0, "seed": 0, "confidence": 0.95}  # each side's own intervals: not compared

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from stages.core.config import Params, load_params, parse_params
-from stages.core.errors import ConfigError
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.config import Params, load_params, parse_params
+from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.conftest import REPO_ROOT
 from tests.pipeline_repo import BIN, make_repo, sh
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stages.score.diagnostics import FLAGS_N, flags_n, gold_in, lenient_equal, normalise
+from rimo_eval.score.diagnostics import FLAGS_N, flags_n, gold_in, lenient_equal, normalise
 
 
 # --- normalisation -------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ def test_gold_in_text(text: str, gold: str, found: bool) -> None:
 # --- each flag, both ways ------------------------------------------------------------------------
 def _flags(text: str | None, gold: str = "12", finish: str = "stop", status: str = "ok",
            prediction: str | None = None) -> dict[str, bool]:
-    from stages.predictors.extract import extract_boxed
+    from rimo_eval.predictors.extract import extract_boxed
     details: dict[str, Any] = {} if text is None else {"text": text, "raw_text": text,
                                                         "finish_reason": finish}
     pred = prediction if prediction is not None or text is None else (extract_boxed(text) or "")
@@ -114,7 +114,7 @@ def test_truncated_is_the_finish_reason_whatever_was_extracted() -> None:
     assert _flags("no box", finish="length")["truncated"]
     assert not _flags(r"\boxed{12}", finish="stop")["truncated"]
     # RIMO-P: any part cut off.
-    from stages.score.diagnostics import truncated
+    from rimo_eval.score.diagnostics import truncated
     assert truncated({"finish_reason": "stop", "parts": [{"finish_reason": "length"},
                                                          {"finish_reason": "stop"}]})
     assert not truncated({"parts": [{"finish_reason": "stop"}]})

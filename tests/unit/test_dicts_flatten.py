@@ -1,9 +1,9 @@
-"""One flattener (stages.core.dicts) for audit's metric names and the report's tables."""
+"""One flattener (rimo_eval.core.dicts) for audit's metric names and the report's tables."""
 
 from __future__ import annotations
 
-from stages.core.dicts import flatten
-from stages.report import tables as T
+from rimo_eval.core.dicts import flatten
+from rimo_eval.report import tables as T
 
 
 def test_audit_keeps_order_and_empty_sections() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.core.errors import ConfigError, DataError, IntegrityError
-from stages.fetch import fetch
-from stages.predict import collect, predict
-from stages.predictors import Prediction, create_predictor
-from stages.validate.stage import run as validate_run
+from rimo_eval.core.errors import ConfigError, DataError, IntegrityError
+from rimo_eval.fetch import fetch
+from rimo_eval.predict import collect, predict
+from rimo_eval.predictors import Prediction, create_predictor
+from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.chat.reasoning import split_think
-from stages.predictors.extract import extract_boxed
+from rimo_eval.chat.reasoning import split_think
+from rimo_eval.predictors.extract import extract_boxed
 
 
 @pytest.mark.parametrize(("text", "expected"), [

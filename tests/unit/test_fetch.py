@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.config import FetchParams, load_params
-from stages.core.errors import StageError
-from stages.core.hashing import sha256_file
-from stages.fetch import fetch
+from rimo_eval.core.config import FetchParams, load_params
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import sha256_file
+from rimo_eval.fetch import fetch
 from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 from tests.http_files import serve_directory
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.errors import DataError
-from stages.core.json_object import parse_object, read_object
-from stages.report import tables as T
+from rimo_eval.core.errors import DataError
+from rimo_eval.core.json_object import parse_object, read_object
+from rimo_eval.report import tables as T
 
 
 @pytest.mark.parametrize("text, message", [

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.errors import StageError
-from stages.core.jsonl import iter_lines, parse_line
-from stages.core.tracks import TRACK_N
-from stages.predictors.replay import read_jsonl as read_replay
-from stages.validate.rawio import RawFile, read_jsonl
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.jsonl import iter_lines, parse_line
+from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.predictors.replay import read_jsonl as read_replay
+from rimo_eval.validate.rawio import RawFile, read_jsonl
 
 
 @pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": -Infinity}', "[" * 100_000, "{'a': 1}"])

@@ -11,9 +11,9 @@ import json
 import subprocess
 import sys
 
-MODULES = ("stages.cli", "stages.score.stage", "stages.judge.stage",
-           "stages.commands.audit.command", "stages.commands.compare.command",
-           "stages.commands.view.command", "stages.commands.leaderboard.command")
+MODULES = ("rimo_eval.cli", "rimo_eval.score.stage", "rimo_eval.judge.stage",
+           "rimo_eval.commands.audit.command", "rimo_eval.commands.compare.command",
+           "rimo_eval.commands.view.command", "rimo_eval.commands.leaderboard.command")
 HEAVY = ("scipy.stats", "statsmodels")
 
 
@@ -31,4 +31,4 @@ def test_no_stage_or_tool_imports_scipy_stats_or_statsmodels_at_start_up() -> No
 
 
 def test_compare_imports_matplotlib_only_to_draw_the_page() -> None:
-    assert imported(("stages.commands.compare.command",), ("matplotlib",)) == []
+    assert imported(("rimo_eval.commands.compare.command",), ("matplotlib",)) == []

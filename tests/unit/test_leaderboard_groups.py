@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stages.commands.compare.revisions import WORKSPACE, Revision
-from stages.commands.leaderboard.comparable import check, largest_group
-from stages.commands.leaderboard.loading import Run
-from stages.core.errors import DataError
+from rimo_eval.commands.compare.revisions import WORKSPACE, Revision
+from rimo_eval.commands.leaderboard.comparable import check, largest_group
+from rimo_eval.commands.leaderboard.loading import Run
+from rimo_eval.core.errors import DataError
 from tests.leaderboard_runs import make_run
 
 RNG = np.random.default_rng(3)

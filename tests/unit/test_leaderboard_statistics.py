@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from stages.commands.compare.samples import mean_test
-from stages.commands.leaderboard.board import build, judge_keys
-from stages.commands.leaderboard.comparable import check
-from stages.commands.leaderboard.loading import Run
-from stages.commands.leaderboard.statistics import (
+from rimo_eval.commands.compare.samples import mean_test
+from rimo_eval.commands.leaderboard.board import build, judge_keys
+from rimo_eval.commands.leaderboard.comparable import check
+from rimo_eval.commands.leaderboard.loading import Run
+from rimo_eval.commands.leaderboard.statistics import (
     bootstrap_p,
     default_metric,
     draw,
@@ -24,9 +24,9 @@ from stages.commands.leaderboard.statistics import (
     rank,
     ranks_of,
 )
-from stages.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from stages.core.errors import ConfigError, DataError
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
+from rimo_eval.core.errors import ConfigError, DataError
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.leaderboard_runs import make_run
 
 
@@ -163,7 +163,7 @@ def test_renderings_escape_untrusted_labels(runs: list[Run]) -> None:
                                                                     {"low": 0.2, "high": 0.3}}}
     board = build([runs[0], evil], find_metric(f"{TRACK_N}.accuracy", 1),
                   {"samples": 50, "seed": 0, "confidence": 0.95})
-    from stages.commands.leaderboard.figures import figures
+    from rimo_eval.commands.leaderboard.figures import figures
 
     figs = figures(board, [runs[0], evil])  # mathtext would raise on the label's "$"
     page = render_html(board, figs)

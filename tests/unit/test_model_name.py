@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.model_name import PACKAGED_LOCAL, model_name, run_label
-from stages.core.tracks import TRACK_N
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.core.model_name import PACKAGED_LOCAL, model_name, run_label
+from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 20, "seed": 0, "confidence": 0.95}}

@@ -1,4 +1,4 @@
-"""stages.core.numbers: the one rounding, missing-value test and percentage format."""
+"""rimo_eval.core.numbers: the one rounding, missing-value test and percentage format."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from stages.commands import summary
-from stages.core.numbers import absent, pct, rounded
-from stages.report import tables as T
+from rimo_eval.commands import summary
+from rimo_eval.core.numbers import absent, pct, rounded
+from rimo_eval.report import tables as T
 
 
 def test_rounded_six_digits() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.commands.plots_page import CSP, build, main
-from stages.core.errors import DataError
+from rimo_eval.commands.plots_page import CSP, build, main
+from rimo_eval.core.errors import DataError
 from tests.conftest import REPO_ROOT
 
 MODULES = REPO_ROOT / "node_modules"

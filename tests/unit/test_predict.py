@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages.core.errors import DataError, StageError
-from stages.core.predictions import predictions_path
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict, select_sample
-from stages.predictors import available_backends, create_predictor
-from stages.predictors.registry import predictor_class
+from rimo_eval.core.errors import DataError, StageError
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict, select_sample
+from rimo_eval.predictors import available_backends, create_predictor
+from rimo_eval.predictors.registry import predictor_class
 from tests.factories import small_benchmark
 
 
@@ -34,7 +34,7 @@ def test_builtin_backends_come_from_entry_points() -> None:
 
 
 PLUGIN = """
-from stages.predictors.base import Prediction, Predictor
+from rimo_eval.predictors.base import Prediction, Predictor
 
 class Echo(Predictor):
     name = "echo"
@@ -55,7 +55,7 @@ def test_a_plugin_backend_is_found_and_cannot_take_a_builtin_name(
     (tmp_path / "rimo_echo.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert predictor_class("echo").__module__ == "rimo_echo"
-    assert predictor_class("oracle").__module__ == "stages.predictors.oracle"
+    assert predictor_class("oracle").__module__ == "rimo_eval.predictors.oracle"
     assert "echo" in available_backends()
 
 
@@ -96,7 +96,7 @@ def test_predictions_are_byte_identical_across_runs(bench: Path) -> None:
 
 
 def test_sample_is_seeded_and_nested(bench: Path) -> None:
-    from stages.core.items import load_items
+    from rimo_eval.core.items import load_items
     items = load_items(TRACK_N, bench / "items")
     two, three = select_sample(items, 2, 0), select_sample(items, 3, 0)
     assert [i.problem_id for i in two] == [i.problem_id for i in three][:2]
@@ -187,9 +187,9 @@ def test_a_backend_returning_a_lone_surrogate_breaks_the_contract() -> None:
     and replay refuses it naming the line, so only a backend outside both (a plugin) can
     return a lone surrogate: refused before anything is written, like a prediction that is
     not a string."""
-    from stages.core.items import Item
-    from stages.predict import collect
-    from stages.predictors import Prediction
+    from rimo_eval.core.items import Item
+    from rimo_eval.predict import collect
+    from rimo_eval.predictors import Prediction
     item = Item(TRACK_N, "2001a1", "p", "algebra", 1, True, "h", answer="1")
     with pytest.raises(DataError, match=r"RIMO-N 2001a1: prediction is not valid Unicode "
                                         r"\(a lone surrogate U\+D800 at index 1\)"):

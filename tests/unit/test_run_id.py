@@ -9,11 +9,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from stages.core.errors import IntegrityError
-from stages.core.predictions import predictions_path, read_run_id
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.core.errors import IntegrityError
+from rimo_eval.core.predictions import predictions_path, read_run_id
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.commands.compare.revisions import WORKSPACE, Revision, RunFiles
-from stages.core.errors import DataError
+from rimo_eval.commands.compare.revisions import WORKSPACE, Revision, RunFiles
+from rimo_eval.core.errors import DataError
 from tests.pipeline_repo import env
 
 TWICE = "predict:\n  limit: 5\n  backend: local\n  limit: 50\n"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.errors import StageError
-from stages.core.hashing import sha256_file
-from stages.core.metrics_files import join, read_all
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.predict import predict
-from stages.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from stages.score.stage import score
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import sha256_file
+from rimo_eval.core.metrics_files import join, read_all
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.predict import predict
+from rimo_eval.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
+from rimo_eval.score.stage import score
 from tests.factories import n_item, small_benchmark, write_items
 
 BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
@@ -184,7 +184,7 @@ def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:
 def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
     import pandas as pd
 
-    from stages.core.predictions import predictions_path
+    from rimo_eval.core.predictions import predictions_path
     write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
     path = predictions_path(TRACK_N, tmp_path / "preds")
@@ -199,7 +199,7 @@ def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
 def test_tables_from_two_predict_runs_are_refused(tmp_path: Path) -> None:
     import shutil
 
-    from stages.core.predictions import predictions_path
+    from rimo_eval.core.predictions import predictions_path
     small_benchmark(tmp_path / "items")
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "a")
     predict({"backend": "constant"}, tmp_path / "items", tmp_path / "b")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from stages.core import predictions
-from stages.core.hashing import fingerprint
-from stages.core.items import load_items
-from stages.core.predictions import (
+from rimo_eval.core import predictions
+from rimo_eval.core.hashing import fingerprint
+from rimo_eval.core.items import load_items
+from rimo_eval.core.predictions import (
     RAW_TEXT,
     REASONING,
     Prediction,
@@ -19,8 +19,8 @@ from stages.core.predictions import (
     join_texts,
     write_table,
 )
-from stages.core.text_spool import TextSpool
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.core.text_spool import TextSpool
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
 
 LONG = "Let $x^2 = 4$. " * 2000  # about 30 KB, as a reasoning model writes

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.core.errors import StageError
-from stages.core.hashing import fingerprint, sha256_file
-from stages.core.items import ITEM_FILES, ITEM_SCHEMAS, load_items
-from stages.core.tracks import TRACK_N, TRACK_P
-from stages.validate.rules import ID_LETTER_DOMAIN
-from stages.validate.stage import ValidationResult, load_errata, run, validate
+from rimo_eval.core.errors import StageError
+from rimo_eval.core.hashing import fingerprint, sha256_file
+from rimo_eval.core.items import ITEM_FILES, ITEM_SCHEMAS, load_items
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.validate.rules import ID_LETTER_DOMAIN
+from rimo_eval.validate.stage import ValidationResult, load_errata, run, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ERRATA = REPO_ROOT / "data/errata.yaml"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stages.commands.view.markup import (
+from rimo_eval.commands.view.markup import (
     FOLD_CHARS,
     PLAIN_CHARS,
     RENDER_CHARS,
@@ -21,9 +21,9 @@ from stages.commands.view.markup import (
     page_text,
     render,
 )
-from stages.commands.view.model import FLAGS, build, item_texts
-from stages.commands.view.site import script, spill, write_site
-from stages.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.commands.view.model import FLAGS, build, item_texts
+from rimo_eval.commands.view.site import script, spill, write_site
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.factories import n_item, p_item, write_items
 from tests.view_runs import HOSTILE, HOSTILE_TEXT, small_run
 

@@ -23,11 +23,11 @@ from scipy.optimize import minimize
 from scipy.stats import fisher_exact, norm
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from stages.core.config import load_params
-from stages.core.errors import ConfigError
-from stages.core.tracks import TRACK_N, TRACK_P, TRACKS
-from stages.predict import predict
-from stages.score.stage import score
+from rimo_eval.core.config import load_params
+from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.predict import predict
+from rimo_eval.score.stage import score
 from tests.conftest import REPO_ROOT
 from tests.leaderboard_runs import unit, write_jsonl
 
@@ -254,8 +254,8 @@ def test_setting_a_cutoff_reruns_score_never_predict(oracle_run: Path, tmp_path:
 
 
 def test_the_report_draws_the_year_chart_only_for_scores_with_bands() -> None:
-    from stages.report.years import has_bands
-    from stages.score.years import by_year_band
+    from rimo_eval.report.years import has_bands
+    from rimo_eval.score.years import by_year_band
 
     # Scores made before the year lens have no bands: the report says so instead of drawing
     # an empty chart.

@@ -1,0 +1,3 @@
+"""rimo-eval: a reproducible DVC pipeline for the RIMO benchmark."""
+
+__version__ = "1.0.0"

@@ -1,0 +1,3 @@
+from rimo_eval.cli import entry
+
+entry()

@@ -1,0 +1,151 @@
+"""The OpenAI Batch API as a ``ChatTransport`` (``predict.openai.batch.enabled: true``), over
+the provider-neutral rounds, records and resume of ``rounds``.
+
+One batch: upload a JSONL of ``/v1/chat/completions`` lines (``custom_id`` = the cache key),
+record the file id BEFORE ``batches.create`` (``metadata.rimo_record`` names the record), record
+the batch id after it; poll it every ``poll_s``, then read its output and error files. A batch
+created but not yet recorded when the run was killed is found again by its input file id. Lines
+with a 5xx (or 408/409/429) are not answered (a follow-up batch); a batch that ``failed``
+validation, or a 4xx naming a request parameter, stops the stage. The official ``openai``
+client does the HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import openai
+
+from rimo_eval.chat.batch.records import BatchRecord
+from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
+from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse
+from rimo_eval.chat.openai.replies import parse_completion
+from rimo_eval.chat.openai.transport import OpenAITransport, resolve_api_key
+from rimo_eval.core.config import OpenAIParams
+from rimo_eval.core.errors import StageError
+
+__all__ = ["BatchTransport", "batch_line", "make_client", "records_root"]
+
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+ENDPOINT = "/v1/chat/completions"
+
+
+def batch_line(key: str, request: dict[str, Any]) -> bytes:
+    body = dict(request)
+    body.update(body.pop("extra_body", None) or {})  # as the online path sends it
+    return json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body},
+                      sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def make_client(params: OpenAIParams, section: str, base_url: str) -> openai.AsyncOpenAI:
+    key = resolve_api_key(params.api_key_env, base_url, section)
+    return openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=params.max_retries,
+                              timeout=float(params.timeout_s))
+
+
+def _polled(batch: Any) -> Polled:
+    counts = batch.request_counts
+    done = f", {counts.completed}/{counts.total} done, {counts.failed} failed" if counts else ""
+    return Polled(batch.id, batch.status, batch.status in TERMINAL, done)
+
+
+class BatchTransport(BatchRounds):
+    def __init__(self, params: OpenAIParams, section: str) -> None:
+        online = OpenAITransport(params, section)  # same requests, keys and errors
+        super().__init__(online, params, section, records_root(params.cache_dir or ""))
+        self.online: OpenAITransport = online
+        self.client = make_client(params, section, online.base_url)
+        self._create_tries = params.max_retries + 1
+        self._backoff_s, self._backoff_max_s = params.backoff_initial_s, params.backoff_max_s
+        # What the last retrieve of each batch said that its outcomes need.
+        self._failures: dict[str, str] = {}  # batch id -> why it failed validation
+        self._files: dict[str, tuple[str | None, str | None]] = {}  # -> output, error file
+
+    def line_bytes(self, key: str, request: dict[str, Any]) -> int:
+        return len(batch_line(key, request))
+
+    async def create(self, record: BatchRecord) -> str:
+        data = b"".join(batch_line(k, p["request"]) for k, p in record.keys.items())
+        file = await self.client.files.create(file=(f"rimo-{record.id}.jsonl", data),
+                                              purpose="batch")
+        record.file_id, record.state = file.id, "uploaded"
+        self.records.save(record)  # BEFORE create: a kill after it is found by file id
+        # The SDK would retry a create whose answer was lost and make a second batch of the
+        # same requests: each create is sent once, and after a failure the batch list says
+        # whether it went through before it is sent again.
+        once = self.client.with_options(max_retries=0)
+        for attempt in range(self._create_tries):
+            try:
+                batch = await once.batches.create(
+                    input_file_id=file.id, endpoint=ENDPOINT,  # type: ignore[arg-type]
+                    completion_window=self.settings.completion_window,  # type: ignore[arg-type]
+                    metadata={"rimo_record": record.id})
+                return batch.id
+            except (openai.APIConnectionError, openai.APIStatusError) as exc:
+                status = getattr(exc, "status_code", None)
+                if status is not None and status < 500 and status not in (408, 409, 429):
+                    raise
+                found = await self.find_batch(record, [])
+                if found is not None:
+                    return found
+                if attempt + 1 == self._create_tries:
+                    raise
+                await asyncio.sleep(min(self._backoff_max_s, self._backoff_s * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    async def poll(self, batch_id: str) -> Polled:
+        batch = await self.client.batches.retrieve(batch_id)
+        if batch.status == "failed":
+            errors = [e for e in (batch.errors.data if batch.errors else None) or []]
+            self._failures[batch.id] = "; ".join(f"line {e.line}: {e.message}"
+                                                 for e in errors) or "no reason given"
+        self._files[batch.id] = (batch.output_file_id, batch.error_file_id)
+        return _polled(batch)
+
+    async def cancel(self, batch_id: str) -> Polled:
+        return _polled(await self.client.batches.cancel(batch_id))
+
+    async def outcomes(self, record: BatchRecord, polled: Polled) -> dict[str, Outcome]:
+        if polled.batch_id in self._failures:
+            fatal = StageError(f"{self.section}.batch: batch {polled.batch_id} failed "
+                               f"validation: {self._failures[polled.batch_id]}")
+            return dict.fromkeys(record.keys, fatal)
+        lines = []
+        for file_id in self._files.get(polled.batch_id, ()):
+            if file_id:
+                content = await self.client.files.content(file_id)
+                lines += [json.loads(x) for x in content.text.splitlines() if x.strip()]
+        by_key = {line.get("custom_id"): line for line in lines}
+        return {key: self._read(by_key.get(key), payload["request"])
+                for key, payload in record.keys.items()}
+
+    def _read(self, line: dict[str, Any] | None, request: dict[str, Any]) -> Outcome:
+        """A reply, the error the request ends with, or None: not answered (send again)."""
+        response = (line or {}).get("response")
+        if not isinstance(response, dict):
+            return None  # expired, cancelled, or missing from both files
+        code, body = response.get("status_code"), response.get("body")
+        if code == 200:
+            try:
+                return self.online._scrub(parse_completion(body, 0.0))
+            except MalformedResponse:  # a garbled line is sent again, as online
+                return None
+        exc = HTTPStatusError(int(code or 0), json.dumps(body).encode(), {})
+        if exc.status >= 500 or exc.status in (408, 409, 429):
+            return None
+        return self.online._final_error(exc, 1, request)
+
+    async def find_batch(self, record: BatchRecord, records: list[BatchRecord]) -> str | None:
+        """The batch created from the record's file, if the create went through before the
+        kill. The list is newest first: batches made well before the record cannot be it."""
+        async for batch in self.client.batches.list(limit=100):
+            if batch.input_file_id == record.file_id:
+                return batch.id
+            if batch.created_at < record.created - 3600:
+                break
+        return None
+
+    async def close_client(self) -> None:
+        await self.client.close()

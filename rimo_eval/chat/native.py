@@ -1,0 +1,115 @@
+"""What the native provider transports (``anthropic/``, ``gemini/``) share: one SDK call per
+attempt, its failure read by the provider's classifier (``translate.classify_error``) and
+raised as the engine's own error with that ``ErrorDecision`` attached, so that
+``errors.classify`` and ``retrying`` (retries, Retry-After, the breaker's transient count) and
+``probe`` treat it as they treat the OpenAI transport's. The SDKs' own retries are off.
+
+A parsed reply with an ``error_kind`` (a refusal or blocked candidate: ``blocked``; no
+content: ``empty``, retried first) is that item's error. ``fatal`` decisions (401, 403, 404, a
+spend cap) and ``parameter`` decisions (a 400 naming a request parameter) stop the stage,
+naming the params key; everything goes through the key's ``Redactor`` first.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from rimo_eval.chat import probe
+from rimo_eval.chat.api_key import key_source
+from rimo_eval.chat.errors import (
+    ConnectionFailed,
+    EngineError,
+    MalformedResponse,
+    ProviderStatusError,
+    RequestTimeout,
+)
+from rimo_eval.chat.provider_decision import ErrorDecision
+from rimo_eval.chat.redact import Redactor
+from rimo_eval.chat.retrying import RetryingTransport
+from rimo_eval.chat.transport import ChatReply, TransportError
+from rimo_eval.core.errors import StageError
+
+_CONNECT_TIMEOUT_S = 10.0
+
+
+def engine_error(decision: ErrorDecision) -> EngineError:
+    """The engine's error for a provider's decision (raise it ``from`` the SDK's exception:
+    ``probe`` reads the cause, e.g. a refused connection, from the chain)."""
+    if decision.status is not None:
+        return ProviderStatusError(decision)
+    cls = {"connection": ConnectionFailed, "timeout": RequestTimeout,
+           "malformed": MalformedResponse}.get(decision.cause or "", EngineError)
+    error = cls(decision.message)
+    error.decision, error.kind = decision, decision.kind
+    return error
+
+
+class NativeTransport(RetryingTransport):
+    """Subclasses hold the SDK client and say how a request is sent (``_call``), read
+    (``_parse``) and how its failures are classified (``_classify``)."""
+
+    def __init__(self, params: Any, section: str, base_url: str, key: str) -> None:
+        super().__init__(section=section, base_url=base_url, max_retries=params.max_retries,
+                         backoff_initial_s=params.backoff_initial_s,
+                         backoff_max_s=params.backoff_max_s,
+                         redact=Redactor(key, key_source(params.api_key_env, section)))
+        self.concurrency = params.concurrency
+        self._timeout_s = float(params.timeout_s)
+        self._connect_s = min(_CONNECT_TIMEOUT_S, self._timeout_s)
+
+    @abstractmethod
+    async def _call(self, request: dict[str, Any]) -> Any:
+        """The SDK's reply object for one request."""
+
+    @abstractmethod
+    def _parse(self, response: Any) -> dict[str, Any]:
+        """``translate.parse_*``: text, reasoning, finish_reason, usage, model, error_kind."""
+
+    @abstractmethod
+    def _classify(self, exc: BaseException, request: Mapping[str, Any]) -> ErrorDecision: ...
+
+    async def _guard(self, call: Awaitable[Any], request: Mapping[str, Any]) -> Any:
+        try:
+            return await call
+        except Exception as exc:
+            raise engine_error(self._classify(exc, request)) from exc
+
+    async def _attempt(self, request: dict[str, Any]) -> ChatReply:
+        started = time.monotonic()
+        response = await self._guard(self._call(request), request)
+        return self.reply_of(response, time.monotonic() - started)
+
+    def reply_of(self, response: Any, latency_s: float) -> ChatReply:
+        """The reply in an SDK response (online, or a batch's result), or the engine's error
+        for it: a refusal (``item``), no content (``retry``), a malformed shape."""
+        try:
+            parsed = self._parse(response)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"unexpected response shape: {exc!r}") from None
+        if parsed["error_kind"]:
+            action = "retry" if parsed["retryable"] else "item"
+            raise engine_error(ErrorDecision(action, parsed["error"], kind=parsed["error_kind"],
+                                             cause="malformed" if parsed["retryable"] else None))
+        return ChatReply([parsed["text"]], [parsed["finish_reason"]], parsed["usage"],
+                         parsed["model"], latency_s, [parsed["reasoning"]])
+
+    def _final_error(self, exc: EngineError, attempt: int, request: dict[str, Any]
+                     ) -> StageError | TransportError:
+        decision = exc.decision
+        said = self._redact(decision.message if decision else str(exc))[:300]
+        if decision is not None and decision.action == "fatal":
+            return StageError(f"{self.section}: {self.base_url}: {said}")
+        if decision is not None and decision.action == "parameter":
+            return StageError(
+                f"{self.section}: {self.base_url}: the API rejects the request parameter "
+                f"'{decision.param}'; change or null {decision.params_key} in params.yaml "
+                f"(null: not sent). Server said: {said}")
+        return self._failed(exc, attempt, exc.kind)
+
+    async def _probe_with(self, call: Callable[[], Awaitable[Any]]) -> None:
+        wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
+        await probe.probe_endpoint(lambda: self._guard(call(), {}), self.base_url, wait,
+                                   self.section)

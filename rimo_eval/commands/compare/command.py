@@ -1,0 +1,142 @@
+"""``rimo-eval compare A B``: two revisions, branches or DVC experiments side by side.
+
+Each side is read through DVC at its revision (revisions), paired item by item and tested
+(pairing), and rendered as Markdown, JSON or HTML (render). The intervals use params
+``score.bootstrap`` (samples, seed, confidence) when a params file is there, so compare and the
+score stage resample alike; ``--samples``, ``--seed`` and ``--confidence`` override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rimo_eval.commands.compare.details import attach_p_texts
+from rimo_eval.commands.compare.pairing import (
+    compare_sides,
+    compare_track,
+    flips,
+    metric_rows,
+    pair,
+)
+from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
+from rimo_eval.commands.compare.revisions import (
+    WORKSPACE,
+    Revision,
+    RunFiles,
+    Side,
+    load_side,
+    resolve,
+)
+from rimo_eval.commands.compare.shared import describe, overlap, require_same_items, same_items
+from rimo_eval.core.artifacts import (
+    JUDGE_TABLE,
+    items_path,
+    predictions_path,
+    scores_path,
+)
+from rimo_eval.core.atomic import write_text
+from rimo_eval.core.errors import DataError
+from rimo_eval.core.missing import require_outputs
+from rimo_eval.core.tracks import TRACK_P, TRACKS
+from rimo_eval.judge.metrics import judge_block
+from rimo_eval.score.metrics import bootstrap_params
+from rimo_eval.score.statistics import bootstrap, mcnemar_exact
+
+
+def bootstrap_settings(params: Mapping[str, Any] | None, args: argparse.Namespace
+                       ) -> dict[str, Any]:
+    """params ``score.bootstrap`` (or its defaults), each given option overriding its key."""
+    boot = bootstrap_params((params or {}).get("score"))
+    for key in ("samples", "seed", "confidence"):
+        value = getattr(args, key, None)
+        if value is not None:
+            boot[key] = value
+    return boot
+
+
+def _optional(read: Callable[[], Any]) -> Any:
+    """A file a comparison can do without (not in the cache, an older run): None."""
+    try:
+        return read()
+    except (DataError, OSError, ValueError, yaml.YAMLError):
+        return None
+
+
+def run_extras(files: RunFiles) -> dict[str, Any]:
+    """What a flip and the params diff need beyond the scores: the params file, RIMO-P's
+    predictions and items. Each is optional: compare works on the scores alone."""
+    return {"params": _optional(lambda: files.read_params() or None),
+            "predictions": _optional(lambda: files.read_parquet(
+                predictions_path(TRACK_P), columns=["problem_id", "sample", "prediction"])),
+            "items": _optional(lambda: files.read_parquet(
+                items_path(TRACK_P), columns=["problem_id", "sub_solutions"]))}
+
+
+# What usage and the k-sample metrics read from a predictions table (no texts).
+PREDICTION_COLUMNS = ["problem_id", "sample", "item_hash", "status", "details", "backend"]
+
+
+def shared_inputs(files: RunFiles, side: Side) -> Side:
+    """``side`` with what recomputing its metrics on the shared items reads beyond the scores:
+    its predictions (usage, k-sample keys) and, where the judge ran, the judge table. Each is
+    optional; what cannot be read is left out of the recomputed metrics."""
+    side.predictions = _optional(lambda: {
+        t: files.read_parquet(predictions_path(t), columns=PREDICTION_COLUMNS)
+        for t in TRACKS})
+    if judge_block(side.judge) is not None:
+        side.judge_table = _optional(lambda: files.read_parquet(JUDGE_TABLE))
+    return side
+
+
+def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
+            confidence: float = 0.95, strict: bool = False) -> dict[str, Any]:
+    revisions = [resolve(root, name) for name in (a, b)]
+    for r in revisions:  # name every absent table and its `dvc pull` before reading any
+        require_outputs(root, r.rev, r.label, r.kind == "experiment",
+                        only=[scores_path(t) for t in TRACKS])
+    # One DVC file system per revision for every read: each builds DVC's index of that
+    # revision (dvc.yaml and dvc.lock parsed), a second or more apiece.
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(RunFiles(root, r)) for r in revisions]
+        sides = [load_side(root, r, f) for r, f in zip(revisions, files, strict=True)]
+        sets = overlap(sides[0].scores, sides[1].scores)
+        if not same_items(sets):
+            if strict:
+                require_same_items(sets, a, b)
+            print(f"compare: {a} and {b} evaluated different items ({describe(sets)}); "
+                  f"comparing on the shared items only", file=sys.stderr)
+            sides = [shared_inputs(f, s) for f, s in zip(files, sides, strict=True)]
+        extras = [run_extras(f) for f in files]
+    result = compare_sides(*sides, samples=samples, seed=seed, confidence=confidence,
+                           params=(extras[0]["params"], extras[1]["params"]))
+    attach_p_texts(result["tracks"][TRACK_P]["flips"], extras[0]["items"],
+                   extras[0]["predictions"], extras[1]["predictions"])
+    return result
+
+
+def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+    """``params`` may be None: compare needs no params file (each side carries its own)."""
+    boot = bootstrap_settings(params, args)
+    result = compare(Path("."), args.a, args.b, **boot, strict=getattr(args, "strict", False))
+    cap = None if getattr(args, "all_flips", False) else getattr(args, "flips", None) or FLIPS
+    if args.html:
+        write_text(args.html, render_html(result, cap))
+        print(f"compare: wrote {args.html}", file=sys.stderr)
+    if args.json:  # every flip: the cap is for reading, not for machines
+        print(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        print(render_markdown(result, cap), end="")
+    return 0
+
+
+__all__ = ["WORKSPACE", "Revision", "Side", "bootstrap", "bootstrap_settings", "compare",
+           "compare_sides", "compare_track", "flips", "load_side", "main", "mcnemar_exact",
+           "metric_rows", "pair", "render_html", "render_markdown", "resolve"]

@@ -1,0 +1,94 @@
+"""``rimo-eval leaderboard [RUN ...] [--all]``: rank runs, write md, tex, HTML, JSON, figures.
+
+Runs are resolved and read as ``compare`` does (loading), refused unless comparable
+(comparable), ranked with paired statistics (statistics), and rendered (board, tables,
+figures). Every file is written atomically; ``--json`` also prints the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rimo_eval.commands.compare.command import bootstrap_settings
+from rimo_eval.commands.leaderboard.board import build
+from rimo_eval.commands.leaderboard.comparable import check, largest_group
+from rimo_eval.commands.leaderboard.figures import figures
+from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_runs
+from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
+from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
+from rimo_eval.core.atomic import dumps_json, write_bytes, write_text
+from rimo_eval.core.cutoff import parse_cutoffs
+from rimo_eval.core.errors import ConfigError, DataError
+
+OUT_DIR = Path("reports/leaderboard")  # the default of --out (rimo_eval/cli.py)
+
+
+def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
+                sort: str | None = None, samples: int = 1000, seed: int = 0,
+                confidence: float = 0.95, cutoffs: dict[str, str] | None = None
+                ) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+    """(the JSON object, file name -> content) for the runs; writes nothing.
+
+    Named runs must all be comparable. ``every`` (``--all``) ranks the largest comparable group
+    of the workspace and its experiments and lists the others under ``left_out``."""
+    left: list[LeftOut] = []
+    if every:
+        if names:
+            raise ConfigError("give RUN names or --all, not both")
+        found, left = load_every(root, label)
+        runs, more = largest_group(found) if found else ([], [])
+        left += more
+        if len(runs) < 2:
+            raise DataError("--all: no two comparable runs to rank. Left out:\n"
+                            + "\n".join(f"  {x.label}: {x.reason}" for x in left))
+    else:
+        runs = load_runs(root, names, every, label)
+        check(runs)
+    metric = find_metric(sort or default_metric(runs[0].k), runs[0].k)
+    board = build(runs, metric, {"samples": samples, "seed": seed, "confidence": confidence},
+                  cutoffs)
+    board["left_out"] = [x.to_json() for x in left]
+    files: dict[str, str | bytes] = {
+        "leaderboard.json": dumps_json(board, sort_keys=False),
+        "leaderboard.md": render_markdown(board),
+        "leaderboard.tex": render_tex(board),
+    }
+    figs = figures(board, runs)
+    for name, by_format in figs.items():
+        for fmt, data in by_format.items():
+            files[f"{name}.{fmt}"] = data
+    files["leaderboard.html"] = render_html(board, figs)
+    return board, files
+
+
+def write(out: Path, files: Mapping[str, str | bytes]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (write_text if isinstance(content, str) else write_bytes)(out / name, content)
+
+
+def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+    """``params`` may be None: the runs carry their own metrics; score.bootstrap is used for
+    the rank bootstrap when a params file is there, as compare does."""
+    boot = bootstrap_settings(params, args)
+    board, files = leaderboard(Path("."), list(args.runs), args.all, args.label, args.sort,
+                               **boot, cutoffs=parse_cutoffs(getattr(args, "cutoff", None)))
+    out = Path(args.out)
+    write(out, files)
+    for x in board["left_out"]:
+        print(f"leaderboard: left out {x['label']}: {x['reason']}", file=sys.stderr)
+    print(f"{len(board['runs'])} runs ranked by {board['ranked_by']}"
+          + (f", {len(board['left_out'])} left out" if board["left_out"] else "")
+          + f"; wrote {len(files)} files to {out.as_posix()}/", file=sys.stderr)
+    if args.json:
+        print(files["leaderboard.json"], end="")
+    else:
+        print(files["leaderboard.md"], end="")
+    return 0
+
+
+__all__ = ["OUT_DIR", "leaderboard", "main", "write"]

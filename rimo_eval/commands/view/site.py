@@ -1,0 +1,118 @@
+"""Writing the static site: the page, its assets, KaTeX, and the data as script files.
+
+The data are ``<script src>`` files, not JSON, because Chromium blocks fetch()/XHR of
+``file://`` pages: ``data/index.js`` (the grid, headers and flips, loaded at once),
+``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens),
+``data/rest/NNNNN-KKKK.js`` (a block of the plain rest of a long text: markup.page_text, loaded
+when it is unfolded, so a 10 MB reply costs its item nothing) and ``data/search/NNN.js``
+(each item's distinct words, loaded at the first search). JSON is
+written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
+a byte-identical site. The folder is built beside DIR and swapped in whole.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rimo_eval.core.katex import FILES as KATEX_FILES
+from rimo_eval.core.katex import katex_dir
+
+ASSETS = ("index.html", "text.js", "app.js", "app.css")
+SEARCH_CHUNK = 64
+
+
+def script(call: str, *args: Any) -> bytes:
+    body = ",".join(json.dumps(a, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+                    for a in args)
+    return f"RIMO.{call}({body});\n".encode("ascii")
+
+
+def spill(n: int, payload: Any) -> tuple[Any, list[tuple[str, bytes]]]:
+    """Item ``n``'s payload with the plain blocks of each folded text (``plain``) moved to
+    files of their own, named in ``rest``; and those files."""
+    files: list[tuple[str, bytes]] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "fold" in value and "plain" in value:
+                names = [f"data/rest/{n:05d}-{len(files) + i:04d}.js"
+                         for i in range(len(value["plain"]))]
+                files.extend((name, script("rest", name, text))
+                             for name, text in zip(names, value["plain"], strict=True))
+                return {**{k: v for k, v in value.items() if k != "plain"}, "rest": names}
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(payload), files
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def write_site(out: Path, index: dict[str, Any], payloads: Iterable[dict[str, Any]],
+               words: list[str]) -> dict[str, int]:
+    """Write the site to ``out`` (replaced whole); return counts of what was written."""
+    return write_stream(out, payloads, lambda: (index, words))
+
+
+def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
+                 finish: Callable[[], tuple[dict[str, Any], list[str]]]) -> dict[str, int]:
+    """``write_site`` with the payloads written as they come (one item's every run and sample
+    at a time, so a k = 64 reasoning run is never held whole) and the index and search words,
+    which only the last payload completes, asked of ``finish`` after them."""
+    katex = katex_dir()
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        for name in ASSETS:
+            _write(tmp / name, resources.files("rimo_eval.commands.view").joinpath(
+                "assets", name).read_bytes())
+        for name in KATEX_FILES:
+            _write(tmp / "katex" / name, (katex / name).read_bytes())
+        for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
+            _write(tmp / "katex/fonts" / font.name, font.read_bytes())
+        count = 0
+        for n, payload in enumerate(payloads):
+            payload, rest = spill(n, payload)
+            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
+            for name, data in rest:
+                _write(tmp / name, data)
+            count += 1
+        index, words = finish()
+        chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
+        _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,
+                                                       "search_chunk": SEARCH_CHUNK}))
+        for c in range(chunks):
+            _write(tmp / f"data/search/{c:03d}.js",
+                   script("search", c, words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK]))
+        for path in tmp.rglob("*"):  # readable by a static host, whatever mkdtemp chose
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        tmp.chmod(0o755)
+        old = out.with_name(f".{out.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+        if old.exists():
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return {"items": count, "files": sum(1 for p in out.rglob("*") if p.is_file()),
+            "bytes": size}
+
+
+__all__ = ["katex_dir", "script", "spill", "write_site", "write_stream"]

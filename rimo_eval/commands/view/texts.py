@@ -1,0 +1,95 @@
+"""A predictions table's per-sample details, long texts included, read forward an item at a
+time.
+
+The site is built item by item in the tables' own order (by problem id, then sample), so the
+details and texts of a k = 64 reasoning run (3.4 GB of text) are never all in memory: only the
+record batch being read and the current item's samples are (issue 20).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from rimo_eval.core.predictions import RAW_TEXT, REASONING, TEXT_COLUMNS, join_texts
+
+BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are about 12 MB
+
+
+def plain_texts(value: Any) -> Any:
+    """A text cell as ``split_texts`` returns it: a string, a list (RIMO-P) or None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return [v if isinstance(v, str) else None for v in value]
+    return None
+
+
+def parse_details(raw: Any) -> dict[str, Any]:
+    """A ``details`` cell as a dict ({} for none or for what is not a JSON object)."""
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class DetailsCursor:
+    """``get(problem_id, sample)`` -> that sample's details with its reasoning and raw text
+    joined back in, for problem ids asked in ascending order (asking for an earlier one reads
+    the file again from its start). Tables from before the texts had columns of their own keep
+    them in ``details``, which then passes through as stored."""
+
+    def __init__(self, file: pq.ParquetFile, track: str) -> None:
+        self._file, self._track = file, track
+        self.names: list[str] = file.schema_arrow.names
+        self._texts = set(TEXT_COLUMNS) <= set(self.names)
+        self._columns = ["problem_id", "sample", "details",
+                         *(TEXT_COLUMNS if self._texts else ())]
+        self._start()
+
+    def _start(self) -> None:
+        self._batches: Iterator[Any] = self._file.iter_batches(batch_size=BATCH_ROWS,
+                                                               columns=self._columns)
+        self._ahead: deque[dict[str, Any]] = deque()
+        self._pid: str | None = None
+        self._current: dict[int, dict[str, Any]] = {}
+
+    def close(self) -> None:
+        self._file.close(force=True)  # and the file it reads
+
+    def get(self, pid: str, sample: int) -> dict[str, Any]:
+        if pid != self._pid:
+            if self._pid is not None and pid < self._pid:
+                self._start()
+            self._advance(pid)
+        return self._current.get(sample, {})
+
+    def _advance(self, pid: str) -> None:
+        self._pid, self._current = pid, {}
+        while True:
+            if not self._ahead:
+                batch = next(self._batches, None)
+                if batch is None:
+                    return
+                self._ahead.extend(batch.to_pylist())
+                continue
+            row = self._ahead[0]
+            if str(row["problem_id"]) > pid:
+                return
+            self._ahead.popleft()
+            if str(row["problem_id"]) == pid:
+                details = parse_details(row["details"])
+                if self._texts:
+                    details = join_texts(self._track, details, plain_texts(row[REASONING]),
+                                         plain_texts(row[RAW_TEXT]))
+                self._current[int(row["sample"])] = details
+
+
+__all__ = ["DetailsCursor", "parse_details"]

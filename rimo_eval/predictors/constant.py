@@ -1,0 +1,27 @@
+"""A fixed answer for every item: the floor any model should beat."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from rimo_eval.core.config import ConstantParams, Section, coerce
+from rimo_eval.core.items import Item
+from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.predictors.base import Prediction, Predictor
+
+
+class ConstantPredictor(Predictor):
+    name = "constant"
+
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+        super().__init__(config)
+        params = coerce(ConstantParams, config, "predict.constant")
+        self.answer, self.solution = params.answer, params.solution  # type: ignore[attr-defined]
+
+    def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
+        for item in items:
+            value = (self.answer if item.track == TRACK_N
+                     else [self.solution] * item.number_of_parts)
+            for j in range(self.samples):  # k identical samples: a deterministic backend
+                yield Prediction(item.track, item.problem_id, value, sample=j)

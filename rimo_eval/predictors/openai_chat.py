@@ -1,0 +1,46 @@
+"""``predict.backend: openai`` - any OpenAI-compatible chat-completions server.
+
+The RIMO protocol, prompts, cache and retries are the shared engine's
+(``chat_predictor.ChatPredictor`` over ``rimo_eval.chat``); the transport is
+``rimo_eval.chat.openai``. The settings are ``core.config.OpenAIParams``, checked there once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rimo_eval.chat.openai.transport import OpenAITransport
+from rimo_eval.chat.transport import ChatTransport
+from rimo_eval.core.config import OpenAIParams, Section
+from rimo_eval.core.errors import ConfigError
+from rimo_eval.predictors.chat_predictor import ChatPredictor
+
+
+class OpenAIPredictor(ChatPredictor):
+    """``predict.backend: openai`` - any OpenAI-compatible chat-completions server."""
+
+    name = "openai"
+    params_model = OpenAIParams
+
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+        super().__init__(config)
+        if self.params.n is not None:  # k separate requests replaced n (see README, samples)
+            raise ConfigError(f"params.yaml: {self.section}.n is gone; set predict.samples: k "
+                              "for k samples per item")
+        if not self.params.model:
+            raise ConfigError(f"params.yaml: {self.section}.model must name the served model")
+
+    def make_transport(self) -> ChatTransport:
+        if self.params.batch.enabled:  # the Batch API: same requests, keys and cache
+            # Imported here: it loads the official openai client, which an online run of
+            # this backend never needs (tests/engine/test_openai_http.py).
+            from rimo_eval.chat.batch.transport import BatchTransport
+
+            return BatchTransport(self.params, self.section)
+        return OpenAITransport(self.params, self.section)
+
+    def offline_transport(self) -> ChatTransport:
+        # --estimate sends nothing, so it needs no key: the endpoint (the cache key) is the same.
+        return OpenAITransport(self.params.model_copy(update={"api_key_env": None}),
+                               self.section)

@@ -1,0 +1,75 @@
+"""Stage report: execute ``notebooks/report.ipynb`` with papermill and export it to HTML.
+
+The notebook's cells are short: they call rimo_eval.report.tables (DataFrames), .charts (matplotlib
+figures) and .html (escaped tables); rimo_eval.report.runner executes it byte-stably.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rimo_eval.core import artifacts as A
+from rimo_eval.core.artifacts import NOTEBOOK
+from rimo_eval.core.artifacts import REPORT_HTML as OUT_HTML
+from rimo_eval.core.artifacts import REPORT_IPYNB as OUT_IPYNB
+from rimo_eval.core.config import Params, ReportParams, coerce
+from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.report import charts, cost, html, judge, selection, tables, years
+from rimo_eval.report.runner import git_commit, render_report
+
+__all__ = ["INPUTS", "NOTEBOOK", "NOTEBOOK_MODULES", "OUT_HTML", "OUT_IPYNB", "default_parameters",
+           "run"]
+
+# Notebook parameter -> (default path, the stage that produces it: named in the error message).
+INPUTS: dict[str, tuple[Path, str]] = {
+    "items_n_path": (A.items_path(TRACK_N), "validate"),
+    "items_p_path": (A.items_path(TRACK_P), "validate"),
+    "predictions_n_path": (A.predictions_path(TRACK_N), "predict"),
+    "predictions_p_path": (A.predictions_path(TRACK_P), "predict"),
+    "scores_n_path": (A.scores_path(TRACK_N), "score"),
+    "scores_p_path": (A.scores_path(TRACK_P), "score"),
+    "metrics_path": (A.METRICS_PATH, "score"),
+    "breakdown_path": (A.BREAKDOWN_PATH, "score"),
+    "provenance_path": (A.PROVENANCE_PATH, "score"),
+    "validation_path": (A.VALIDATION_PATH, "validate"),
+    "judge_path": (A.JUDGE_METRICS_PATH, "judge"),
+    "judge_calibration_path": (A.JUDGE_CALIBRATION_PATH, "judge --calibrate"),
+    "judge_table_path": (A.JUDGE_TABLE, "judge"),
+    "params_path": (A.PARAMS_PATH, ""),
+}
+PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
+# The helpers the notebook imports (tests/test_report.py checks the list). Imported here as well,
+# so a broken helper fails before a kernel starts, and the import graph that
+# tests/test_dependencies.py walks from this module reaches the code the report really runs.
+NOTEBOOK_MODULES = (charts, cost, html, judge, selection, tables, years)
+
+
+def default_parameters(worst_failures: int, commit: str,
+                       params_path: str | os.PathLike[str] = A.PARAMS_PATH,
+                       experiment: str = "") -> dict[str, Any]:
+    params: dict[str, Any] = {name: path.as_posix() for name, (path, _stage) in INPUTS.items()}
+    # The notebook reads the params file the CLI was given (--params), not always params.yaml.
+    params.update(git_commit=commit, worst_failures=worst_failures,
+                  params_path=Path(params_path).as_posix(), experiment=experiment)
+    return params
+
+
+def run(params: Params | Mapping[str, Any]) -> None:
+    """``params``: the CLI's validated params, or a plain dict holding a ``report`` section."""
+    if isinstance(params, Params):
+        cfg, path = params.report, params.path
+    else:
+        if "report" not in params:
+            raise ConfigError("params.yaml: report: missing key (the section 'report')")
+        cfg, path = coerce(ReportParams, params["report"], "report"), A.PARAMS_PATH
+    render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML,
+                  # DVC names the experiment it runs in DVC_EXP_NAME (dvc.org/doc/user-guide/env).
+                  default_parameters(cfg.worst_failures, git_commit(), path,
+                                     os.environ.get("DVC_EXP_NAME", "")),
+                  producers=PRODUCERS)
+    print(f"report: wrote {OUT_IPYNB} and {OUT_HTML}", file=sys.stderr)

@@ -1,3 +1,0 @@
-from stages.cli import entry
-
-entry()

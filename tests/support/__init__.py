@@ -1,0 +1,1 @@
+"""Helpers and fakes the tests share (no test module imports another)."""
