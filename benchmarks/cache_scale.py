@@ -53,12 +53,14 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import old_tree  # noqa: E402
+
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key  # noqa: E402
 from rimo_eval.core.hashing import canonical_json  # noqa: E402
 
 BASELINE = "ec772a7"  # main before issue 30
 # Where the children run: from ROOT, ``python -m rimo_eval`` and ``-c`` would import this
-# checkout's stages ahead of PYTHONPATH's, whatever code is under test.
+# checkout's package ahead of PYTHONPATH's, whatever code is under test.
 NEUTRAL = Path("/")
 DAY = 86400.0
 WORDS = ("let", "the", "integer", "prime", "divides", "so", "we", "have", "mod", "hence",
@@ -70,7 +72,7 @@ WORDS = ("let", "the", "integer", "prime", "divides", "so", "we", "have", "mod",
 # Run inside a child process with the code under test on PYTHONPATH.
 _OPEN = """
 import json, statistics, sys, time
-from rimo_eval.chat.cache import ResponseCache
+from {package}.chat.cache import ResponseCache
 root, key = sys.argv[1], sys.argv[2]
 times = []
 for _ in range(int(sys.argv[3])):
@@ -117,7 +119,8 @@ def child_env(code: Path) -> dict[str, str]:
 def build(root: Path, n: int, reply_bytes: int, code: Path) -> dict[str, float]:
     """The database as ``code`` makes it (its schema), then n entries in bulk."""
     root.mkdir(parents=True)
-    subprocess.run([sys.executable, "-c", "import sys\nfrom rimo_eval.chat.cache import "
+    package = old_tree.package(code)
+    subprocess.run([sys.executable, "-c", f"import sys\nfrom {package}.chat.cache import "
                     "ResponseCache\nc = ResponseCache(sys.argv[1])\nc.put('0' * 64, {'q': 0}, "
                     "{'texts': ['0']})\nc.close()", str(root)],
                    env=child_env(code), cwd=NEUTRAL, check=True)
@@ -149,15 +152,17 @@ def files(root: Path) -> dict[str, int]:
 def cli(code: Path, *args: str, timeout: float = 3600) -> tuple[float, int, str, str]:
     """One ``rimo-eval cache ...`` process of ``code``: (wall, exit code, stdout, stderr)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "rimo_eval", "cache", *args], cwd=NEUTRAL,
-                          env=child_env(code), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run([sys.executable, "-m", old_tree.package(code), "cache", *args],
+                          cwd=NEUTRAL, env=child_env(code), capture_output=True, text=True,
+                          timeout=timeout)
     return time.perf_counter() - started, done.returncode, done.stdout, done.stderr
 
 
 def open_ms(code: Path, root: Path, repeats: int = 20) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _OPEN, str(root), f"{12345:064x}",
-                          str(repeats)], env=child_env(code), cwd=NEUTRAL,
-                         capture_output=True, text=True, check=True)
+    child = _OPEN.replace("{package}", old_tree.package(code))
+    out = subprocess.run([sys.executable, "-c", child, str(root), f"{12345:064x}", str(repeats)],
+                         env=child_env(code), cwd=NEUTRAL, capture_output=True, text=True,
+                         check=True)
     return json.loads(out.stdout)
 
 
@@ -183,7 +188,8 @@ class WalPeak:
 
 def killed_prune(code: Path, root: Path, after_s: float) -> dict[str, Any]:
     """Prune, kill -9 after ``after_s`` seconds; the WAL left and the first open after it."""
-    proc = subprocess.Popen([sys.executable, "-m", "rimo_eval", "cache", "prune", "--dir",
+    proc = subprocess.Popen([sys.executable, "-m", old_tree.package(code), "cache", "prune",
+                             "--dir",
                              str(root), "--older-than", "50d"], cwd=NEUTRAL,
                             env=child_env(code), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -261,14 +267,7 @@ def one_code(label: str, code: Path, base: Path, source: Path, args: argparse.Na
 
 
 def baseline_tree(rev: str, into: Path) -> Path | None:
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "stages"],
-                             capture_output=True)
-    if archive.returncode != 0:
-        print(f"baseline {rev} not available: skipped", file=sys.stderr)
-        return None
-    into.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
+    return old_tree.extract(ROOT, rev, into)
 
 
 # --- issue 20's figures: put/get per reply -------------------

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import old_tree  # noqa: E402
 from predict_throughput import prepare_items  # noqa: E402
 
 from rimo_eval.chat.leases import LEASE_S  # noqa: E402
@@ -100,14 +101,8 @@ def current_code() -> Code:
 
 
 def baseline_code(rev: str, into: Path) -> Code | None:
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "stages"],
-                             capture_output=True)
-    if archive.returncode != 0:
-        print(f"baseline {rev} not available ({archive.stderr.decode().strip()}): skipped",
-              file=sys.stderr)
+    if old_tree.extract(ROOT, rev, into) is None:
         return None
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     params = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:params.yaml"],
                             capture_output=True, text=True, check=True).stdout
     return Code(f"baseline {rev}", into, yaml.safe_load(params))
@@ -132,8 +127,8 @@ def folder(base: Path, name: str, items: Path, code: Code, base_url: str, cache:
 def start(work: Path, code: Code) -> Worker:
     env = {**os.environ, "PYTHONPATH": str(code.root), "TQDM_DISABLE": "1"}
     log = open(work / "predict.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "rimo_eval", "predict"], cwd=work, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", old_tree.package(code.root), "predict"],
+                            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     worker = Worker(work, proc, time.perf_counter())
     worker.wait_in_thread()
     return worker
