@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.artifacts import PLOT_FILES, YEAR_PLOT_FILES
-from rimo_eval.core.config import BootstrapParams, ScoreParams, coerce
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.predictions import STATUS_ERROR, STATUS_MISSING
+from rimo_eval.core.statistics import Interval, bootstrap, proportion, ratio, wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.core.years import OUTCOME
 from rimo_eval.score.diagnostics import (
@@ -29,21 +29,8 @@ from rimo_eval.score.diagnostics import (
     lenient_ratio,
 )
 from rimo_eval.score.samples import extend_metrics, first_sample, with_sample
-from rimo_eval.score.statistics import Interval, bootstrap, proportion, wilson
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import band_rows, year_blocks
-
-
-def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
-    """``score.bootstrap`` with its defaults (``core.config.BootstrapParams``, the one place
-    they live), as plain data: what the intervals are computed with."""
-    boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
-        BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
-    return boot.model_dump()
-
-
-def ratio(num: float, den: float) -> float | None:
-    return rounded(num / den) if den else None
 
 
 def status_counts(df: pd.DataFrame) -> dict[str, int]:
@@ -67,7 +54,7 @@ def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
 
 def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-N: accuracy is a proportion of items, so its interval (and each domain's) is
-    Wilson's (rimo_eval.score.statistics.wilson), not the bootstrap."""
+    Wilson's (rimo_eval.core.statistics.wilson), not the bootstrap."""
     correct = scores["correct"].to_numpy(dtype=float)
     by_domain, by_domain_n, by_domain_ci = {}, {}, {}
     for domain in DOMAINS:
@@ -232,5 +219,5 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     return tables
 
 
-__all__ = ["bootstrap_params", "compute", "intervals", "metrics_n",
+__all__ = ["compute", "intervals", "metrics_n",
            "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]

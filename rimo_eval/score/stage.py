@@ -21,6 +21,7 @@ from rimo_eval.core.artifacts import (
 from rimo_eval.core.atomic import write_json, write_text
 from rimo_eval.core.config import Params
 from rimo_eval.core.errors import IntegrityError, StageError
+from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.items import ITEMS_DIR, items_path, read_items_frame
 from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
@@ -34,6 +35,7 @@ from rimo_eval.core.predictions import (
     read_run_id,
 )
 from rimo_eval.core.provenance import build_provenance
+from rimo_eval.core.statistics import bootstrap_params
 from rimo_eval.core.tables import write_parquet
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.diagnostics import (
@@ -44,8 +46,7 @@ from rimo_eval.score.diagnostics import (
     parse_details,
     truncated,
 )
-from rimo_eval.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from rimo_eval.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
+from rimo_eval.score.metrics import compute, plot_tables, sample_spec
 from rimo_eval.score.samples import with_sample
 from rimo_eval.score.years import year_columns
 

@@ -45,10 +45,9 @@ from rimo_eval.core.artifacts import (
 from rimo_eval.core.atomic import write_text
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.missing import require_outputs
+from rimo_eval.core.statistics import bootstrap, bootstrap_params, mcnemar_exact
 from rimo_eval.core.tracks import TRACK_P, TRACKS
 from rimo_eval.judge.metrics import judge_block
-from rimo_eval.score.metrics import bootstrap_params
-from rimo_eval.score.statistics import bootstrap, mcnemar_exact
 
 
 def bootstrap_settings(params: Mapping[str, Any] | None, args: argparse.Namespace

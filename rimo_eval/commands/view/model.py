@@ -20,9 +20,9 @@ from rimo_eval.commands.compare.samples import per_item, sample_count
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.markup import page_text
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
+from rimo_eval.core.flags import FLAGS_N
 from rimo_eval.core.text_quality import WARNING_RULES, text_warnings
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
-from rimo_eval.score.diagnostics import FLAGS_N
 
 # The score stage's diagnostic flags (one per row), where the scores table has them; RIMO-P's
 # (FLAGS_P) are among them.
