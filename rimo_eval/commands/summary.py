@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core import numbers
+from rimo_eval.core import metrics_files, numbers
 from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     METRICS_PATH,
@@ -42,13 +42,11 @@ def pct(x: Any) -> str:
     return numbers.pct(x, dash="-")
 
 
-def interval(block: Mapping[str, Any], track: str, key: str) -> str:
-    low, high = f"{key}_ci_low", f"{key}_ci_high"
-    if track == TRACK_N and key == "accuracy" and low not in block:
-        low, high = "ci_low", "ci_high"  # a run from before the uniform interval names
-    if block.get(low) is None or block.get(high) is None:
+def interval(block: Mapping[str, Any], key: str) -> str:
+    low, high = metrics_files.interval(block, key)
+    if low is None or high is None:
         return "(no interval)"
-    return f"[{pct(block[low])}, {pct(block[high])}]"
+    return f"[{pct(low)}, {pct(high)}]"
 
 
 def run_line(sample: Mapping[str, Any]) -> str:
@@ -127,7 +125,7 @@ def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> 
     for track, key, label in ROWS:
         block = n if track == TRACK_N else p
         lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "
-                     f"95% {interval(block, track, key)}")
+                     f"95% {interval(block, key)}")
     lines.append(f"  {TRACK_N}: {n.get('correct', '?')}/{n.get('n', '?')} correct, "
                  f"{n.get('missing', '?')} missing, {n.get('errors', '?')} errors (count wrong)")
     lines.append(f"  {TRACK_P}: {p.get('n', '?')} gradable, {p.get('ungradable', '?')} "

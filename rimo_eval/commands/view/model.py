@@ -21,6 +21,7 @@ from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.markup import page_text
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
 from rimo_eval.core.flags import FLAGS_N
+from rimo_eval.core.metrics_files import interval
 from rimo_eval.core.text_quality import WARNING_RULES, text_warnings
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
@@ -56,9 +57,7 @@ def item_key(track: str, pid: str) -> str:
 
 
 def _interval(block: dict[str, Any], metric: str) -> list[Any] | None:
-    low, high = block.get(f"{metric}_ci_low"), block.get(f"{metric}_ci_high")
-    if low is None and metric == "accuracy":  # runs from before the uniform interval keys
-        low, high = block.get("ci_low"), block.get("ci_high")
+    low, high = interval(block, metric)  # old runs' RIMO-N accuracy keys too
     return None if low is None or high is None else [low, high]
 
 
