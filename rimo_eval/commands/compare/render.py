@@ -13,12 +13,12 @@ from typing import Any
 
 import jinja2
 
+from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import FLIP_HEAD, flip_cells
 from rimo_eval.core.numbers import fmt_p, md_cell, md_row
 from rimo_eval.core.tracks import TRACKS
 
 TEMPLATES = Path(__file__).parent / "templates"
-FLIPS = 20  # flips listed per track unless --all-flips (or --flips N); JSON holds them all
 
 
 def fmt(x: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
+from rimo_eval.commands.arguments import WORKSPACE
 from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_METRICS_PATH,
@@ -27,8 +28,6 @@ from rimo_eval.core.git import git
 from rimo_eval.core.json_object import parse_object
 from rimo_eval.core.metrics_files import join
 from rimo_eval.core.tracks import TRACKS
-
-WORKSPACE = "workspace"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.commands.compare.command import bootstrap_settings
+from rimo_eval.commands.leaderboard.arguments import OUT_DIR
 from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.figures import figures
@@ -23,8 +24,6 @@ from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, 
 from rimo_eval.core.atomic import dumps_json, write_bytes, write_text
 from rimo_eval.core.cutoff import parse_cutoffs
 from rimo_eval.core.errors import ConfigError, DataError
-
-OUT_DIR = Path("reports/leaderboard")  # the default of --out (rimo_eval/cli.py)
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",

@@ -21,6 +21,7 @@ from rimo_eval.commands.compare.revisions import (
     commit_date,
     resolve,
 )
+from rimo_eval.commands.leaderboard.arguments import LABELS
 from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_METRICS_PATH,
@@ -130,7 +131,7 @@ def load_run(root: Path, revision: Revision) -> Run:
 def assign_labels(runs: list[Run], how: str) -> None:
     """``exp``: the name as given (experiment, branch, workspace); ``model``: the model, with
     the run's name added where two runs share a model."""
-    if how not in ("exp", "model"):
+    if how not in LABELS:
         raise ConfigError(f"--label must be exp or model, got {how!r}")
     for run in runs:
         run.label = run.revision.label if how == "exp" else run.model
