@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.artifacts import PLOT_FILES, YEAR_PLOT_FILES
+from rimo_eval.core.config import Params, PredictParams
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.predictions import STATUS_ERROR, STATUS_MISSING
@@ -128,11 +130,13 @@ def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def sample_spec(predict_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+def sample_spec(predict_cfg: PredictParams | Mapping[str, Any] | None) -> dict[str, Any]:
     """The sample predict ran under (``predict.limit``, ``predict.sample_seed``), recorded in the
     metrics so the report follows the run, not the current params.yaml."""
-    cfg = predict_cfg or {}
-    return {"limit": cfg.get("limit"), "seed": cfg.get("sample_seed")}
+    seed = key_of(predict_cfg, "sample_seed")
+    if isinstance(predict_cfg, PredictParams) and "sample_seed" not in predict_cfg.model_fields_set:
+        seed = None  # recorded as the file has it: a seed it does not set is null, as ever
+    return {"limit": key_of(predict_cfg, "limit"), "seed": seed}
 
 
 def single_interval(boot: Mapping[str, Any]
@@ -151,7 +155,7 @@ def single_interval(boot: Mapping[str, Any]
 def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
             boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None,
             preds: Mapping[str, pd.DataFrame] | None = None,
-            params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            params: Params | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every metric of metrics.json but the provenance block, for the score stage and audit.
 
     ``totals`` is the number of items per track, so a sample run says it is one; ``sample`` is
@@ -163,9 +167,9 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
                                TRACK_P: metrics_p(first_sample(scores[TRACK_P]), boot)}
     if preds is not None:
         extend_metrics(metrics, scores, dict(preds), single_interval(boot),
-                       dict((params or {}).get("score") or {}), dict(params or {}))
+                       key_of(params, "score") or {}, params)
     # The year lens (descriptive, breakdown.json): bands and unseen on sample 0, trend k-aware.
-    cutoff = ((params or {}).get("score") or {}).get("training_cutoff")
+    cutoff = key_of(key_of(params, "score"), "training_cutoff")
     for track in TRACKS:
         metrics[track].update(year_blocks(first_sample(scores[track]), track,
                                           float(boot["confidence"]), cutoff))
