@@ -61,7 +61,7 @@ class Run:
             self.files = None
 
 
-def needed(revision: Revision) -> list[Path]:
+def needed() -> list[Path]:
     return [p for t in TRACKS for p in (items_path(t), predictions_path(t), scores_path(t))]
 
 
@@ -70,7 +70,7 @@ def load_run(root: Path, revision: Revision) -> Run:
     (``Run.close`` when done). A table not in the local DVC cache is an error naming every
     absent file and the ``dvc pull`` / ``dvc exp pull`` that brings it."""
     require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
-                    only=needed(revision))
+                    only=needed())
     files = RunFiles(root, revision)
     try:
         metrics = files.read_json(METRICS_PATH) or {}

@@ -247,7 +247,7 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
     return out
 
 
-def search_text(payload: dict[str, Any], raw: Iterable[str]) -> str:
+def search_text(raw: Iterable[str]) -> str:
     """The item's distinct words, lower case: problem and every model text, for the search."""
     words = set()
     for text in raw:
@@ -348,7 +348,7 @@ class Site:
             if "data_warnings" in payload:  # upstream text the view marks (and can filter)
                 entry["w"] = [w["rule"] for w in payload["data_warnings"]]
             self.index_items.append(entry)
-            self.words.append(search_text(payload, texts))
+            self.words.append(search_text(texts))
             yield payload
 
     def index(self) -> dict[str, Any]:
