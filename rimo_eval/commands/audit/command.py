@@ -47,7 +47,7 @@ from rimo_eval.commands.audit.recompute import (
 )
 from rimo_eval.commands.audit.render import AuditReport, Link
 from rimo_eval.commands.audit.revision import checked_out
-from rimo_eval.commands.compare.revisions import WORKSPACE, resolve
+from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_TABLE,

@@ -27,15 +27,9 @@ from rimo_eval.commands.compare.pairing import (
     pair,
 )
 from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
-from rimo_eval.commands.compare.revisions import (
-    WORKSPACE,
-    Revision,
-    RunFiles,
-    Side,
-    load_side,
-    resolve,
-)
+from rimo_eval.commands.compare.revisions import Side, load_side
 from rimo_eval.commands.compare.shared import describe, overlap, require_same_items, same_items
+from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve
 from rimo_eval.core.artifacts import (
     JUDGE_TABLE,
     items_path,

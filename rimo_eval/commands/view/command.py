@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.commands.compare.revisions import WORKSPACE, resolve
+from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_stream
