@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         params = None if optional else load_params(args.params)
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
-            return int(module.main(args, None if params is None else params.as_dict()))
+            return int(module.main(args, params))  # the typed file, or None where there is none
         if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
             print(module.batch_admin(params.predict, cancel=args.batch_cancel))
             return 0

@@ -61,7 +61,7 @@ from rimo_eval.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core.config import load_params
+from rimo_eval.core.config import Params, load_params
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.json_object import read_object
 from rimo_eval.core.metrics_files import POINTER_KEY, pointer, split
@@ -245,13 +245,15 @@ def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> A
         return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     name = getattr(args, "name", None) or WORKSPACE
     if params is None and name == WORKSPACE:
         # The CLI lets audit start without a params file (a revision has its own): the
         # workspace does need one, with the usual error when it is not there.
-        params = load_params(args.params).as_dict()
-    report = audit_revision(Path("."), name, params)
+        params = load_params(args.params)
+    # The audit compares the file's keys as written (a revision's own params.yaml is read the
+    # same way), so it checks the plain view of what the file set.
+    report = audit_revision(Path("."), name, None if params is None else params.as_dict())
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:

@@ -37,6 +37,8 @@ from rimo_eval.core.artifacts import (
     scores_path,
 )
 from rimo_eval.core.atomic import write_text
+from rimo_eval.core.config import Params
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.missing import require_outputs
 from rimo_eval.core.statistics import bootstrap, bootstrap_params, mcnemar_exact
@@ -44,10 +46,10 @@ from rimo_eval.core.tracks import TRACK_P, TRACKS
 from rimo_eval.judge.metrics import judge_block
 
 
-def bootstrap_settings(params: Mapping[str, Any] | None, args: argparse.Namespace
+def bootstrap_settings(params: Params | Mapping[str, Any] | None, args: argparse.Namespace
                        ) -> dict[str, Any]:
     """params ``score.bootstrap`` (or its defaults), each given option overriding its key."""
-    boot = bootstrap_params((params or {}).get("score"))
+    boot = bootstrap_params(key_of(params, "score"))
     for key in ("samples", "seed", "confidence"):
         value = getattr(args, key, None)
         if value is not None:
@@ -115,7 +117,7 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
     return result
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: compare needs no params file (each side carries its own)."""
     boot = bootstrap_settings(params, args)
     result = compare(Path("."), args.a, args.b, **boot, strict=getattr(args, "strict", False))

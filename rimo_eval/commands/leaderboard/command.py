@@ -22,6 +22,7 @@ from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_run
 from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from rimo_eval.core.atomic import dumps_json, write_bytes, write_text
+from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
 from rimo_eval.core.errors import ConfigError, DataError
 
@@ -70,7 +71,7 @@ def write(out: Path, files: Mapping[str, str | bytes]) -> None:
         (write_text if isinstance(content, str) else write_bytes)(out / name, content)
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: the runs carry their own metrics; score.bootstrap is used for
     the rank bootstrap when a params file is there, as compare does."""
     boot = bootstrap_settings(params, args)
