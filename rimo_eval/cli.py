@@ -169,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, params))  # the typed file, or None where there is none
+        assert params is not None  # a stage is not PARAMS_OPTIONAL: its file was loaded
         if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
             print(module.batch_admin(params.predict, cancel=args.batch_cancel))
             return 0

@@ -70,7 +70,7 @@ def _with_intervals(block: Mapping[str, Any], ci: Mapping[str, Any]) -> dict[str
             out[key] = _with_intervals(value, sub if isinstance(sub, Mapping) else {})
         else:
             out[key] = value
-        if _is_interval(sub):
+        if isinstance(sub, Mapping) and _is_interval(sub):
             out[key + LOW], out[key + HIGH] = sub["low"], sub["high"]
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -229,7 +229,8 @@ def price(params: Params | Mapping[str, Any] | None, preds: pd.DataFrame
     if isinstance(batch, Mapping):  # only the keys the price reads: the rest is not costed
         batch = coerce(MessageBatchParams, {k: batch[k] for k in ("enabled", "discount")
                                             if k in batch}, f"predict.{backend}.batch")
-    return applied_price(coerce(PricePerMtok, per_mtok, f"predict.{backend}.price_per_mtok"),
+    checked = coerce(PricePerMtok, per_mtok, f"predict.{backend}.price_per_mtok")
+    return applied_price(cast(PricePerMtok, checked),
                          batch if isinstance(batch, MessageBatchParams) else None)
 
 

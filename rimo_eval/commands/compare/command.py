@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import attach_p_texts
 from rimo_eval.commands.compare.pairing import (
     compare_sides,
@@ -26,7 +27,7 @@ from rimo_eval.commands.compare.pairing import (
     metric_rows,
     pair,
 )
-from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
+from rimo_eval.commands.compare.render import render_html, render_markdown
 from rimo_eval.commands.compare.revisions import Side, load_side
 from rimo_eval.commands.compare.shared import describe, overlap, require_same_items, same_items
 from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve

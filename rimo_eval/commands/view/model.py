@@ -249,7 +249,7 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
 
 def search_text(raw: Iterable[str]) -> str:
     """The item's distinct words, lower case: problem and every model text, for the search."""
-    words = set()
+    words: set[str] = set()
     for text in raw:
         words.update(w.lower() for w in WORD.findall(text))
     return " ".join(sorted(words))
