@@ -46,7 +46,9 @@ def unavailable() -> str | None:
 @dataclass
 class Cluster:
     workdir: Path
-    cpus: int = 2
+    # More than the machine's cores (config_overrides lets slurmd accept it): the three tasks
+    # of a sweep mostly wait on their servers and git, so they all start at once.
+    cpus: int = 4
     started_s: float = 0.0
 
     @property
@@ -78,6 +80,7 @@ class Cluster:
             "MpiDefault=none", "JobAcctGatherType=jobacct_gather/none",
             # scancel: SIGTERM, then SIGKILL 5 s later (time to write a record).
             "KillWait=5", "SchedulerParameters=sched_interval=1",
+            "SlurmdParameters=config_overrides",
             f"NodeName={host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={mem} "
             f"State=UNKNOWN",
             f"PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP", ""]))

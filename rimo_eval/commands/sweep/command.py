@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def repo_root() -> Path:
     top = git(Path.cwd(), "rev-parse", "--show-toplevel")
     if not top:
-        raise ConfigError("rimo-eval sweep: run it inside the project's git repository")
+        raise ConfigError(f"{Path.cwd()} is in no git repository: run it inside the "
+                          f"project's clone")
     return Path(top.strip())
 
 

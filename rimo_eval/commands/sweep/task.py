@@ -230,9 +230,12 @@ def _steps(run: Run, clone: Path) -> int:
     run.command(["git", "checkout", "-q", "--detach", plan.rev], str(clone),
                 f"git checkout {plan.rev[:12]}")
     remote = ["-r", plan.dvc_remote] if plan.dvc_remote else []
-    # What the remote lacks is rebuilt by the run itself: a partial pull is no failure.
+    # What the remote lacks is rebuilt by the run itself: a partial pull is no failure. With
+    # targets, only what they depend on (not the report's and the view's files).
+    scope = ["--with-deps", *plan.targets] if plan.targets else []
     with contextlib.suppress(TaskFailed):
-        run.command(["dvc", "pull", "-q", "--allow-missing", *remote], str(clone), "dvc pull")
+        run.command(["dvc", "pull", "-q", "--allow-missing", *remote, *scope], str(clone),
+                    "dvc pull")
     run.step("run")
     sets = [arg for override in task.overrides for arg in ("-S", override)]
     run.command(["dvc", "exp", "run", "--temp", "-n", task.name, *plan.targets, *sets],
