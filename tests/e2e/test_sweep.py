@@ -92,11 +92,13 @@ def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Iterator[dict[str, Any]]:
+def sweep(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[dict[str, Any]]:
     reason = slurm.unavailable()
-    if reason:
+    if reason:  # before the oracle run is built for nothing
         print(f"SKIPPED: {reason}")
         pytest.skip(reason)
+    oracle_run: Path = request.getfixturevalue("oracle_run")
     top = tmp_path_factory.mktemp("sweep")
     started = time.monotonic()
     try:

@@ -159,3 +159,12 @@ def test_a_server_that_exits_fails_the_task_with_its_log(tmp_path: Path) -> None
     assert record["status"] == "failed" and record["step"] == "server"
     assert "exited (3) before it was ready" in record["reason"]
     assert "CUDA out of memory" in record["reason"]
+
+
+def test_without_slurm_the_cluster_helper_says_what_is_missing(monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    from tests.support import slurm
+
+    monkeypatch.setattr(slurm, "_which", lambda name: None if name == "slurmd" else "/bin/x")
+    reason = slurm.unavailable()
+    assert reason is not None and "missing slurmd" in reason and "make slurm" in reason
