@@ -21,7 +21,7 @@ from rimo_eval.core.errors import ConfigError
 from tests.chat_server import free_port
 
 REV = "ab" + "c" * 38
-BASE = {"models": [{"name": "m-a", "path": "/models/A"},
+BASE: dict[str, object] = {"models": [{"name": "m-a", "path": "/models/A"},
                    {"name": "m-b", "path": "/models/B", "params": {"predict.openai.seed": 7}}],
         "params": {"predict.limit": None}}
 

@@ -13,7 +13,8 @@ step) so that a task that fails or is killed says where and why:
    workdir; ``dvc pull`` brings the baseline's outputs so that only what the overrides change
    reruns.
 4. ``run``: ``dvc exp run --temp -n NAME [targets] -S ...``.
-5. ``push``: the data first (``dvc exp apply`` in the throwaway clone, ``dvc push``), then the
+5. ``push``: the data first (the experiment's commit checked out in the throwaway clone,
+   ``dvc push``, of the targets and what they depend on when the sweep names targets), then the
    experiment's ref (``dvc exp push --no-cache``). ``dvc exp push`` alone sends the ref before
    the data, so a failure between the two would leave a ref whose files are missing: a
    half-pushed experiment. In this order a ref on the remote always has its data, and an
@@ -241,8 +242,11 @@ def _steps(run: Run, clone: Path) -> int:
     run.command(["dvc", "exp", "run", "--temp", "-n", task.name, *plan.targets, *sets],
                 str(clone), "dvc exp run")
     run.step("push")
-    run.command(["dvc", "exp", "apply", task.name], str(clone), "dvc exp apply")
-    run.command(["dvc", "push", *remote], str(clone), "dvc push (the data)")
+    # The experiment's commit in the throwaway clone: `dvc push` sends the outputs its
+    # dvc.lock names, from the clone's cache (the run's own and what the pull brought).
+    run.command(["git", "checkout", "-q", "--detach", exp_ref(plan.rev, task.name)],
+                str(clone), "git checkout of the experiment")
+    run.command(["dvc", "push", *remote, *scope], str(clone), "dvc push (the data)")
     run.command(["dvc", "exp", "push", "--no-cache", plan.git_url, task.name], str(clone),
                 "dvc exp push (the ref)")
     run.step("verify")
