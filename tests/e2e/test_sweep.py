@@ -236,6 +236,10 @@ def test_the_script_holds_the_sweep_and_no_secret(sweep: dict[str, Any]) -> None
                *(p.read_text(errors="replace") for p in (sweep["a"] / "sweep-results").rglob("*")
                  if p.is_file())]
     assert not [w for w in written if s3.secret_key in w or s3.access_key in w]
+    # Nor in anything the tasks pushed to the team's git remote.
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"],
+                             cwd=sweep["origin"], capture_output=True, check=True).stdout
+    assert s3.secret_key.encode() not in objects and s3.access_key.encode() not in objects
 
 
 def test_fresh_clone_ranks_the_sweep_with_the_local_numbers(sweep: dict[str, Any]) -> None:
