@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup browser repro test test-fast lint clean
+.PHONY: setup browser slurm repro test test-fast lint clean
 
 # KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
 # package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
@@ -47,6 +47,18 @@ browser:
 		fi; \
 	fi
 
+# The sweep test (tests/e2e/test_sweep.py) starts a single-node Slurm: Debian's slurm-wlm and
+# munge, installed as root like the browser; elsewhere the test skips and says why.
+slurm:
+	@if ! command -v sbatch >/dev/null || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq slurm-wlm munge >/dev/null; \
+		else \
+			echo "slurm-wlm and munge (Debian) not installed: the sweep test will skip" >&2; \
+		fi; \
+	fi
+
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
 # The transcript browser (reports/view/, which the report links into) is the view stage of
 # dvc.yaml: dvc repro builds it with the run, and dvc exp apply / checkout restore it with it.
@@ -62,7 +74,7 @@ PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-test: setup browser
+test: setup browser slurm
 	ruff check .
 	$(PYTEST_PARALLEL) -m "not serial"
 	pytest $(PYTEST_ARGS) -m "serial"
