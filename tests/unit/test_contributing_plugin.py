@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rimo_eval.validate import stage as validate
+from rimo_eval.core.artifacts import predictions_path
 from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.predictors.registry import predictor_class
+from rimo_eval.validate import stage as validate
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "CONTRIBUTING.md"
@@ -43,15 +43,16 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-package\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(f"[rimo_eval.predictors]\n{name} = {target}\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    return name
+    return str(name)
 
 
-@pytest.fixture
-def items(tmp_path: Path, mirror_dir: Path) -> Path:
-    out = tmp_path / "items"
+@pytest.fixture(scope="module")
+def items(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    """The real items, validated once for the module."""
+    tmp = tmp_path_factory.mktemp("items")
     validate.run({"validate": {"errata": str(ROOT / "data/errata.yaml")}}, raw_dir=mirror_dir,
-                 items_dir=out, report_path=tmp_path / "validation.json")
-    return out
+                 items_dir=tmp / "items", report_path=tmp / "validation.json")
+    return tmp / "items"
 
 
 def test_the_guide_plugin_predicts_through_the_real_stage(plugin: str, items: Path,
