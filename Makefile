@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup browser slurm repro test test-fast lint clean
+.PHONY: setup browser slurm repro test test-fast lint docs clean
 
 # KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
 # package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
@@ -74,8 +74,12 @@ PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# The docs site (mkdocs.yml) builds strictly, offline, into the git-ignored build/site: a
+# broken link, anchor or nav entry fails the run in seconds, before the tests. Never --quiet:
+# it hides the warnings that --strict counts. NO_MKDOCS_2_WARNING silences Material's banner.
 test: setup browser slurm
 	ruff check .
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 	$(PYTEST_PARALLEL) -m "not serial"
 	pytest $(PYTEST_ARGS) -m "serial"
 
@@ -86,6 +90,9 @@ test-fast: setup
 
 lint: $(STAMP)
 	ruff check .
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) node_modules

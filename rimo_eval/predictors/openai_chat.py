@@ -25,7 +25,7 @@ class OpenAIPredictor(ChatPredictor):
 
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        if self.params.n is not None:  # k separate requests replaced n (see README, samples)
+        if self.params.n is not None:  # k separate requests replaced n (docs/concepts.md, samples)
             raise ConfigError(f"params.yaml: {self.section}.n is gone; set predict.samples: k "
                               "for k samples per item")
         if not self.params.model:

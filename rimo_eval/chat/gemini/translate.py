@@ -27,8 +27,7 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over
   ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
   honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
   ``TransportError(message, kind)``; messages go through ``rimo_eval.chat.redact`` first.
-- What remains: nothing of issue 22's transport list (params, cost, estimate, kill -9 test
-  and the full ``dvc exp run`` are in; see README, "Claude and Gemini, natively").
+- User-facing documentation: docs/backends.md, "Claude and Gemini, natively".
 """
 
 from __future__ import annotations
