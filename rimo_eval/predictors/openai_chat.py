@@ -35,9 +35,9 @@ class OpenAIPredictor(ChatPredictor):
         if self.params.batch.enabled:  # the Batch API: same requests, keys and cache
             # Imported here: it loads the official openai client, which an online run of
             # this backend never needs (tests/engine/test_openai_http.py).
-            from rimo_eval.chat.batch.transport import BatchTransport
+            from rimo_eval.chat.batch.openai import OpenAIBatchTransport
 
-            return BatchTransport(self.params, self.section)
+            return OpenAIBatchTransport(self.params, self.section)
         return OpenAITransport(self.params, self.section)
 
     def offline_transport(self) -> ChatTransport:
