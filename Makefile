@@ -16,12 +16,19 @@ NPM_STAMP := node_modules/.package-lock.json
 # AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
 # segfaults in the first decode (ggml-org/llama.cpp#20824). No wheel cache, so a natively
 # built wheel from an earlier install is never reused.
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# Only what the Python package loads is built (the build is most of a fresh `make setup`): no
+# libmtmd (LLAVA_BUILD: images, never sent here), no libllama-common (cmake/llama_slim.cmake);
+# 74 of 178 objects are compiled (ninja, in parallel already).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/cmake/llama_slim.cmake
 
+# --no-compile: pip would byte-compile all 18k modules of the environment (47 s of CPU, one
+# process); Python compiles (and caches) the 40% a run imports (`make test`) when it does.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir --no-compile \
+		-e '.[test]'
 	touch $(STAMP)
 
 $(NPM_STAMP): package.json package-lock.json
