@@ -38,6 +38,7 @@ MODULES = {
     "leaderboard": "rimo_eval.commands.leaderboard.command",
     "view": "rimo_eval.commands.view.command",
     "cache": "rimo_eval.commands.cache",
+    "sweep": "rimo_eval.commands.sweep.command",
 }
 # Where each tool declares its arguments (``add_arguments(parser)``): a light module, as the
 # parser is built for every command, stages included.
@@ -47,9 +48,10 @@ ARGUMENTS = {
     "leaderboard": "rimo_eval.commands.leaderboard.arguments",
     "view": "rimo_eval.commands.view.arguments",
     "cache": "rimo_eval.commands.cache",
+    "sweep": "rimo_eval.commands.sweep.command",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -58,6 +60,7 @@ TOOLS = {
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
     "view": "Browse every answer of one or more runs: a static site with rendered math",
     "cache": "The response cache: stats, prune (by age, model, endpoint), verify",
+    "sweep": "A model sweep as a Slurm job array: submit, status (each task an experiment)",
 }
 
 

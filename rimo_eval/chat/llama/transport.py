@@ -27,7 +27,7 @@ from typing import Any
 
 from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError, int_usage
 from rimo_eval.core.atomic import atomic_path
-from rimo_eval.core.config import LocalParams
+from rimo_eval.core.chat_params import LocalParams
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import sha256_file
 
