@@ -40,6 +40,16 @@ MODULES = {
     "cache": "rimo_eval.commands.cache",
     "sweep": "rimo_eval.commands.sweep.command",
 }
+# Where each tool declares its arguments (``add_arguments(parser)``): a light module, as the
+# parser is built for every command, stages included.
+ARGUMENTS = {
+    "audit": "rimo_eval.commands.audit.arguments",
+    "compare": "rimo_eval.commands.compare.arguments",
+    "leaderboard": "rimo_eval.commands.leaderboard.arguments",
+    "view": "rimo_eval.commands.view.arguments",
+    "cache": "rimo_eval.commands.cache",
+    "sweep": "rimo_eval.commands.sweep.command",
+}
 # Commands that run without a params file (they use one when it is there).
 PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
@@ -143,62 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         # Every command takes --params on either side of its name.
         return sub.add_parser(name, description=TOOLS[name], parents=[common])
 
-    audit = tool("audit")
-    audit.add_argument("name", nargs="?", metavar="NAME", default="workspace",
-                       help="git revision, branch, DVC experiment name, or 'workspace' "
-                            "(default), as compare takes them")
-    audit.add_argument("--json", action="store_true", help="machine-readable report on stdout")
-    compare = tool("compare")
-    for side in ("a", "b"):
-        compare.add_argument(side, metavar=side.upper(),
-                             help="git revision, branch, DVC experiment name, or 'workspace'")
-    compare.add_argument("--json", action="store_true", help="JSON instead of Markdown")
-    compare.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
-    compare.add_argument("--flips", type=int, metavar="N", help="flips listed per track (20)")
-    compare.add_argument("--all-flips", action="store_true", help="list every flipped item")
-    compare.add_argument("--strict", action="store_true",
-                         help="refuse two runs over different items (default: compare on the "
-                              "items both have, and say so first)")
-    compare.add_argument("--samples", type=int,
-                         help="paired bootstrap resamples (default: score.bootstrap, or 1000)")
-    compare.add_argument("--seed", type=int, help="bootstrap seed (default: score.bootstrap, or 0)")
-    compare.add_argument("--confidence", type=float,
-                         help="bootstrap interval level (default: score.bootstrap, or 0.95)")
-    board = tool("leaderboard")
-    board.add_argument("runs", nargs="*", metavar="RUN",
-                       help="DVC experiment name, git revision or branch, or 'workspace'")
-    board.add_argument("--all", action="store_true",
-                       help="the workspace and every DVC experiment of its baseline")
-    board.add_argument("--out", default="reports/leaderboard", help="folder (default: %(default)s)")
-    board.add_argument("--json", action="store_true", help="print the JSON, not the Markdown")
-    board.add_argument("--label", choices=("exp", "model"), default="exp",
-                       help="name rows by experiment (default) or by model")
-    board.add_argument("--sort", metavar="METRIC", help="metric to rank by (default "
-                       "RIMO-N.accuracy; RIMO-N.mean_at_k.accuracy at k > 1)")
-    for name, kind in (("--samples", int), ("--seed", int), ("--confidence", float)):
-        board.add_argument(name, type=kind, help="rank bootstrap (default: score.bootstrap)")
-    board.add_argument("--cutoff", action="append", metavar="RUN=DATE",
-                       help="a run's training cutoff (YYYY[-MM[-DD]]), for its unseen subset "
-                       "(default: the run's score.training_cutoff); repeatable")
-    view = tool("view")
-    view.add_argument("runs", nargs="*", metavar="RUN",
-                      help="git revision, branch, DVC experiment name, or 'workspace' "
-                           "(default: the workspace)")
-    view.add_argument("--out", type=Path,
-                      help="folder of the static site (default: reports/view, the view "
-                           "stage's site, for the workspace alone; reports/views/A+B for "
-                           "named runs)")
-    view.add_argument("--cutoff", action="append", metavar="RUN=DATE",
-                      help="a run's training cutoff (YYYY[-MM[-DD]]), for the unseen filter "
-                      "(default: the run's score.training_cutoff); repeatable")
-    view.add_argument("--serve", action="store_true",
-                      help="then serve the folder on 127.0.0.1 and print the URL")
-    view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
-    importlib.import_module(MODULES["cache"]).add_arguments(tool("cache"))
-    importlib.import_module(MODULES["sweep"]).add_arguments(tool("sweep"))
-    # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
-    for name in [n for n in TOOLS if n not in sub.choices]:
-        tool(name)
+    # Each tool declares its own arguments (ARGUMENTS); one without any needs only its lines
+    # in TOOLS and MODULES.
+    for name in TOOLS:
+        parser_of_tool = tool(name)
+        if name in ARGUMENTS:
+            importlib.import_module(ARGUMENTS[name]).add_arguments(parser_of_tool)
     return parser
 
 
@@ -211,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         params = None if optional else load_params(args.params)
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
-            return int(module.main(args, None if params is None else params.as_dict()))
+            return int(module.main(args, params))  # the typed file, or None where there is none
+        assert params is not None  # a stage is not PARAMS_OPTIONAL: its file was loaded
         if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
             print(module.batch_admin(params.predict, cancel=args.batch_cancel))
             return 0

@@ -32,6 +32,7 @@ from rimo_eval.core.predictions import (
     table_schema,
     write_groups,
 )
+from rimo_eval.core.prices import applied_price
 from rimo_eval.core.text_spool import TextSpool
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predictors import Prediction, Predictor
@@ -138,11 +139,8 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -
         return f"{head}\n  backend {backend} calls no model: 0 requests"
     requested = [it for track in TRACKS for it in sample[track]]
     est = chat_estimate(predictor, requested)
-    price = getattr(predictor.params, "price_per_mtok", None)
-    priced = None if price is None else price.as_dict()
-    batch = getattr(predictor.params, "batch", None)
-    if priced is not None and batch is not None and batch.enabled:
-        priced["batch_discount"] = float(batch.discount)  # the Batch API's price
+    priced = applied_price(getattr(predictor.params, "price_per_mtok", None),
+                           getattr(predictor.params, "batch", None))
     return f"{head}\n{render(est, priced)}"
 
 

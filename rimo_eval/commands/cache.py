@@ -23,6 +23,8 @@ from rimo_eval.chat import cache_db, cache_prune, cache_repair
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.chat.cache_prune import Filter, Tick
 from rimo_eval.core.chat_params import DEFAULT_RESPONSE_CACHE
+from rimo_eval.core.config import Params
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import StageError
 
 ACTIONS = ("stats", "prune", "verify")
@@ -53,11 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "new one, set the damaged file aside, say how many were lost")
 
 
-def cache_dir(args: argparse.Namespace, params: Mapping[str, Any] | None) -> str:
+def cache_dir(args: argparse.Namespace, params: Params | Mapping[str, Any] | None) -> str:
     if args.dir:
         return str(args.dir)
-    configured = ((params or {}).get("predict") or {}).get("openai") or {}
-    folder = configured.get("cache_dir", DEFAULT_RESPONSE_CACHE)
+    configured = key_of(key_of(params, "predict"), "openai")
+    folder = key_of(configured, "cache_dir", DEFAULT_RESPONSE_CACHE)
     if folder is None:
         raise StageError("predict.openai.cache_dir is null (no response cache); name one "
                          "with --dir")
@@ -246,7 +248,7 @@ def _table(by: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     cache = ResponseCache(cache_dir(args, params))
     bars = Bars()
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core import numbers
+from rimo_eval.core import metrics_files, numbers
 from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     METRICS_PATH,
@@ -23,6 +23,8 @@ from rimo_eval.core.artifacts import (
     REPORT_HTML,
     predictions_path,
 )
+from rimo_eval.core.config import Params
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.json_object import read_object
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -42,13 +44,11 @@ def pct(x: Any) -> str:
     return numbers.pct(x, dash="-")
 
 
-def interval(block: Mapping[str, Any], track: str, key: str) -> str:
-    low, high = f"{key}_ci_low", f"{key}_ci_high"
-    if track == TRACK_N and key == "accuracy" and low not in block:
-        low, high = "ci_low", "ci_high"  # a run from before the uniform interval names
-    if block.get(low) is None or block.get(high) is None:
+def interval(block: Mapping[str, Any], key: str) -> str:
+    low, high = metrics_files.interval(block, key)
+    if low is None or high is None:
         return "(no interval)"
-    return f"[{pct(block[low])}, {pct(block[high])}]"
+    return f"[{pct(low)}, {pct(high)}]"
 
 
 def run_line(sample: Mapping[str, Any]) -> str:
@@ -79,7 +79,7 @@ def restore_hint(root: Path, them: str = "them") -> str:
     return hint + ("; `dvc pull` (remote)" if has_remote(root) else "")
 
 
-def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
+def backend_line(root: Path, params: Params | Mapping[str, Any] | None) -> str:
     """Backend and fingerprint from the predictions tables; the model name from the params."""
     seen: set[str] = set()
     found = False
@@ -94,9 +94,9 @@ def backend_line(root: Path, params: Mapping[str, Any] | None) -> str:
         return ("backend: none recorded (the predictions tables have no rows)" if found else
                 f"backend: unknown (no predictions tables)\n  {restore_hint(root)}")
     line = f"backend: {', '.join(sorted(seen))}"
-    predict = (params or {}).get("predict") or {}
-    backend = predict.get("backend")
-    model = (predict.get(backend) or {}).get("model") if isinstance(backend, str) else None
+    predict = key_of(params, "predict")
+    backend = key_of(predict, "backend")
+    model = key_of(key_of(predict, backend), "model") if isinstance(backend, str) else None
     if model and all(s.startswith(f"{backend} ") for s in seen):
         line += f", model {model}"
     return line
@@ -113,7 +113,7 @@ def samples_line(metrics: Mapping[str, Any]) -> str | None:
             f"{pct(mean_p.get('prefix_score'))}, pass@k strict {pct(p.get('pass_at_k'))}")
 
 
-def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> str:
+def summary(root: Path = Path("."), params: Params | Mapping[str, Any] | None = None) -> str:
     path = root / METRICS_PATH
     if not path.is_file():
         raise DataError(f"{METRICS_PATH.as_posix()}: not found: run `dvc repro`, or if "
@@ -127,7 +127,7 @@ def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> 
     for track, key, label in ROWS:
         block = n if track == TRACK_N else p
         lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "
-                     f"95% {interval(block, track, key)}")
+                     f"95% {interval(block, key)}")
     lines.append(f"  {TRACK_N}: {n.get('correct', '?')}/{n.get('n', '?')} correct, "
                  f"{n.get('missing', '?')} missing, {n.get('errors', '?')} errors (count wrong)")
     lines.append(f"  {TRACK_P}: {p.get('n', '?')} gradable, {p.get('ungradable', '?')} "
@@ -146,7 +146,7 @@ def summary(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     print(summary(Path("."), params), end="")
     return 0
 

@@ -43,31 +43,35 @@ BREAKDOWN_KEYS: dict[str, tuple[str, ...]] = {
     TRACK_P: ("sub_problems", "by_parts", *YEAR_KEYS),
 }
 LOW, HIGH = "_ci_low", "_ci_high"
+# RIMO-N accuracy's interval in runs from before the uniform names, and its name today.
+LEGACY_N = {"ci_low": "accuracy" + LOW, "ci_high": "accuracy" + HIGH}
 
 
 def _is_interval(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"low", "high"}
 
 
-def _interval_names(track: str, name: str) -> tuple[str, str]:
-    # Every interval is <metric>_ci_low / <metric>_ci_high, RIMO-N accuracy's included.
-    return name + LOW, name + HIGH
+def interval(block: Mapping[str, Any], metric: str) -> tuple[Any, Any]:
+    """(low, high) of a metric's interval in a metrics.json block, None where it has none:
+    every interval is ``<metric>_ci_low`` / ``<metric>_ci_high``, but RIMO-N accuracy's in a run
+    from before the uniform names, which are ``LEGACY_N``'s. The one reader of the old keys."""
+    low, high = block.get(metric + LOW), block.get(metric + HIGH)
+    if low is None and metric == "accuracy":
+        low, high = (block.get(old) for old in LEGACY_N)
+    return low, high
 
 
-def _with_intervals(track: str, block: Mapping[str, Any], ci: Mapping[str, Any],
-                    top: bool) -> dict[str, Any]:
+def _with_intervals(block: Mapping[str, Any], ci: Mapping[str, Any]) -> dict[str, Any]:
     """``block`` with each interval of ``ci`` (same nesting) flat right after its metric."""
     out: dict[str, Any] = {}
     for key, value in block.items():
         sub = ci.get(key)
         if isinstance(value, Mapping):
-            out[key] = _with_intervals(track, value, sub if isinstance(sub, Mapping) else {},
-                                       False)
+            out[key] = _with_intervals(value, sub if isinstance(sub, Mapping) else {})
         else:
             out[key] = value
-        if _is_interval(sub):
-            low, high = _interval_names(track, key) if top else (key + LOW, key + HIGH)
-            out[low], out[high] = sub["low"], sub["high"]
+        if isinstance(sub, Mapping) and _is_interval(sub):
+            out[key + LOW], out[key + HIGH] = sub["low"], sub["high"]
     return out
 
 
@@ -80,14 +84,13 @@ def split_track(track: str, block: Mapping[str, Any]) -> tuple[dict[str, Any], d
             # The headline intervals, together, after the headline values.
             for name in head[:head.index("n")]:
                 if _is_interval(ci.get(name)):
-                    low, high = _interval_names(track, name)
-                    ordered[low], ordered[high] = ci[name]["low"], ci[name]["high"]
+                    ordered[name + LOW], ordered[name + HIGH] = ci[name]["low"], ci[name]["high"]
         elif key in block:
             ordered[key] = block[key]
     rest = {k: v for k, v in block.items()
             if k not in HEADLINE[track] and k not in BREAKDOWN_KEYS[track]}
     rest_ci = {k: v for k, v in ci.items() if k not in head}
-    ordered.update(_with_intervals(track, rest, rest_ci, True))
+    ordered.update(_with_intervals(rest, rest_ci))
     breakdown = {k: block[k] for k in BREAKDOWN_KEYS[track] if k in block}
     return ordered, breakdown
 
@@ -171,5 +174,6 @@ def read_all(metrics_path: str | os.PathLike[str] = METRICS_PATH,
     return join(read_object(metrics_path), optional(breakdown_path), optional(provenance_path))
 
 
-__all__ = ["BREAKDOWN_KEYS", "HEADLINE", "POINTER_KEY", "SAMPLE_KEY", "SAMPLE_SPEC", "join",
-           "pointer", "read_all", "read_object", "sample_spec_of", "split", "split_track"]
+__all__ = ["BREAKDOWN_KEYS", "HEADLINE", "LEGACY_N", "POINTER_KEY", "SAMPLE_KEY", "SAMPLE_SPEC",
+           "interval", "join", "pointer", "read_all", "read_object", "sample_spec_of", "split",
+           "split_track"]

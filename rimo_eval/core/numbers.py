@@ -1,8 +1,11 @@
 """Numbers as the artifacts store them and as people read them: one rounding, one test for a
-missing value, one percentage format."""
+missing value, one percentage format, one p-value format; and the one Markdown table cell that
+every command's Markdown output escapes its text with."""
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
 from typing import Any
 
 DIGITS = 6  # stable across summation order, enough for a 1/335 step
@@ -25,15 +28,33 @@ def absent(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def pct(value: Any, dash: str = DASH) -> str:
-    """A rate as a percentage with one decimal ("57.1%"); ``dash`` for a missing value or
-    anything that is not a number (a bool or a string included; numpy numbers are numbers)."""
+def pct(value: Any, dash: str = DASH, sign: bool = True) -> str:
+    """A rate as a percentage with one decimal ("57.1%"; "57.1" without ``sign``, in a column
+    whose header says percent); ``dash`` for a missing value or anything that is not a number
+    (a bool or a string included; numpy numbers are numbers)."""
     if absent(value) or isinstance(value, bool | str):
         return dash
     try:
-        return f"{float(value):.1%}"
+        shown = f"{float(value):.1%}"
     except (TypeError, ValueError):
         return dash
+    return shown if sign else shown.removesuffix("%")
 
 
-__all__ = ["DASH", "DIGITS", "absent", "pct", "rounded", "significant"]
+def fmt_p(p: float) -> str:
+    """A p-value as compare and the leaderboard show it: four significant digits, so a tiny
+    one is neither rounded to 0 nor shown with more digits than it has."""
+    return f"{p:.4g}"
+
+
+def md_cell(text: Any) -> str:
+    """A Markdown table cell: no raw HTML, pipes or line breaks from ids, labels or models."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def md_row(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(md_cell(c) for c in cells) + " |"
+
+
+__all__ = ["DASH", "DIGITS", "absent", "fmt_p", "md_cell", "md_row", "pct", "rounded",
+           "significant"]

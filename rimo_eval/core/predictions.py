@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -279,6 +280,15 @@ def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
 def write_groups(groups: Iterator[pa.Table], schema: pa.Schema, tmp: Path) -> None:
     """``table_groups`` into an unpublished temporary file (see ``rimo_eval.core.atomic``)."""
     write_row_groups(groups, schema, tmp)
+
+
+def parse_details(raw: Any) -> dict[str, Any]:
+    """A predictions row's ``details`` (canonical JSON) as a dict; ``{}`` when absent or bad."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) and raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def read_run_id(path: str | os.PathLike[str]) -> str | None:

@@ -13,12 +13,16 @@ import platform
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.git import head_commit, is_dirty
 from rimo_eval.core.hashing import fingerprint, sha256_file
+
+if TYPE_CHECKING:
+    from rimo_eval.core.config import FetchParams
 
 PROVENANCE_VERSION = 1
 # The packages whose behaviour decides the stored scores and metrics.
@@ -62,11 +66,11 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def upstream_pin(fetch_cfg: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def upstream_pin(fetch_cfg: FetchParams | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The content-defining part of ``fetch`` (not mirrors or URLs, which only say where from)."""
     if not fetch_cfg:
         return None
-    pin = {k: fetch_cfg.get(k) for k in UPSTREAM_KEYS}
+    pin = {k: key_of(fetch_cfg, k) for k in UPSTREAM_KEYS}
     pin["sha256"] = {str(k): str(v).lower() for k, v in (pin["sha256"] or {}).items()}
     pin["revision"] = None if pin["revision"] is None else str(pin["revision"])
     return pin
@@ -99,7 +103,7 @@ def build_provenance(*, inputs: Iterable[str | os.PathLike[str]],
                      outputs: Iterable[str | os.PathLike[str]],
                      predictions: Mapping[str, pd.DataFrame],
                      score_params: Mapping[str, Any],
-                     fetch_cfg: Mapping[str, Any] | None,
+                     fetch_cfg: FetchParams | Mapping[str, Any] | None,
                      root: str | os.PathLike[str] = ".") -> dict[str, Any]:
     preds = {track: predictions_identity(df) for track, df in sorted(predictions.items())}
     upstream = upstream_pin(fetch_cfg)

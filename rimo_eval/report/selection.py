@@ -9,7 +9,6 @@ layer (rimo_eval.report.html) escapes it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -17,7 +16,9 @@ from urllib.parse import quote
 import pandas as pd
 
 from rimo_eval.core.artifacts import REPORT_HTML, VIEW_DIR
+from rimo_eval.core.flags import EXPLAINING_N
 from rimo_eval.core.numbers import absent, pct
+from rimo_eval.core.predictions import parse_details
 from rimo_eval.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 
@@ -25,10 +26,10 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 VIEW_INDEX = (VIEW_DIR.relative_to(REPORT_HTML.parent) / "index.html").as_posix()
 MAX_EXCERPT = 1200  # characters of model text per row: the head and the tail of longer ones
 MAX_CELL = 600  # characters of a problem, sub-problem or reference per row
-# Flags in the order they are listed; lenient_match is shown by its own table. The last two
+# Flags in the order they are listed; lenient_match is shown by its own table. The last ones
 # (rimo_eval.core.reply_flags) say what the engine did to a reply; scores tables from before them
 # lack their columns, which then read False.
-FLAGS = ("gold_in_text", "empty_box", "multiple_boxes", "no_box", "truncated", *ENGINE_FLAGS)
+FLAGS = EXPLAINING_N
 FLAG_MEANING = {
     "no_box": "no balanced \\boxed{...} in the reply",
     "empty_box": "the last box is empty, \\boxed{} (no answer)",
@@ -59,14 +60,6 @@ def excerpt(text: str | None, limit: int = MAX_EXCERPT) -> str:
     return f"{text[:half]}\n… ({len(text) - 2 * half} characters left out) …\n{text[-half:]}"
 
 
-def _details(raw: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if isinstance(raw, str) and raw else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -86,9 +79,9 @@ def run_rows(metrics: Mapping[str, Any], predictions: Mapping[str, pd.DataFrame]
     models: list[Any] = []
     for frame in frames:
         for raw in frame.get("details", []):
-            models.append(_details(raw).get("model"))
+            models.append(parse_details(raw).get("model"))
         for raw in frame.get("backend_params", []):
-            models.append(_details(raw).get("model"))
+            models.append(parse_details(raw).get("model"))
     k = max(int((metrics.get(t) or {}).get("k", 1) or 1) for t in (TRACK_N, TRACK_P))
     sample = metrics.get("sample") or {}
     evaluated, total = sample.get("evaluated") or {}, sample.get("total") or {}
@@ -160,7 +153,7 @@ def _pred_rows(predictions: pd.DataFrame) -> dict[tuple[str, int], dict[str, Any
 def answer_text(pred: Mapping[str, Any]) -> str:
     """The reply as the extractor read it (reasoning apart), else the raw reply, the error or
     the prediction: what the model actually said."""
-    details = _details(pred.get("details"))
+    details = parse_details(pred.get("details"))
     for key in ("text", "raw_text"):
         text = _str(details.get(key))
         if text:
@@ -174,7 +167,7 @@ def answer_text(pred: Mapping[str, Any]) -> str:
 def _n_row(r: Mapping[str, Any], pred: Mapping[str, Any], problems: Mapping[str, str],
            flags: str) -> dict[str, Any]:
     pid = str(r["problem_id"])
-    finish = _details(pred.get("details")).get("finish_reason")
+    finish = parse_details(pred.get("details")).get("finish_reason")
     return {"problem_id": pid, "view": view_href(TRACK_N, pid), "sample": int(r["sample"]),
             "flags": flags, "gold": r.get("gold"),
             "prediction": "" if absent(r.get("prediction")) else r.get("prediction"),
@@ -245,7 +238,7 @@ P_COLUMNS = ["problem_id", "view", "part", "matched", "finish", "sub-problem",
 def _part_texts(pred: Mapping[str, Any], parts: int) -> list[tuple[str, str]]:
     """Per part, what the model wrote (the part's reply in details.parts, else its answer)
     and the part's finish reason ("—" when not recorded)."""
-    details = _details(pred.get("details"))
+    details = parse_details(pred.get("details"))
     replies = [p for p in details.get("parts") or [] if isinstance(p, Mapping)]
     answers = pred.get("prediction")
     answers = [] if answers is None or isinstance(answers, float | str) else list(answers)

@@ -1,6 +1,6 @@
 """Diagnostic flags of each prediction: why an answer was wrong, never whether it was right.
 
-The benchmark's metric stays exact match (rimo_eval.score.grading). These flags explain a score
+The benchmark's metric stays exact match (rimo_eval.core.grading). These flags explain a score
 (an answer left unboxed, a reply cut off, ``\\boxed{\\text{215}}``) and live in their own
 columns of the scores tables and under ``<track>.diagnostics`` in metrics.json.
 
@@ -33,7 +33,6 @@ reply on its way in, recorded in its details (``rimo_eval.chat.transport.ChatRep
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Mapping
@@ -43,13 +42,9 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.boxes import boxes
-from rimo_eval.core.predictions import STATUS_OK
-from rimo_eval.core.reply_flags import ENGINE_FLAGS
+from rimo_eval.core.flags import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
+from rimo_eval.core.predictions import STATUS_OK, parse_details
 
-TEXT_FLAGS_N = ("no_box", "empty_box", "multiple_boxes", "truncated", "gold_in_text",
-                "lenient_match")
-FLAGS_N = (*TEXT_FLAGS_N, *ENGINE_FLAGS)
-FLAGS_P = ("truncated", *ENGINE_FLAGS)
 LENGTH = "length"
 
 # --- MathArena-style normalisation -------------------------------------------------------------
@@ -135,15 +130,6 @@ def _canonical_integer(s: str) -> str:
 
 
 # --- flags ---------------------------------------------------------------------------------------
-
-def parse_details(raw: Any) -> dict[str, Any]:
-    """A predictions row's ``details`` (canonical JSON) as a dict; ``{}`` when absent or bad."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) and raw else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
 
 def answer_text(details: Mapping[str, Any]) -> str | None:
     """The text an answer was extracted from: ``text`` (reasoning set apart), else raw_text."""

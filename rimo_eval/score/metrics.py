@@ -15,10 +15,12 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.artifacts import PLOT_FILES, YEAR_PLOT_FILES
-from rimo_eval.core.config import BootstrapParams, ScoreParams, coerce
+from rimo_eval.core.config import Params, PredictParams
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.predictions import STATUS_ERROR, STATUS_MISSING
+from rimo_eval.core.statistics import Interval, bootstrap, proportion, ratio, wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.core.years import OUTCOME
 from rimo_eval.score.diagnostics import (
@@ -29,21 +31,8 @@ from rimo_eval.score.diagnostics import (
     lenient_ratio,
 )
 from rimo_eval.score.samples import extend_metrics, first_sample, with_sample
-from rimo_eval.score.statistics import Interval, bootstrap, proportion, wilson
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import band_rows, year_blocks
-
-
-def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
-    """``score.bootstrap`` with its defaults (``core.config.BootstrapParams``, the one place
-    they live), as plain data: what the intervals are computed with."""
-    boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
-        BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
-    return boot.model_dump()
-
-
-def ratio(num: float, den: float) -> float | None:
-    return rounded(num / den) if den else None
 
 
 def status_counts(df: pd.DataFrame) -> dict[str, int]:
@@ -67,7 +56,7 @@ def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
 
 def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-N: accuracy is a proportion of items, so its interval (and each domain's) is
-    Wilson's (rimo_eval.score.statistics.wilson), not the bootstrap."""
+    Wilson's (rimo_eval.core.statistics.wilson), not the bootstrap."""
     correct = scores["correct"].to_numpy(dtype=float)
     by_domain, by_domain_n, by_domain_ci = {}, {}, {}
     for domain in DOMAINS:
@@ -141,11 +130,13 @@ def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def sample_spec(predict_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+def sample_spec(predict_cfg: PredictParams | Mapping[str, Any] | None) -> dict[str, Any]:
     """The sample predict ran under (``predict.limit``, ``predict.sample_seed``), recorded in the
     metrics so the report follows the run, not the current params.yaml."""
-    cfg = predict_cfg or {}
-    return {"limit": cfg.get("limit"), "seed": cfg.get("sample_seed")}
+    seed = key_of(predict_cfg, "sample_seed")
+    if isinstance(predict_cfg, PredictParams) and "sample_seed" not in predict_cfg.model_fields_set:
+        seed = None  # recorded as the file has it: a seed it does not set is null, as ever
+    return {"limit": key_of(predict_cfg, "limit"), "seed": seed}
 
 
 def single_interval(boot: Mapping[str, Any]
@@ -164,7 +155,7 @@ def single_interval(boot: Mapping[str, Any]
 def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
             boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None,
             preds: Mapping[str, pd.DataFrame] | None = None,
-            params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            params: Params | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every metric of metrics.json but the provenance block, for the score stage and audit.
 
     ``totals`` is the number of items per track, so a sample run says it is one; ``sample`` is
@@ -176,9 +167,9 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
                                TRACK_P: metrics_p(first_sample(scores[TRACK_P]), boot)}
     if preds is not None:
         extend_metrics(metrics, scores, dict(preds), single_interval(boot),
-                       dict((params or {}).get("score") or {}), dict(params or {}))
+                       key_of(params, "score") or {}, params)
     # The year lens (descriptive, breakdown.json): bands and unseen on sample 0, trend k-aware.
-    cutoff = ((params or {}).get("score") or {}).get("training_cutoff")
+    cutoff = key_of(key_of(params, "score"), "training_cutoff")
     for track in TRACKS:
         metrics[track].update(year_blocks(first_sample(scores[track]), track,
                                           float(boot["confidence"]), cutoff))
@@ -232,5 +223,5 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     return tables
 
 
-__all__ = ["bootstrap_params", "compute", "intervals", "metrics_n",
+__all__ = ["compute", "intervals", "metrics_n",
            "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]

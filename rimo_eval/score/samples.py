@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
+from rimo_eval.core.chat_params import MessageBatchParams, PricePerMtok
+from rimo_eval.core.config import Params, ScoreParams, coerce
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.predictions import STATUS_ERROR
+from rimo_eval.core.prices import applied_price
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 
 
@@ -68,9 +72,9 @@ def majority(answers: Sequence[Any]) -> str | None:
     return next(a for a, c in counts.items() if c == top)  # dicts keep first-seen order
 
 
-def pass_ks(cfg: dict[str, Any], k: int) -> list[int]:
+def pass_ks(cfg: ScoreParams | Mapping[str, Any], k: int) -> list[int]:
     """score.pass_at: the extra j of pass@j, each 1 <= j <= k."""
-    js = cfg.get("pass_at", [1])
+    js = key_of(cfg, "pass_at", [1])
     if not isinstance(js, list) or not all(isinstance(j, int) and not isinstance(j, bool)
                                            for j in js):
         raise ConfigError(f"params.yaml: score.pass_at must be a list of integers, got {js!r}")
@@ -145,7 +149,7 @@ def metrics_p_samples(scores: pd.DataFrame, ci: Bootstrap, k: int) -> dict[str, 
 
 
 def add_sample_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
-                       ci: Bootstrap, cfg: dict[str, Any]) -> None:
+                       ci: Bootstrap, cfg: ScoreParams | Mapping[str, Any]) -> None:
     """With k > 1, merge the k-sample keys into each track's block (ci nested under ci)."""
     k = max(sample_count(t, df) for t, df in scores.items())
     if k == 1:
@@ -159,8 +163,9 @@ def add_sample_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
 
 
 def extend_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
-                   preds: dict[str, pd.DataFrame], ci: Bootstrap, cfg: dict[str, Any],
-                   params: dict[str, Any] | None) -> None:
+                   preds: dict[str, pd.DataFrame], ci: Bootstrap,
+                   cfg: ScoreParams | Mapping[str, Any], params: Params | Mapping[str, Any] | None
+                   ) -> None:
     """Everything this module adds to metrics.json: the k-sample keys (k > 1) and each track's
     usage. One entry point, shared by the score stage and the audit's recomputation."""
     add_sample_metrics(metrics, scores, ci, cfg)
@@ -203,26 +208,30 @@ def sample_usage(details: dict[str, Any], status: str) -> dict[str, int]:
 PRICED_BACKENDS = ("openai", "anthropic", "gemini")
 
 
-def price(params: dict[str, Any] | None, preds: pd.DataFrame) -> dict[str, float] | None:
+def price(params: Params | Mapping[str, Any] | None, preds: pd.DataFrame
+          ) -> dict[str, float] | None:
     """predict.<backend>.price_per_mtok, for predictions one priced backend (openai,
-    anthropic, gemini) made."""
+    anthropic, gemini) made, at the batch price where its batch path is on. ``params``: the
+    validated file, or a revision's params.yaml as it stands (audit, compare), whose price and
+    batch switch are validated here by the same models."""
     backends = set() if preds.empty else set(preds["backend"])
     if len(backends) != 1 or not backends <= set(PRICED_BACKENDS):
         return None
     backend = backends.pop()
-    p = (((params or {}).get("predict") or {}).get(backend) or {}).get("price_per_mtok")
-    if p is None:
+    section = key_of(key_of(params, "predict"), backend)
+    per_mtok, batch = key_of(section, "price_per_mtok"), key_of(section, "batch")
+    if per_mtok is None:
         return None
-    ok = isinstance(p, dict) and set(p) == {"input", "output"} and all(
-        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in p.values())
-    if not ok:
+    if not isinstance(per_mtok, Mapping | PricePerMtok):
         raise ConfigError(f"params.yaml: predict.{backend}.price_per_mtok must be null or "
-                          f"{{input: X, output: Y}} (USD per million tokens, >= 0), got {p!r}")
-    priced = {"input": float(p["input"]), "output": float(p["output"])}
-    batch = (((params or {}).get("predict") or {}).get(backend) or {}).get("batch") or {}
-    if batch.get("enabled"):  # the Batch API's price: discount x the online price
-        priced["batch_discount"] = float(batch.get("discount", 0.5))
-    return priced
+                          f"{{input: X, output: Y}} (USD per million tokens, >= 0), got "
+                          f"{per_mtok!r}")
+    if isinstance(batch, Mapping):  # only the keys the price reads: the rest is not costed
+        batch = coerce(MessageBatchParams, {k: batch[k] for k in ("enabled", "discount")
+                                            if k in batch}, f"predict.{backend}.batch")
+    checked = coerce(PricePerMtok, per_mtok, f"predict.{backend}.price_per_mtok")
+    return applied_price(cast(PricePerMtok, checked),
+                         batch if isinstance(batch, MessageBatchParams) else None)
 
 
 def usage(preds: pd.DataFrame, per_mtok: dict[str, float] | None) -> dict[str, Any]:

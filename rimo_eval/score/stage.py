@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from rimo_eval.core.artifacts import (
     SCORES_DIR,
 )
 from rimo_eval.core.atomic import write_json, write_text
-from rimo_eval.core.config import Params
+from rimo_eval.core.config import Params, ScoreParams, coerce
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import IntegrityError, StageError
+from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.items import ITEMS_DIR, items_path, read_items_frame
 from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
@@ -34,6 +37,7 @@ from rimo_eval.core.predictions import (
     read_run_id,
 )
 from rimo_eval.core.provenance import build_provenance
+from rimo_eval.core.statistics import bootstrap_params
 from rimo_eval.core.tables import write_parquet
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.diagnostics import (
@@ -44,8 +48,7 @@ from rimo_eval.score.diagnostics import (
     parse_details,
     truncated,
 )
-from rimo_eval.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from rimo_eval.score.metrics import bootstrap_params, compute, plot_tables, sample_spec
+from rimo_eval.score.metrics import compute, plot_tables, sample_spec
 from rimo_eval.score.samples import with_sample
 from rimo_eval.score.years import year_columns
 
@@ -177,23 +180,29 @@ def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
     return None
 
 
-def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PREDICTIONS_DIR,
-          scores_dir: Path = SCORES_DIR, metrics_path: Path = METRICS_PATH,
-          plots_dir: Path = PLOTS_DIR, params: dict[str, Any] | None = None,
+def score(cfg: ScoreParams | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+          preds_dir: Path = PREDICTIONS_DIR, scores_dir: Path = SCORES_DIR,
+          metrics_path: Path = METRICS_PATH, plots_dir: Path = PLOTS_DIR,
+          params: Params | Mapping[str, Any] | None = None,
           breakdown_path: Path | None = None, provenance_path: Path | None = None,
           model_path: Path | None = None) -> dict[str, Any]:
-    """``params`` is the whole params file; only its upstream pin goes into the provenance.
+    """``cfg``: the score section; ``params``: the whole params file (the upstream pin, the
+    sample and the price), typed as the stage reads it, or plain dicts as tests pass them.
     The breakdown, provenance and model files sit beside ``metrics_path`` unless given.
     Returns the joined block (rimo_eval.core.metrics_files.join's shape)."""
     boot = bootstrap_params(cfg)
+    if isinstance(params, Params):  # the score section given is the one that applies
+        whole: Params | dict[str, Any] = (params if cfg is params.score else params.model_copy(
+            update={"score": coerce(ScoreParams, cfg, "score")}))
+    else:
+        whole = {**(params or {}), "score": cfg}
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
     check_one_run(preds, Path(preds_dir))
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
     metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot,
-                      sample_spec((params or {}).get("predict")), preds,
-                      {**(params or {}), "score": cfg})
+                      sample_spec(key_of(params, "predict")), preds, whole)
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_parquet(table, scores_dir / SCORE_FILES[track])
@@ -205,7 +214,7 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
                 *(predictions_path(t, preds_dir) for t in TRACKS)],
         outputs=[scores_dir / SCORE_FILES[t] for t in TRACKS],
         predictions=preds, score_params={"bootstrap": boot},
-        fetch_cfg=(params or {}).get("fetch"))
+        fetch_cfg=key_of(params, "fetch"))
     # How the sample was drawn is provenance; metrics.json keeps only what compares.
     provenance[SAMPLE_KEY] = sample_spec_of(metrics)
     metrics_path = Path(metrics_path)
@@ -223,8 +232,7 @@ def score(cfg: dict[str, Any], items_dir: Path = ITEMS_DIR, preds_dir: Path = PR
 
 
 def run(params: Params) -> None:
-    # Dict views of the validated sections: score() is also called directly, with dicts.
-    metrics = score(params.score.as_dict(), params=params.as_dict())
+    metrics = score(params.score, params=params)
     n, p = metrics[TRACK_N], metrics[TRACK_P]
     print(f"score: RIMO-N accuracy {n['accuracy']} over {n['n']}; RIMO-P strict {p['strict']}, "
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from rimo_eval.core.numbers import rounded, significant
-from rimo_eval.score.statistics import wilson_bounds
+from rimo_eval.core.statistics import wilson_bounds
 
 
 def newcombe(right_a: int, n_a: int, right_b: int, n_b: int, confidence: float

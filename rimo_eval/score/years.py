@@ -23,6 +23,7 @@ import pandas as pd
 
 from rimo_eval.core.cutoff import cutoff_text, cutoff_year
 from rimo_eval.core.numbers import rounded
+from rimo_eval.core.statistics import wilson
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.core.years import (
     BAND_LABELS,
@@ -33,7 +34,6 @@ from rimo_eval.core.years import (
     shortlist_of,
     year_of,
 )
-from rimo_eval.score.statistics import wilson
 from rimo_eval.score.two_proportions import difference
 
 

@@ -100,6 +100,15 @@ def test_stage_deps_cover_its_imports(stage: str) -> None:
     assert not missing, f"dvc.yaml stage {stage!r} imports files it does not depend on: {missing}"
 
 
+def test_editing_score_code_leaves_the_paid_judge_stage_alone() -> None:
+    """The judge reads its statistics and graders from core (issue 31 §6): an edit to score's
+    code must not mark the judge, whose rerun costs API calls, changed."""
+    files = project_imports("rimo_eval.cli") | project_imports(stage_modules()["judge"])
+    assert not [p for p in files if covered(p, ["rimo_eval/score"])]
+    assert not any(covered(REPO_ROOT / "rimo_eval/score/metrics.py", [d])
+                   for d in stage_deps()["judge"])
+
+
 def test_import_graph_sees_helpers() -> None:
     """The walker itself: predict reaches the hashing helper through core and the predictors."""
     files = {p.relative_to(REPO_ROOT).as_posix() for p in project_imports(MODULES["predict"])}

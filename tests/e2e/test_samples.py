@@ -19,11 +19,11 @@ import pytest
 
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.statistics import wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
-from rimo_eval.score.statistics import wilson
 from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
 from tests.factories import small_benchmark

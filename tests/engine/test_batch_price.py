@@ -57,3 +57,23 @@ def test_estimate_shows_the_message_batches_price(tmp_path: Path) -> None:
     out = estimate({**cfg, "anthropic": batched}, tmp_path / "items")
     assert "at the batch price (x0.5)" in out and "output at most $0.0044" in out
     assert not (tmp_path / "c").exists()  # sends nothing, writes nothing
+
+
+def test_the_price_reads_the_typed_params_as_the_plain_ones(tmp_path: Path) -> None:
+    # The score stage hands score() the validated sections (issue 31 §5): the price and its
+    # batch discount read from them equal those read from a revision's params.yaml as it stands.
+    import yaml
+
+    from rimo_eval.core.errors import ConfigError
+
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw["predict"]["openai"].update(price_per_mtok={"input": 2, "output": 10},
+                                    batch={"enabled": True})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    typed = load_params(tmp_path / "params.yaml")
+    preds = pd.DataFrame({"backend": ["openai"], "status": ["ok"], "details": ["{}"]})
+    want = {"input": 2.0, "output": 10.0, "batch_discount": 0.5}
+    assert price(typed, preds) == price(raw, preds) == want
+    raw["predict"]["openai"]["price_per_mtok"]["input"] = -1
+    with pytest.raises(ConfigError, match=r"predict\.openai\.price_per_mtok"):
+        price(raw, preds)

@@ -153,3 +153,19 @@ def test_verify_and_stats_name_a_damaged_page(tmp_path: Path,
     assert main(["cache", "stats", "--dir", str(root)]) == 1
     err = capsys.readouterr().err
     assert "damaged" in err and "verify --recover" in err
+
+
+def test_the_tools_read_the_typed_params_the_cli_hands_them() -> None:
+    # cli.py hands the tools the validated file, not a dict view (issue 31 §5): what they read
+    # from it equals what they read from a revision's plain params.yaml.
+    import argparse
+
+    from rimo_eval.commands.cache import cache_dir
+    from rimo_eval.commands.compare.command import bootstrap_settings
+    from rimo_eval.core.config import load_params
+
+    typed = load_params(REPO_ROOT / "params.yaml")
+    plain = typed.as_dict()
+    none = argparse.Namespace(dir=None, samples=None, seed=None, confidence=None)
+    assert cache_dir(none, typed) == cache_dir(none, plain) == ".rimo_cache/responses"
+    assert bootstrap_settings(typed, none) == bootstrap_settings(plain, none)

@@ -1,4 +1,4 @@
-"""Wilson intervals for proportions (rimo_eval.score.statistics.wilson) against the closed form
+"""Wilson intervals for proportions (rimo_eval.core.statistics.wilson) against the closed form
 worked by hand and scipy's independent implementation, and where the score stage uses them."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from rimo_eval.core.statistics import bootstrap, proportion, wilson
 from rimo_eval.score.metrics import single_interval
-from rimo_eval.score.statistics import bootstrap, proportion, wilson
 
 
 def closed_form(k: int, n: int, z: float) -> tuple[float, float]:

@@ -30,3 +30,14 @@ def test_pct_one_decimal_and_a_dash() -> None:
 def test_report_and_summary_format_alike() -> None:
     assert T.pct(0.25) == summary.pct(0.25) == "25.0%"
     assert (T.pct(None), summary.pct(None)) == ("—", "-")
+
+
+def test_compare_and_the_leaderboard_print_a_p_value_alike() -> None:
+    # 184 / 8192: the exact McNemar p that tests/e2e/test_compare.py reads as "0.02246" in
+    # compare's Markdown; the leaderboard's vs-leader cell printed it "0.022" (issue 31 §6).
+    from rimo_eval.commands.leaderboard.tables import vs_leader
+
+    test = {"below_leader": True, "p_holm": 184 / 8192, "test": "exact McNemar"}
+    assert vs_leader({"vs_leader": test}, 1000) == "0.02246 ▼"
+    tiny = {**test, "p_holm": 1.234567e-9}
+    assert vs_leader({"vs_leader": tiny}, 1000) == "1.235e-09 ▼"

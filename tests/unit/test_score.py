@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.core.errors import StageError
+from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.metrics_files import join, read_all
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
-from rimo_eval.score.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.score.stage import score
 from tests.factories import n_item, small_benchmark, write_items
 

@@ -1,4 +1,4 @@
-"""rimo_eval.score.statistics: the one bootstrap (score's intervals, compare's paired deltas) and
+"""rimo_eval.core.statistics: the one bootstrap (score's intervals, compare's paired deltas) and
 the exact McNemar, checked against hand counts, brute force and scipy."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from rimo_eval.score.statistics import bootstrap, mcnemar_exact
+from rimo_eval.core.statistics import bootstrap, mcnemar_exact
 
 # --- exact McNemar -----------------------------------------------------------------------------
 

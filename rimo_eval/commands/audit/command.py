@@ -47,7 +47,7 @@ from rimo_eval.commands.audit.recompute import (
 )
 from rimo_eval.commands.audit.render import AuditReport, Link
 from rimo_eval.commands.audit.revision import checked_out
-from rimo_eval.commands.compare.revisions import WORKSPACE, resolve
+from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.core.artifacts import (
     BREAKDOWN_PATH,
     JUDGE_TABLE,
@@ -61,15 +61,15 @@ from rimo_eval.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core.config import load_params
+from rimo_eval.core.config import Params, load_params
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.json_object import read_object
 from rimo_eval.core.metrics_files import POINTER_KEY, pointer, split
 from rimo_eval.core.missing import require_outputs
 from rimo_eval.core.provenance import predictions_identity
 from rimo_eval.core.provenance import upstream_pin as make_upstream_pin
+from rimo_eval.core.statistics import bootstrap_params
 from rimo_eval.core.tracks import TRACK_N, TRACKS
-from rimo_eval.score.metrics import bootstrap_params
 
 
 def _read_json(root: Path, path: Path, required: bool = True) -> dict[str, Any] | None:
@@ -245,13 +245,15 @@ def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> A
         return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     name = getattr(args, "name", None) or WORKSPACE
     if params is None and name == WORKSPACE:
         # The CLI lets audit start without a params file (a revision has its own): the
         # workspace does need one, with the usual error when it is not there.
-        params = load_params(args.params).as_dict()
-    report = audit_revision(Path("."), name, params)
+        params = load_params(args.params)
+    # The audit compares the file's keys as written (a revision's own params.yaml is read the
+    # same way), so it checks the plain view of what the file set.
+    report = audit_revision(Path("."), name, None if params is None else params.as_dict())
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:

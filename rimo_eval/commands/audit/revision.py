@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.commands.audit.lock import parse_lock, producer
-from rimo_eval.commands.compare.revisions import Revision
+from rimo_eval.commands.runs import Revision
 from rimo_eval.core.artifacts import LOCK_PATH
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.git import git

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import attach_p_texts
 from rimo_eval.commands.compare.pairing import (
     compare_sides,
@@ -26,16 +27,10 @@ from rimo_eval.commands.compare.pairing import (
     metric_rows,
     pair,
 )
-from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
-from rimo_eval.commands.compare.revisions import (
-    WORKSPACE,
-    Revision,
-    RunFiles,
-    Side,
-    load_side,
-    resolve,
-)
+from rimo_eval.commands.compare.render import render_html, render_markdown
+from rimo_eval.commands.compare.revisions import Side, load_side
 from rimo_eval.commands.compare.shared import describe, overlap, require_same_items, same_items
+from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve
 from rimo_eval.core.artifacts import (
     JUDGE_TABLE,
     items_path,
@@ -43,18 +38,19 @@ from rimo_eval.core.artifacts import (
     scores_path,
 )
 from rimo_eval.core.atomic import write_text
+from rimo_eval.core.config import Params
+from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.missing import require_outputs
+from rimo_eval.core.statistics import bootstrap, bootstrap_params, mcnemar_exact
 from rimo_eval.core.tracks import TRACK_P, TRACKS
 from rimo_eval.judge.metrics import judge_block
-from rimo_eval.score.metrics import bootstrap_params
-from rimo_eval.score.statistics import bootstrap, mcnemar_exact
 
 
-def bootstrap_settings(params: Mapping[str, Any] | None, args: argparse.Namespace
+def bootstrap_settings(params: Params | Mapping[str, Any] | None, args: argparse.Namespace
                        ) -> dict[str, Any]:
     """params ``score.bootstrap`` (or its defaults), each given option overriding its key."""
-    boot = bootstrap_params((params or {}).get("score"))
+    boot = bootstrap_params(key_of(params, "score"))
     for key in ("samples", "seed", "confidence"):
         value = getattr(args, key, None)
         if value is not None:
@@ -122,7 +118,7 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
     return result
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: compare needs no params file (each side carries its own)."""
     boot = bootstrap_settings(params, args)
     result = compare(Path("."), args.a, args.b, **boot, strict=getattr(args, "strict", False))

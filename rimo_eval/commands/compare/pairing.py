@@ -2,7 +2,7 @@
 
 Items are paired by (problem_id, item hash), which makes the tests paired: exact McNemar on
 the discordant pairs of RIMO-N ``correct`` and RIMO-P ``strict``, and the seeded bootstrap of
-score.statistics (items resampled jointly for A and B) for the delta of every rate metric.
+core.statistics (items resampled jointly for A and B) for the delta of every rate metric.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from rimo_eval.core.dicts import flatten
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
+from rimo_eval.core.statistics import bootstrap, mcnemar_exact
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.judge.metrics import compare_rows as judge_rows
 from rimo_eval.score.samples import with_sample
-from rimo_eval.score.statistics import bootstrap, mcnemar_exact
 
 TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
 # Numerator in A, numerator in B, denominator: every rate metric is a ratio of per-item sums.

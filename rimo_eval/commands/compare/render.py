@@ -1,24 +1,24 @@
 """The comparison as Markdown (a PR comment) and as a self-contained HTML page.
 
-Markdown cells are escaped by ``_md``; the HTML comes from a jinja2 template with autoescape,
-so no value reaches the page unescaped.
+Markdown cells are escaped by ``core.numbers.md_cell``; the HTML comes from a jinja2 template
+with autoescape, so no value reaches the page unescaped.
 """
 
 from __future__ import annotations
 
 import functools
-import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import FLIP_HEAD, flip_cells
+from rimo_eval.core.numbers import fmt_p, md_cell, md_row
 from rimo_eval.core.tracks import TRACKS
 
 TEMPLATES = Path(__file__).parent / "templates"
-FLIPS = 20  # flips listed per track unless --all-flips (or --flips N); JSON holds them all
 
 
 def fmt(x: Any) -> str:
@@ -35,10 +35,6 @@ def fmt_ci(ci: Mapping[str, float] | None) -> str:
     return "-" if not ci else f"[{ci['low']:+.4f}, {ci['high']:+.4f}]"
 
 
-def fmt_p(p: float) -> str:
-    return f"{p:.4g}"
-
-
 def _side_cells(side: Mapping[str, Any]) -> dict[str, str]:
     rev = side["rev"][:12] if side["rev"] else "working tree"
     cells = {"revision": f"{side['label']} ({side['kind']}, {rev})"}
@@ -48,15 +44,6 @@ def _side_cells(side: Mapping[str, Any]) -> dict[str, str]:
                                      if p else "unknown (no provenance block)")
     cells["params fingerprint"] = str(side.get("params_fingerprint") or "-")[:12]
     return cells
-
-
-def _md(text: Any) -> str:
-    """A Markdown table cell: no raw HTML, pipes or line breaks from ids or labels."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_row(cells: Sequence[Any]) -> str:
-    return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 
 def items_note(result: Mapping[str, Any]) -> str | None:
@@ -86,36 +73,36 @@ def render_markdown(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
     a, b = result["a"], result["b"]
     boot = result["bootstrap"]
     level = f"{boot['confidence'] * 100:g}%"
-    out = [f"## RIMO comparison: A = {_md(a['label'])}, B = {_md(b['label'])}", ""]
+    out = [f"## RIMO comparison: A = {md_cell(a['label'])}, B = {md_cell(b['label'])}", ""]
     if (note := items_note(result)) is not None:
-        out += [f"**{_md(note)}**", ""]
+        out += [f"**{md_cell(note)}**", ""]
     ca, cb = _side_cells(a), _side_cells(b)
     out += ["| | A | B |", "| --- | --- | --- |"]
-    out += [_md_row([k, ca[k], cb[k]]) for k in ca]
+    out += [md_row([k, ca[k], cb[k]]) for k in ca]
     out += ["", "### Metrics", "", f"| metric | A | B | Δ (B - A) | {level} CI of Δ |",
             "| --- | ---: | ---: | ---: | :---: |"]
-    out += [_md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"]), fmt_ci(r["ci"])])
+    out += [md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"]), fmt_ci(r["ci"])])
             for r in result["metrics"] if r["rate"]]
     out += ["", f"Intervals: paired bootstrap over items, {boot['samples']} resamples, seed "
             f"{boot['seed']}.", "", "<details><summary>counts</summary>", "",
             "| count | A | B | Δ (B - A) |", "| --- | ---: | ---: | ---: |"]
-    out += [_md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"])])
+    out += [md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"])])
             for r in result["metrics"] if not r["rate"]]
     out += ["", "</details>", "", "### Paired tests", "",
             "| track | test | paired items | right in A only | right in B only | p (two-sided) |",
             "| --- | --- | ---: | ---: | ---: | ---: |"]
     for track, t in result["tracks"].items():
         for test in filter(None, (t["test"], t.get("maj_test"))):
-            out.append(_md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
+            out.append(md_row([track, f"{test['name']} on {test['metric']}", t["paired"],
                                 test["right_in_a_only"], test["right_in_b_only"],
                                 fmt_p(test["p_value"])]))
-    out += [""] + [f"- {track}: {_md(t['note'])}" for track, t in result["tracks"].items()
+    out += [""] + [f"- {track}: {md_cell(t['note'])}" for track, t in result["tracks"].items()
                    if t.get("note")]
     diff = result.get("params_diff") or []
     out += ["", "### Params that differ", ""]
     if diff:
         out += ["| param | A | B |", "| --- | --- | --- |"]
-        out += [_md_row([d["param"], _param_value(d["a"]), _param_value(d["b"])]) for d in diff]
+        out += [md_row([d["param"], _param_value(d["a"]), _param_value(d["b"])]) for d in diff]
     else:
         out.append("none (or a side has no params.yaml)")
     out += ["", "### Flipped items"]
@@ -128,7 +115,7 @@ def render_markdown(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
         if listed:
             out += ["", "| " + " | ".join(FLIP_HEAD) + " |",
                     "| " + " | ".join("---" for _ in FLIP_HEAD) + " |"]
-            out += [_md_row([f["problem_id"], f["domain"] or "-", *flip_cells(track, f)])
+            out += [md_row([f["problem_id"], f["domain"] or "-", *flip_cells(track, f)])
                     for f in listed]
         if note:
             out += ["", f"({note})"]
@@ -198,5 +185,5 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
         tracks=tracks)
 
 
-__all__ = ["fmt", "fmt_ci", "fmt_delta", "fmt_p", "items_note", "render_html",
+__all__ = ["fmt", "fmt_ci", "fmt_delta", "items_note", "render_html",
            "render_markdown"]

@@ -16,9 +16,8 @@ from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.statistics import Metric, rank
 from rimo_eval.commands.leaderboard.years import year_keys
 from rimo_eval.core.dicts import flatten
+from rimo_eval.core.metrics_files import LEGACY_N
 from rimo_eval.core.tracks import TRACK_N, TRACKS
-
-LEGACY = {"ci_low": "accuracy_ci_low", "ci_high": "accuracy_ci_high"}
 
 
 def _number(x: Any) -> bool:
@@ -32,7 +31,7 @@ def metric_keys(run: Run) -> dict[str, Any]:
         block = run.metrics.get(track) or {}
         for key, value in flatten(block).items():
             if track == TRACK_N:
-                key = LEGACY.get(key, key)
+                key = LEGACY_N.get(key, key)
             if _number(value) or value is None:
                 out[f"{track}.{key}"] = value
     return out
@@ -106,4 +105,4 @@ def _items(run: Run, track: str) -> int:
     return len(first)
 
 
-__all__ = ["LEGACY", "build", "interval", "judge_keys", "metric_keys"]
+__all__ = ["build", "interval", "judge_keys", "metric_keys"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.commands.compare.command import bootstrap_settings
+from rimo_eval.commands.leaderboard.arguments import OUT_DIR
 from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.figures import figures
@@ -21,10 +22,9 @@ from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_run
 from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from rimo_eval.core.atomic import dumps_json, write_bytes, write_text
+from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
 from rimo_eval.core.errors import ConfigError, DataError
-
-OUT_DIR = Path("reports/leaderboard")  # the default of --out (rimo_eval/cli.py)
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
@@ -71,7 +71,7 @@ def write(out: Path, files: Mapping[str, str | bytes]) -> None:
         (write_text if isinstance(content, str) else write_bytes)(out / name, content)
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: the runs carry their own metrics; score.bootstrap is used for
     the rank bootstrap when a params file is there, as compare does."""
     boot = bootstrap_settings(params, args)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rimo_eval.commands.compare.revisions import WORKSPACE
 from rimo_eval.commands.leaderboard.loading import LeftOut, Run
+from rimo_eval.commands.runs import WORKSPACE
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.tracks import TRACKS
 

@@ -1,4 +1,4 @@
-"""The runs of a leaderboard: resolved and read as ``compare`` does, one ``Run`` each.
+"""The runs of a leaderboard: resolved and read through rimo_eval.commands.runs, one ``Run`` each.
 
 Each run's files are read through DVC at its revision (``RunFiles``), so experiments, branches
 and the workspace need no checkout. ``metrics`` is the run's metrics.json exactly as stored:
@@ -13,12 +13,14 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.commands.compare.revisions import (
+from rimo_eval.commands.leaderboard.arguments import LABELS
+from rimo_eval.commands.runs import (
     WORKSPACE,
     Revision,
-    RunFiles,
+    RunAt,
     baseline_experiments,
     commit_date,
+    open_run,
     resolve,
 )
 from rimo_eval.core.artifacts import (
@@ -29,7 +31,6 @@ from rimo_eval.core.artifacts import (
     scores_path,
 )
 from rimo_eval.core.errors import ConfigError, DataError, StageError
-from rimo_eval.core.missing import require_outputs
 from rimo_eval.core.model_name import model_name
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.judge.metrics import judge_block
@@ -45,9 +46,9 @@ SCORE_COLUMNS = {
 
 
 @dataclass
-class Run:
-    revision: Revision
-    metrics: dict[str, Any]  # reports/metrics.json, as stored
+class Run(RunAt):
+    """One ranked run; ``metrics`` is its reports/metrics.json as stored."""
+
     breakdown: dict[str, Any]
     provenance: dict[str, Any]
     scores: dict[str, pd.DataFrame]
@@ -110,9 +111,7 @@ def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
 
 def load_run(root: Path, revision: Revision) -> Run:
     # Name every absent table and its `dvc pull` / `dvc exp pull` before reading any.
-    require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
-                    only=[scores_path(t) for t in TRACKS])
-    with RunFiles(root, revision) as files:
+    with open_run(root, revision, [scores_path(t) for t in TRACKS]) as files:
         metrics = files.read_json(METRICS_PATH) or {}
         breakdown = files.read_json(BREAKDOWN_PATH, False) or {}
         provenance = files.read_json(PROVENANCE_PATH, False) or {}
@@ -130,7 +129,7 @@ def load_run(root: Path, revision: Revision) -> Run:
 def assign_labels(runs: list[Run], how: str) -> None:
     """``exp``: the name as given (experiment, branch, workspace); ``model``: the model, with
     the run's name added where two runs share a model."""
-    if how not in ("exp", "model"):
+    if how not in LABELS:
         raise ConfigError(f"--label must be exp or model, got {how!r}")
     for run in runs:
         run.label = run.revision.label if how == "exp" else run.model

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import base64
 import functools
-import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from rimo_eval.core import numbers
+from rimo_eval.core.numbers import fmt_p, md_cell, md_row
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.core.years import OUTCOME
 
@@ -24,7 +25,8 @@ SHORT = {"accuracy": "acc.", "strict": "strict", "sub_problem_accuracy": "sub-pr
 
 
 def pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * float(x):.1f}"
+    """A rate in percent, one decimal, no sign: the table's headers say percent."""
+    return numbers.pct(x, "-", sign=False)
 
 
 def with_ci(row: Row, name: str) -> str:
@@ -35,10 +37,6 @@ def with_ci(row: Row, name: str) -> str:
     if low is None or high is None:
         return pct(value)
     return f"{pct(value)} [{pct(low)}, {pct(high)}]"
-
-
-def fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
 def vs_leader(row: Row, samples: int) -> str:
@@ -194,22 +192,13 @@ def left_out(board: Mapping[str, Any]) -> list[str]:
 # --- Markdown ----------------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    """A Markdown cell: no raw HTML, pipes or line breaks from labels or model names."""
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(_md(c) for c in cells) + " |"
-
-
 def render_markdown(board: Mapping[str, Any]) -> str:
     cols = columns(board)
-    out = ["## RIMO leaderboard", "", _md_row([c[0] for c in cols]),
+    out = ["## RIMO leaderboard", "", md_row([c[0] for c in cols]),
            "| " + " | ".join("---:" if c[2] else "---" for c in cols) + " |"]
-    out += [_md_row([c[1](r) for c in cols]) for r in board["runs"]]
+    out += [md_row([c[1](r) for c in cols]) for r in board["runs"]]
     out += [""] + [f"- {n}" for n in notes(board)]
-    out += [f"- {_md(n)}" for n in left_out(board)]
+    out += [f"- {md_cell(n)}" for n in left_out(board)]
     return "\n".join(out) + "\n"
 
 

@@ -15,13 +15,13 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from rimo_eval.commands.compare.revisions import WORKSPACE, resolve
+from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_stream
 from rimo_eval.core.artifacts import VIEW_DIR
+from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.hashing import sha256_bytes
@@ -77,7 +77,7 @@ def serve(folder: Path, port: int) -> None:
             server.serve_forever()
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     out = args.out if args.out is not None else default_out(list(args.runs))
     counts = view(Path("."), list(args.runs), out,
                   parse_cutoffs(getattr(args, "cutoff", None)))

@@ -1,4 +1,4 @@
-"""One run's files for the browser, read through DVC at its revision (compare's RunFiles)."""
+"""One run's files for the browser, read through DVC at its revision (rimo_eval.commands.runs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from rimo_eval.commands.compare.revisions import Revision, RunFiles
+from rimo_eval.commands.runs import Revision, RunAt, RunFiles, open_run
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.core.artifacts import (
     JUDGE_METRICS_PATH,
@@ -19,15 +19,14 @@ from rimo_eval.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core.missing import require_outputs
 from rimo_eval.core.predictions import TEXT_COLUMNS
 from rimo_eval.core.tracks import TRACKS
 
 
 @dataclass
-class Run:
-    revision: Revision
-    metrics: dict[str, Any]
+class Run(RunAt):
+    """One run as the browser shows it."""
+
     items: dict[str, pd.DataFrame]
     predictions: dict[str, pd.DataFrame]  # without the text columns (and details: below)
     scores: dict[str, pd.DataFrame]
@@ -61,7 +60,7 @@ class Run:
             self.files = None
 
 
-def needed(revision: Revision) -> list[Path]:
+def needed() -> list[Path]:
     return [p for t in TRACKS for p in (items_path(t), predictions_path(t), scores_path(t))]
 
 
@@ -69,9 +68,7 @@ def load_run(root: Path, revision: Revision) -> Run:
     """Everything the site shows of one run, but the long texts, which it reads as it goes
     (``Run.close`` when done). A table not in the local DVC cache is an error naming every
     absent file and the ``dvc pull`` / ``dvc exp pull`` that brings it."""
-    require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
-                    only=needed(revision))
-    files = RunFiles(root, revision)
+    files = open_run(root, revision, needed())
     try:
         metrics = files.read_json(METRICS_PATH) or {}
         items = {t: files.read_parquet(items_path(t)) for t in TRACKS}

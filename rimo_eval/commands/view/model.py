@@ -20,9 +20,10 @@ from rimo_eval.commands.compare.samples import per_item, sample_count
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.markup import page_text
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
+from rimo_eval.core.flags import FLAGS_N
+from rimo_eval.core.metrics_files import interval
 from rimo_eval.core.text_quality import WARNING_RULES, text_warnings
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
-from rimo_eval.score.diagnostics import FLAGS_N
 
 # The score stage's diagnostic flags (one per row), where the scores table has them; RIMO-P's
 # (FLAGS_P) are among them.
@@ -56,9 +57,7 @@ def item_key(track: str, pid: str) -> str:
 
 
 def _interval(block: dict[str, Any], metric: str) -> list[Any] | None:
-    low, high = block.get(f"{metric}_ci_low"), block.get(f"{metric}_ci_high")
-    if low is None and metric == "accuracy":  # runs from before the uniform interval keys
-        low, high = block.get("ci_low"), block.get("ci_high")
+    low, high = interval(block, metric)  # old runs' RIMO-N accuracy keys too
     return None if low is None or high is None else [low, high]
 
 
@@ -248,9 +247,9 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
     return out
 
 
-def search_text(payload: dict[str, Any], raw: Iterable[str]) -> str:
+def search_text(raw: Iterable[str]) -> str:
     """The item's distinct words, lower case: problem and every model text, for the search."""
-    words = set()
+    words: set[str] = set()
     for text in raw:
         words.update(w.lower() for w in WORD.findall(text))
     return " ".join(sorted(words))
@@ -349,7 +348,7 @@ class Site:
             if "data_warnings" in payload:  # upstream text the view marks (and can filter)
                 entry["w"] = [w["rule"] for w in payload["data_warnings"]]
             self.index_items.append(entry)
-            self.words.append(search_text(payload, texts))
+            self.words.append(search_text(texts))
             yield payload
 
     def index(self) -> dict[str, Any]:

@@ -8,14 +8,19 @@ record batch being read and the current item's samples are (issue 20).
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from rimo_eval.core.predictions import RAW_TEXT, REASONING, TEXT_COLUMNS, join_texts
+from rimo_eval.core.predictions import (
+    RAW_TEXT,
+    REASONING,
+    TEXT_COLUMNS,
+    join_texts,
+    parse_details,
+)
 
 BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are about 12 MB
 
@@ -27,17 +32,6 @@ def plain_texts(value: Any) -> Any:
     if isinstance(value, list):
         return [v if isinstance(v, str) else None for v in value]
     return None
-
-
-def parse_details(raw: Any) -> dict[str, Any]:
-    """A ``details`` cell as a dict ({} for none or for what is not a JSON object)."""
-    if not isinstance(raw, str) or not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class DetailsCursor:
@@ -92,4 +86,4 @@ class DetailsCursor:
                 self._current[int(row["sample"])] = details
 
 
-__all__ = ["DetailsCursor", "parse_details"]
+__all__ = ["DetailsCursor"]

@@ -15,8 +15,12 @@ import math
 from collections.abc import Mapping
 from fractions import Fraction
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
+
+from rimo_eval.core.config import BootstrapParams, ScoreParams, coerce
+from rimo_eval.core.numbers import rounded
 
 # (numerator, denominator) per item; the statistic is sum(num) / sum(den) over a resample.
 Ratio = tuple[np.ndarray, np.ndarray]
@@ -95,6 +99,19 @@ def bootstrap(ratios: Mapping[str, Ratio], samples: int, seed: int, confidence: 
     return out
 
 
+def ratio(num: float, den: float) -> float | None:
+    """A rate as the artifacts store it; None for an empty denominator."""
+    return rounded(num / den) if den else None
+
+
+def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
+    """``score.bootstrap`` with its defaults (``core.config.BootstrapParams``, the one place
+    they live), as plain data: what the intervals are computed with."""
+    boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
+        BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
+    return boot.model_dump()
+
+
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar: under H0 each of the b + c discordant pairs goes either way with
     probability 1/2, so p = 2 * P(X <= min(b, c)), X ~ Binomial(b + c, 1/2), capped at 1.
@@ -108,5 +125,5 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
-__all__ = ["Interval", "Ratio", "bootstrap", "mcnemar_exact", "proportion", "wilson",
-           "wilson_bounds"]
+__all__ = ["Interval", "Ratio", "bootstrap", "bootstrap_params", "mcnemar_exact", "proportion",
+           "ratio", "wilson", "wilson_bounds"]

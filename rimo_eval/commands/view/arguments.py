@@ -1,0 +1,26 @@
+"""``rimo-eval view``'s arguments (rimo_eval.commands.arguments says why a module of its own)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rimo_eval.commands.arguments import RUN_HELP, add_cutoff
+
+PORT = 8765  # the default of --port
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="*", metavar="RUN",
+                        help=f"{RUN_HELP} (default: the workspace)")
+    parser.add_argument("--out", type=Path,
+                        help="folder of the static site (default: reports/view, the view "
+                             "stage's site, for the workspace alone; reports/views/A+B for "
+                             "named runs)")
+    add_cutoff(parser, "the unseen filter")
+    parser.add_argument("--serve", action="store_true",
+                        help="then serve the folder on 127.0.0.1 and print the URL")
+    parser.add_argument("--port", type=int, default=PORT, help="port for --serve (0: any)")
+
+
+__all__ = ["PORT", "add_arguments"]
