@@ -30,7 +30,7 @@ from rimo_eval.core.items import Item
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
-from rimo_eval.predictors.replies import read_reply
+from rimo_eval.predictors.reply_reading import read_reply
 
 
 def round_requests(predictor: ChatPredictor, items: Sequence[Item]) -> dict[str, dict[str, Any]]:
