@@ -47,13 +47,15 @@ from rimo_eval.core.chat_params import (
     OpenAIParams,
     ThinkSplit,
 )
-from rimo_eval.core.config import Section, coerce
+from rimo_eval.core.config import coerce
 from rimo_eval.core.effects import Effect, fields_marked, identity
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
+from rimo_eval.core.predictions import STATUS_ERROR, Prediction
+from rimo_eval.core.section import Section
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import extract
-from rimo_eval.predictors.base import STATUS_ERROR, Prediction, Predictor
+from rimo_eval.predictors.base import Predictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 from rimo_eval.predictors.reply_reading import USAGE_KEYS, read_reply, sum_parts
 
@@ -102,6 +104,10 @@ class ChatPredictor(Predictor, Generic[P]):
     def batched(self) -> bool:
         """A batch API run: replies come a completion window later, so no stall warning."""
         return False
+
+    def reply_budget(self) -> int | None:
+        """The most tokens a reply may have, for ``--estimate`` (None: the server's default)."""
+        return None
 
     def offline_transport(self) -> ChatTransport:
         """A transport for ``--estimate``: builds requests and keys, writes nothing."""

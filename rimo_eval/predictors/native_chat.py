@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.chat_params import NativeChatParams
-from rimo_eval.core.config import AnthropicParams, GeminiParams, Section
+from rimo_eval.core.chat_params import AnthropicParams, GeminiParams, NativeChatParams
 from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 
 N = TypeVar("N", bound=NativeChatParams)
@@ -46,6 +46,9 @@ class AnthropicPredictor(_NativePredictor[AnthropicParams]):
     def batched(self) -> bool:
         return self.params.batch.enabled
 
+    def reply_budget(self) -> int | None:
+        return self.params.max_tokens
+
     def make_transport(self) -> ChatTransport:
         if self.batched():  # Message Batches: same requests, keys and cache
             from rimo_eval.chat.batch.anthropic import AnthropicBatchTransport
@@ -63,6 +66,9 @@ class GeminiPredictor(_NativePredictor[GeminiParams]):
 
     name = "gemini"
     params_model = GeminiParams
+
+    def reply_budget(self) -> int | None:
+        return self.params.max_output_tokens
 
     def _transport(self, params: GeminiParams) -> ChatTransport:
         from rimo_eval.chat.gemini.transport import GeminiTransport  # the SDK loads late

@@ -12,9 +12,9 @@ from typing import Any
 
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.chat_params import ThinkSplit
-from rimo_eval.core.config import OpenAIParams, Section
+from rimo_eval.core.chat_params import OpenAIParams, ThinkSplit
 from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 
 
@@ -37,6 +37,9 @@ class OpenAIPredictor(ChatPredictor[OpenAIParams]):
 
     def batched(self) -> bool:
         return self.params.batch.enabled
+
+    def reply_budget(self) -> int | None:
+        return self.params.max_completion_tokens or self.params.max_tokens
 
     def make_transport(self) -> ChatTransport:
         if self.batched():  # the Batch API: same requests, keys and cache

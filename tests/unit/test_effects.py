@@ -33,6 +33,7 @@ from rimo_eval.core.effects import (
 )
 from rimo_eval.core.section import Section
 from rimo_eval.judge.chat import endpoint_identity
+from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.registry import predictor_class
 from tests.conftest import REPO_ROOT
 
@@ -100,6 +101,7 @@ def test_dvc_yaml_gives_predict_report_and_score_the_derived_keys() -> None:
 @pytest.mark.parametrize("backend", ["openai", "local", "anthropic", "gemini"])
 def test_the_fingerprint_holds_the_result_fields_and_dvc_their_keys(backend: str) -> None:
     cls = predictor_class(backend)
+    assert issubclass(cls, ChatPredictor)
     model = cls.params_model
     results = fields_marked(model, Effect.RESULT)
     content = fields_marked(model, Effect.CONTENT)
