@@ -15,6 +15,11 @@ results" from "operational" derives from the marks, never from a list of names k
 A field that holds a section is marked as a whole (``think_split: Result[ThinkSplit | None]``:
 one key, every field of it a result) or ``ByKey`` (its own fields' marks count, each its own
 key, as ``predict.openai.*``).
+
+A new key is one field with its mark. One that changes the predictions (``Result``,
+``Content``) is also added, in field order, to the predict and report params in dvc.yaml:
+tests/unit/test_effects.py fails, naming it, until it is there (and fails on a field with no
+mark).
 """
 
 from __future__ import annotations
