@@ -5,6 +5,7 @@ params dvc.yaml gives the predict, report and score stages (issue 31 §2)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,9 +50,13 @@ def walk(model: type[BaseModel], path: str) -> Iterator[tuple[str, type[BaseMode
             yield from walk(inner, f"{path}.{name}")
 
 
+@functools.cache
+def dvc_stages() -> dict[str, Any]:
+    return dict(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"])
+
+
 def dvc_params(stage: str) -> list[str]:
-    stages = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    return [k for k in stages[stage].get("params") or [] if isinstance(k, str)]
+    return [k for k in dvc_stages()[stage].get("params") or [] if isinstance(k, str)]
 
 
 def test_every_predict_and_judge_field_has_exactly_one_mark() -> None:
