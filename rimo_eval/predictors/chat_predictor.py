@@ -120,9 +120,8 @@ class ChatPredictor(Predictor, Generic[P]):
     def identity(self) -> dict[str, Any]:
         # The fields marked Result (core/effects.py): each as the file set it, else its default.
         ident = {"backend": self.name, "params": identity(self.params),
-                 "templates": template_hashes(),
-                 "protocol": PROTOCOL, "extractor": extract.VERSION, "version": __version__,
-                 **self.endpoint_identity()}
+                 "templates": template_hashes(), "protocol": PROTOCOL,
+                 "extractor": extract.VERSION, "version": __version__, **self.endpoint_identity()}
         return {**ident, "samples": self.samples} if self.samples != 1 else ident
 
     def predict(self, items: Sequence[Item]) -> list[Prediction]:
