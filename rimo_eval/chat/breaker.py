@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from rimo_eval.core.errors import StageError
 
-DEFAULT_WINDOW = 20
-
 
 class CircuitBreaker:
+    """``window``: the section's ``breaker_window`` (its default is ``EngineParams``')."""
+
     def __init__(self, window: int | None, label: str, key: str) -> None:
         self.window = window if window else 0  # 0 / None: never trips
         self.label = label

@@ -1,10 +1,9 @@
-"""What the native APIs' translations share: their settings, and chat messages for APIs with
-no system role (Anthropic's Messages, Gemini's contents)."""
+"""What the native APIs' translations share: chat messages for APIs with no system role
+(Anthropic's Messages, Gemini's contents)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 
 def split_system(system_prompt: str | None, messages: Sequence[Mapping[str, str]]
@@ -23,15 +22,3 @@ def split_system(system_prompt: str | None, messages: Sequence[Mapping[str, str]
             raise ValueError(f"unknown chat role {role!r}")
     return ("\n\n".join(system) if system else None), turns
 
-
-def with_defaults(settings: Mapping[str, Any], defaults: Mapping[str, Any], section: str
-                  ) -> dict[str, Any]:
-    """``settings`` over ``defaults``: an unknown key or a missing model is an error naming
-    ``section``."""
-    unknown = set(settings) - set(defaults)
-    if unknown:
-        raise ValueError(f"{section}: unknown keys {sorted(unknown)}")
-    merged = {**defaults, **settings}
-    if not merged["model"]:
-        raise ValueError(f"{section}.model is required")
-    return merged

@@ -24,6 +24,7 @@ from rimo_eval.chat.errors import Action, ErrorDecision, MalformedResponse, erro
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply
+from rimo_eval.core.chat_params import NativeChatParams
 
 _CONNECT_TIMEOUT_S = 10.0
 
@@ -32,7 +33,8 @@ class NativeTransport(RetryingTransport):
     """Subclasses hold the SDK client and say how a request is sent (``_call``), read
     (``_parse``) and how its failures are classified (``_classify``)."""
 
-    def __init__(self, params: Any, section: str, base_url: str, key: str) -> None:
+    def __init__(self, params: NativeChatParams, section: str, base_url: str, key: str
+                 ) -> None:
         super().__init__(section=section, base_url=base_url, max_retries=params.max_retries,
                          backoff_initial_s=params.backoff_initial_s,
                          backoff_max_s=params.backoff_max_s,

@@ -14,7 +14,6 @@ import time
 
 from tqdm import tqdm
 
-DEFAULT_STALL_WARNING_S = 120.0
 _TICK_S = 1.0
 
 

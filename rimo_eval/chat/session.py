@@ -14,6 +14,8 @@ came from (``predict.openai``, ``judge``): errors name its keys, whoever runs.
   process sends other requests; a reply that came that way counts as cached.
 * The transport's ``probe`` runs once, before the first request is sent.
 * ``CircuitBreaker`` stops the run after ``breaker_window`` transport failures in a row.
+* ``engine`` (the section's typed ``EngineParams``) gives the cache folder, the breaker's
+  window and the stall warning; the transport was built from the same section.
 * A reply is stored before anything else runs, so a kill from then on never re-sends it; new
   entries are fsynced in batches off the event loop (``cache.sync``), and once more at the end.
 * A ``StageError`` (a configuration that fails every request) cancels the other tasks and is
@@ -45,6 +47,7 @@ from rimo_eval.chat.transport import (
     TransportError,
     cache_payload,
 )
+from rimo_eval.core.chat_params import EngineParams
 from rimo_eval.core.errors import StageError
 
 T = TypeVar("T")
@@ -117,17 +120,16 @@ async def _slot_given_back() -> AsyncIterator[None]:
 class Session:
     """See the module docstring. ``total``: the calls the run will make (the progress bar)."""
 
-    def __init__(self, transport: ChatTransport, cache_dir: str | None, *, label: str,
-                 section: str, total: int, breaker_window: int | None,
-                 stall_warning_s: float | None) -> None:
+    def __init__(self, transport: ChatTransport, engine: EngineParams, *, label: str,
+                 section: str, total: int) -> None:
         self.transport, self.label, self.section = transport, label, section
-        self.cache = ResponseCache(cache_dir)
+        self.cache = ResponseCache(engine.cache_dir)
         self.leases = Leases(self.cache) if self.cache.root is not None else None
         self._waits = Waits(self.leases) if self.leases is not None else None
         self._semaphore = asyncio.Semaphore(max(1, transport.concurrency))
-        self._total, self._stall_warning_s = total, stall_warning_s
+        self._total, self._stall_warning_s = total, engine.stall_warning_s
         self.bar: Progress | None = None
-        self.breaker = CircuitBreaker(breaker_window, label, f"{section}.breaker_window")
+        self.breaker = CircuitBreaker(engine.breaker_window, label, f"{section}.breaker_window")
         self.sent: Counter[str] = Counter()  # per tag (a track, "judge")
         self.hits: Counter[str] = Counter()
         self._inflight: dict[str, asyncio.Future[ChatReply]] = {}

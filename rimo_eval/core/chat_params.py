@@ -11,19 +11,20 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
+from rimo_eval.core.effects import ByKey, Content, Cost, Operational, Removed, Result
 from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.core.shared import shared_path
 
 
 class ThinkSplit(Section):
-    enabled: bool = True
-    open: Annotated[str, Field(min_length=1)] = "<think>"
-    close: Annotated[str, Field(min_length=1)] = "</think>"
+    enabled: Result[bool] = True
+    open: Result[Annotated[str, Field(min_length=1)]] = "<think>"
+    close: Result[Annotated[str, Field(min_length=1)]] = "</think>"
 
 
 class PricePerMtok(Section):
-    input: Annotated[Number, Field(ge=0)]
-    output: Annotated[Number, Field(ge=0)]
+    input: Cost[Annotated[Number, Field(ge=0)]]
+    output: Cost[Annotated[Number, Field(ge=0)]]
 
 
 DEFAULT_RESPONSE_CACHE = ".rimo_cache/responses"
@@ -65,16 +66,17 @@ def _folder(value: str | None) -> str | None:
 class EngineParams(Section):
     """How the chat engine calls any endpoint: operational knobs, never in the fingerprint."""
 
-    timeout_s: PosNumber = 1800.0  # per request: a reasoning model may think for many minutes
-    max_retries: NonNegInt = 6
-    backoff_initial_s: Annotated[Number, Field(ge=0)] = 1.0
-    backoff_max_s: Annotated[Number, Field(ge=0)] = 60.0
-    concurrency: PosInt = 16
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE  # null: no response cache
+    # per request: a reasoning model may think for many minutes
+    timeout_s: Operational[PosNumber] = 1800.0
+    max_retries: Operational[NonNegInt] = 6
+    backoff_initial_s: Operational[Annotated[Number, Field(ge=0)]] = 1.0
+    backoff_max_s: Operational[Annotated[Number, Field(ge=0)]] = 60.0
+    concurrency: Operational[PosInt] = 16
+    cache_dir: Operational[str | None] = DEFAULT_RESPONSE_CACHE  # null: no response cache
     # Stop after this many transport failures in a row (0: never); warn when no request has
     # finished for this many seconds (null: never).
-    breaker_window: NonNegInt = 20
-    stall_warning_s: PosNumber | None = 120.0
+    breaker_window: Operational[NonNegInt] = 20
+    stall_warning_s: Operational[PosNumber | None] = 120.0
 
     @field_validator("cache_dir")
     @classmethod
@@ -86,20 +88,20 @@ class ChatParams(EngineParams):
     """An OpenAI-compatible chat endpoint and how to call it (predict.openai, judge). The
     defaults are the engine's: a key left out means this value."""
 
-    base_url: str | None = "http://127.0.0.1:8000/v1"  # null: https://api.openai.com/v1
-    model: str | None = None  # required by whoever sends (predict.openai, an enabled judge)
+    base_url: Result[str | None] = "http://127.0.0.1:8000/v1"  # null: https://api.openai.com/v1
+    model: Result[str | None] = None  # required by whoever sends (predict.openai, a judge)
     # Every sampling parameter may be null: not sent (the server's default).
-    temperature: Number | None = 0.0
-    top_p: Number | None = None
-    max_tokens: PosInt | None = None
-    max_completion_tokens: PosInt | None = None  # OpenAI reasoning models, not max_tokens
-    reasoning_effort: str | None = None  # low | medium | high, where the model takes it
-    seed: NonNegInt | None = None  # sample j is sent seed + j
+    temperature: Result[Number | None] = 0.0
+    top_p: Result[Number | None] = None
+    max_tokens: Result[PosInt | None] = None
+    max_completion_tokens: Result[PosInt | None] = None  # OpenAI reasoning models
+    reasoning_effort: Result[str | None] = None  # low | medium | high, where the model takes it
+    seed: Result[NonNegInt | None] = None  # sample j is sent seed + j
     # A leading <think>...</think> in the reply is reasoning, never the answer (null: off).
-    think_split: ThinkSplit | None = ThinkSplit()
-    extra_body: dict[str, Any] | None = Field(default_factory=dict)
-    system_prompt: str | None = None
-    api_key_env: str | None = "OPENAI_API_KEY"  # the variable's NAME, never the key
+    think_split: Result[ThinkSplit | None] = ThinkSplit()
+    extra_body: Result[dict[str, Any] | None] = Field(default_factory=dict)
+    system_prompt: Result[str | None] = None
+    api_key_env: Operational[str | None] = "OPENAI_API_KEY"  # the variable's NAME, not the key
 
     @field_validator("base_url")
     @classmethod
@@ -121,42 +123,43 @@ class MessageBatchParams(Section):
     (rimo_eval/chat/batch/anthropic.py). Operational: the replies, so the predictions, are those
     of the online path."""
 
-    enabled: bool = False
-    poll_s: PosNumber = 30.0  # between retrieves of a live batch
-    max_requests: PosInt = 100_000  # per batch (Anthropic's documented limit)
-    max_bytes: PosInt = 256_000_000  # per create request (Anthropic: 256 MB)
-    max_resubmits: NonNegInt = 2  # follow-up batches for a request not answered
-    fallback_online: bool = False  # then send it online instead of failing it
-    discount: Annotated[Number, Field(ge=0, le=1)] = 0.5  # batch price = discount x price
+    enabled: Cost[bool] = False  # the batch price applies
+    poll_s: Operational[PosNumber] = 30.0  # between retrieves of a live batch
+    max_requests: Operational[PosInt] = 100_000  # per batch (Anthropic's documented limit)
+    max_bytes: Operational[PosInt] = 256_000_000  # per create request (Anthropic: 256 MB)
+    max_resubmits: Operational[NonNegInt] = 2  # follow-up batches for a request not answered
+    fallback_online: Operational[bool] = False  # then send it online instead of failing it
+    # batch price = discount x price
+    discount: Cost[Annotated[Number, Field(ge=0, le=1)]] = 0.5
 
 
 class BatchParams(MessageBatchParams):
     """predict.openai.batch: send through the OpenAI Batch API (rimo_eval/chat/batch). Operational:
     the replies, so the predictions, are those of the online path."""
 
-    completion_window: str = "24h"
-    max_requests: PosInt = 50_000  # per batch (OpenAI's documented limit)
-    max_bytes: PosInt = 200_000_000  # per input file (OpenAI: 200 MB)
+    completion_window: Operational[str] = "24h"
+    max_requests: Operational[PosInt] = 50_000  # per batch (OpenAI's documented limit)
+    max_bytes: Operational[PosInt] = 200_000_000  # per input file (OpenAI: 200 MB)
 
 
 class OpenAIParams(ChatParams):
     # Removed in favour of predict.samples: kept here so the backend can say so by name.
-    n: PosInt | None = None
-    price_per_mtok: PricePerMtok | None = None  # {input, output} USD per million tokens
-    batch: BatchParams = BatchParams()
+    n: Removed[PosInt | None] = None
+    price_per_mtok: Cost[PricePerMtok | None] = None  # {input, output} USD per million tokens
+    batch: ByKey[BatchParams] = BatchParams()
 
 
 class NativeChatParams(EngineParams):
     """A provider's own API through its official SDK (predict.anthropic, predict.gemini): the
     keys both share. Sampling keys default to null (not sent: the model's default)."""
 
-    base_url: str | None = None  # null: the provider's public API
-    model: str | None = None  # required
-    temperature: Number | None = None
-    top_p: Number | None = None
-    system_prompt: str | None = None
-    api_key_env: str | None = None  # the variable's NAME, never the key
-    price_per_mtok: PricePerMtok | None = None  # thinking is billed as output
+    base_url: Result[str | None] = None  # null: the provider's public API
+    model: Result[str | None] = None  # required
+    temperature: Result[Number | None] = None
+    top_p: Result[Number | None] = None
+    system_prompt: Result[str | None] = None
+    api_key_env: Operational[str | None] = None  # the variable's NAME, never the key
+    price_per_mtok: Cost[PricePerMtok | None] = None  # thinking is billed as output
 
     @field_validator("base_url")
     @classmethod
@@ -168,36 +171,36 @@ class AnthropicParams(NativeChatParams):
     """predict.anthropic: the Messages API (rimo_eval/chat/anthropic/translate.py says how each
     key is sent)."""
 
-    max_tokens: PosInt = 16000  # required by the API; thinking counts against it
+    max_tokens: Result[PosInt] = 16000  # required by the API; thinking counts against it
     # {type: enabled, budget_tokens: N}, {type: adaptive} or {type: disabled}, as the API
     # documents it; null: not sent.
-    thinking: dict[str, Any] | None = None
-    effort: str | None = None  # output_config.effort, for models that take it
-    api_version: str | None = None  # the anthropic-version header; null: the SDK's
-    api_key_env: str | None = "ANTHROPIC_API_KEY"
-    batch: MessageBatchParams = MessageBatchParams()
+    thinking: Result[dict[str, Any] | None] = None
+    effort: Result[str | None] = None  # output_config.effort, for models that take it
+    api_version: Result[str | None] = None  # the anthropic-version header; null: the SDK's
+    api_key_env: Operational[str | None] = "ANTHROPIC_API_KEY"
+    batch: ByKey[MessageBatchParams] = MessageBatchParams()
 
 
 class GeminiParams(NativeChatParams):
     """predict.gemini: the Gemini API through google-genai (rimo_eval/chat/gemini/translate.py)."""
 
-    max_output_tokens: PosInt | None = None  # thinking included; null: the model's default
+    max_output_tokens: Result[PosInt | None] = None  # thinking included; null: the model's
     # {thinking_budget: N} or {thinking_level: low|high}, plus include_thoughts: true.
-    thinking_config: dict[str, Any] | None = None
-    seed: NonNegInt | None = None  # sample j is sent seed + j
-    api_key_env: str | None = "GEMINI_API_KEY"
+    thinking_config: Result[dict[str, Any] | None] = None
+    seed: Result[NonNegInt | None] = None  # sample j is sent seed + j
+    api_key_env: Operational[str | None] = "GEMINI_API_KEY"
 
 
 class LocalParams(Section):
-    model_path: str | None = None  # null: the packaged Gemma 3 270M
-    model_cache_dir: Annotated[str, Field(min_length=1)] = ".rimo_cache/models"
-    n_ctx: PosInt = 8192
-    n_threads: PosInt | None = None  # null: half the cores
-    max_tokens: PosInt = 512
-    temperature: Annotated[Number, Field(ge=0)] = 0.0
-    seed: NonNegInt = 0
-    system_prompt: str | None = None
-    cache_dir: str | None = DEFAULT_RESPONSE_CACHE
+    model_path: Content[str | None] = None  # null: the packaged Gemma 3 270M
+    model_cache_dir: Operational[Annotated[str, Field(min_length=1)]] = ".rimo_cache/models"
+    n_ctx: Result[PosInt] = 8192
+    n_threads: Operational[PosInt | None] = None  # null: half the cores
+    max_tokens: Result[PosInt] = 256  # the value params.yaml has always set
+    temperature: Result[Annotated[Number, Field(ge=0)]] = 0.0
+    seed: Result[NonNegInt] = 0
+    system_prompt: Result[str | None] = None
+    cache_dir: Operational[str | None] = DEFAULT_RESPONSE_CACHE
 
     @field_validator("cache_dir", "model_cache_dir")
     @classmethod

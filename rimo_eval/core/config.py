@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import (
@@ -41,36 +41,25 @@ from rimo_eval.core.chat_params import (
     OpenAIParams,
 )
 from rimo_eval.core.cutoff import cutoff_text
+from rimo_eval.core.effects import (
+    ByKey,
+    Content,
+    Effect,
+    Operational,
+    Result,
+    Switch,
+    key_paths,
+)
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.params_keys import nearest
 from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.core.surrogates import escaped, first_lone_surrogate, split_pair
 from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
 
+S = TypeVar("S", bound=Section)
 DEFAULT_PARAMS = PARAMS_PATH
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
 BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay", "anthropic", "gemini")
-# The predict params that change the predictions, listed by key as the predict stage's (and the
-# report's) params in dvc.yaml. The rest are operational (concurrency, timeouts, retries,
-# cache_dir, breaker, allow_errors): changing one reruns nothing. tests/e2e/test_params_by_key.py
-# holds dvc.yaml to this list.
-PREDICT_OUTPUT_KEYS = (
-    "predict.backend", "predict.limit", "predict.sample_seed", "predict.samples",
-    "predict.constant", "predict.replay.path",
-    *(f"predict.openai.{k}" for k in (
-        "base_url", "model", "temperature", "top_p", "max_tokens", "max_completion_tokens",
-        "reasoning_effort", "seed", "think_split", "extra_body", "system_prompt")),
-    *(f"predict.local.{k}" for k in (
-        "model_path", "n_ctx", "max_tokens", "temperature", "seed", "system_prompt")),
-    *(f"predict.anthropic.{k}" for k in (
-        "base_url", "model", "max_tokens", "temperature", "top_p", "system_prompt", "thinking",
-        "effort", "api_version")),
-    *(f"predict.gemini.{k}" for k in (
-        "base_url", "model", "max_output_tokens", "temperature", "top_p", "system_prompt",
-        "thinking_config", "seed")),
-)
-
-
 class FetchParams(Section):
     repo: str
     revision: str
@@ -86,12 +75,12 @@ class ValidateParams(Section):
 
 
 class ConstantParams(Section):
-    answer: str = "0"
-    solution: str = ""
+    answer: Result[str] = "0"
+    solution: Result[str] = ""
 
 
 class ReplayParams(Section):
-    path: Annotated[str, Field(min_length=1)]
+    path: Content[Annotated[str, Field(min_length=1)]]
 
 
 class OracleParams(Section):
@@ -115,20 +104,20 @@ class PredictParams(Section):
     # extra is allowed only to admit plugin sections; the validator below refuses the rest.
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-    backend: Annotated[str, Field(min_length=1)]
-    limit: NonNegInt | None = None
-    sample_seed: int = 0
-    samples: PosInt = 1
+    backend: Result[Annotated[str, Field(min_length=1)]]
+    limit: Result[NonNegInt | None] = None
+    sample_seed: Result[int] = 0
+    samples: Result[PosInt] = 1
     # The share of items that may end in an error before the stage fails (checked below, so
     # that every wrong value gets the same message).
-    allow_errors: Number = 0.05
-    local: LocalParams | None = None
-    openai: OpenAIParams | None = None
-    oracle: OracleParams | None = None
-    constant: ConstantParams | None = None
-    replay: ReplayParams | None = None
-    anthropic: AnthropicParams | None = None
-    gemini: GeminiParams | None = None
+    allow_errors: Operational[Number] = 0.05
+    local: ByKey[LocalParams | None] = None
+    openai: ByKey[OpenAIParams | None] = None
+    oracle: ByKey[OracleParams | None] = None
+    constant: Result[ConstantParams | None] = None
+    replay: ByKey[ReplayParams | None] = None
+    anthropic: ByKey[AnthropicParams | None] = None
+    gemini: ByKey[GeminiParams | None] = None
 
     @field_validator("allow_errors", mode="before")
     @classmethod
@@ -180,8 +169,8 @@ class ScoreParams(Section):
 
 
 class JudgeCalibrationParams(Section):
-    seed: int = 0
-    limit: PosInt | None = None  # null: every gradable item
+    seed: Switch[int] = 0
+    limit: Switch[PosInt | None] = None  # null: every gradable item
 
 
 JUDGE_SYSTEM_PROMPT = "You are an expert mathematician and a strict judge of proofs."
@@ -190,9 +179,19 @@ JUDGE_SYSTEM_PROMPT = "You are an expert mathematician and a strict judge of pro
 class JudgeParams(ChatParams):
     """The opt-in RIMO-P judge: a chat endpoint (the shared keys) plus its own switches."""
 
-    system_prompt: str | None = JUDGE_SYSTEM_PROMPT
-    enabled: bool = False
-    calibration: JudgeCalibrationParams = JudgeCalibrationParams()
+    system_prompt: Result[str | None] = JUDGE_SYSTEM_PROMPT
+    enabled: Switch[bool] = False
+    calibration: Switch[JudgeCalibrationParams] = JudgeCalibrationParams()
+
+
+# The predict params that change the predictions (derived from the marks, core/effects.py),
+# listed by key as the predict stage's (and the report's) params in dvc.yaml. The rest are
+# operational (concurrency, timeouts, retries, cache_dir, breaker, allow_errors) or prices:
+# changing one reruns nothing. tests/unit/test_effects.py and tests/e2e/test_params_by_key.py
+# hold dvc.yaml to this list.
+PREDICT_OUTPUT_KEYS = key_paths(PredictParams, "predict", Effect.RESULT, Effect.CONTENT)
+# The prices the score stage's cost estimate reads (score's params in dvc.yaml).
+PREDICT_COST_KEYS = key_paths(PredictParams, "predict", Effect.COST)
 
 
 class ReportParams(Section):
@@ -338,8 +337,7 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
     return parse_params(read_yaml(path), path)
 
 
-def coerce(model: type[Section], value: Section | Mapping[str, Any] | None, where: str
-           ) -> Section:
+def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
     """A section from a typed object or a plain dict (how tests call the stage functions)."""
     if isinstance(value, model):
         return value

@@ -21,19 +21,14 @@ from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import TransportError
 from rimo_eval.core.config import JudgeParams, coerce
+from rimo_eval.core.effects import identity
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.templates import Message
-
-# Knobs that change speed or robustness, never a verdict, and the judge's own switches: kept
-# out of the fingerprint.
-_NOT_IDENTITY = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
-                           "concurrency", "cache_dir", "api_key_env", "breaker_window",
-                           "stall_warning_s", "enabled", "calibration"})
 
 
 def settings(cfg: JudgeParams | Mapping[str, Any] | None) -> JudgeParams:
     """``judge.*``, typed (a plain mapping is validated here, its errors under ``judge``)."""
-    return coerce(JudgeParams, cfg, "judge")  # type: ignore[return-value]
+    return coerce(JudgeParams, cfg, "judge")
 
 
 def check(cfg: JudgeParams) -> None:
@@ -55,10 +50,10 @@ class Answer:
 
 
 def endpoint_identity(cfg: JudgeParams) -> dict[str, Any]:
-    """What answers the judge's requests, for the fingerprint (no key, no operational knobs):
-    each key as the file set it, else its default."""
-    merged = {**JudgeParams().model_dump(), **cfg.as_dict()}
-    return {k: v for k, v in merged.items() if k not in _NOT_IDENTITY}
+    """What answers the judge's requests, for the fingerprint: the fields marked ``Result``
+    (core/effects.py; no key, no operational knob, not the judge's own switches), each as the
+    file set it, else its default."""
+    return identity(cfg)
 
 
 def ask_all(cfg: JudgeParams, conversations: Sequence[list[Message]],
@@ -70,9 +65,8 @@ def ask_all(cfg: JudgeParams, conversations: Sequence[list[Message]],
 
 async def _ask_all(cfg: JudgeParams, conversations: list[list[Message]], label: str
                    ) -> list[Answer]:
-    session = Session(OpenAITransport(cfg, "judge"), cfg.cache_dir, label=label,
-                      section="judge", total=len(conversations),
-                      breaker_window=cfg.breaker_window, stall_warning_s=cfg.stall_warning_s)
+    session = Session(OpenAITransport(cfg, "judge"), cfg, label=label, section="judge",
+                      total=len(conversations))
     errors = 0
 
     async def one(messages: list[Message]) -> Answer:

@@ -30,10 +30,11 @@ from rimo_eval.core.items import Item
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
-from rimo_eval.predictors.replies import read_reply
+from rimo_eval.predictors.reply_reading import read_reply
 
 
-def round_requests(predictor: ChatPredictor, items: Sequence[Item]) -> dict[str, dict[str, Any]]:
+def round_requests(predictor: ChatPredictor[Any], items: Sequence[Item]
+                   ) -> dict[str, dict[str, Any]]:
     """The next round: cache key -> cache payload of every request not cached whose earlier
     parts are (the same walk as the protocol's, over the cache only)."""
     if predictor.params.cache_dir is None:
@@ -57,11 +58,11 @@ def round_requests(predictor: ChatPredictor, items: Sequence[Item]) -> dict[str,
                 if reply is None:
                     wanted[key] = payload
                     break
-                proved.append(read_reply(reply, key, predictor.think).text.strip())
+                proved.append(read_reply(reply, key, predictor.think_split()).text.strip())
     return wanted
 
 
-def export_batch(predictor: ChatPredictor, items: Sequence[Item], path: Path) -> str:
+def export_batch(predictor: ChatPredictor[Any], items: Sequence[Item], path: Path) -> str:
     wanted = round_requests(predictor, items)
     write_bytes(path, b"".join(batch_line(k, wanted[k]["request"]) for k in sorted(wanted)))
     if not wanted:
@@ -70,7 +71,7 @@ def export_batch(predictor: ChatPredictor, items: Sequence[Item], path: Path) ->
             f"--model MODEL`, then `rimo-eval predict --import-batch OUT`")
 
 
-def import_batch(predictor: ChatPredictor, items: Sequence[Item], path: Path) -> str:
+def import_batch(predictor: ChatPredictor[Any], items: Sequence[Item], path: Path) -> str:
     wanted = round_requests(predictor, items)
     try:
         raw = path.read_bytes().splitlines()

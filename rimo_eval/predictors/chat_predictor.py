@@ -22,7 +22,7 @@ progress bar):
   ``error``; a transport raises ``StageError`` for configuration failures that would fail every
   item, and that stops the stage. Failing fast is the session's (``rimo_eval.chat.session``).
 
-The reading of a reply (reasoning apart, extraction status, usage) is ``replies``. Details
+The reading of a reply (reasoning apart, extraction status, usage) is ``reply_reading``. Details
 are a pure function of the (cached) replies, so re-running over a warm cache writes
 byte-identical predictions; run facts (requests sent, cache hits) go to ``run_stats``.
 """
@@ -32,55 +32,82 @@ from __future__ import annotations
 import sys
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, Generic, TypeVar
 
 from rimo_eval import __version__
-from rimo_eval.chat.breaker import DEFAULT_WINDOW
-from rimo_eval.chat.progress import DEFAULT_STALL_WARNING_S
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import ChatTransport, TransportError
-from rimo_eval.core.chat_params import ChatParams, LocalParams, ThinkSplit
-from rimo_eval.core.config import Section, coerce
+from rimo_eval.core.chat_params import (
+    AnthropicParams,
+    ChatParams,
+    EngineParams,
+    GeminiParams,
+    LocalParams,
+    NativeChatParams,
+    OpenAIParams,
+    ThinkSplit,
+)
+from rimo_eval.core.config import coerce
+from rimo_eval.core.effects import Effect, fields_marked, identity
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
+from rimo_eval.core.predictions import STATUS_ERROR, Prediction
+from rimo_eval.core.section import Section
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import extract
-from rimo_eval.predictors.base import STATUS_ERROR, Prediction, Predictor
+from rimo_eval.predictors.base import Predictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
-from rimo_eval.predictors.replies import USAGE_KEYS, read_reply, sum_parts
+from rimo_eval.predictors.reply_reading import USAGE_KEYS, read_reply, sum_parts
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
 
 
-# Knobs that change speed or robustness, never a reply: kept out of the fingerprint.
-OPERATIONAL_KEYS = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
-                              "concurrency", "cache_dir", "api_key_env", "n_threads",
-                              "model_cache_dir", "model_path", "price_per_mtok",
-                              "breaker_window", "stall_warning_s", "batch"})
+# A chat backend's section: an endpoint's (openai, anthropic, gemini) or the local model's.
+P = TypeVar("P", bound=ChatParams | NativeChatParams | LocalParams)
+# The keys of those sections kept out of the fingerprint (not marked ``Result``: operational
+# knobs, prices, model files fingerprinted by content, removed keys), derived from the marks.
+OPERATIONAL_KEYS = frozenset().union(*(
+    frozenset(m.model_fields) - fields_marked(m, Effect.RESULT)
+    for m in (OpenAIParams, AnthropicParams, GeminiParams, LocalParams)))
 
 
 # --------------------------------------------------------------------------------------------
 # The engine
 # --------------------------------------------------------------------------------------------
-class ChatPredictor(Predictor):
+class ChatPredictor(Predictor, Generic[P]):
     """Shared engine. Subclasses name their typed section (``params_model``) and build their
     transport from it."""
 
-    params_model: ClassVar[type[ChatParams | LocalParams]]
+    params_model: type[P]
 
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         self.section = f"predict.{self.name}"
         # A typed section from the CLI, or a dict (tests, plugins' callers) validated here.
-        self.params: Any = coerce(self.params_model, config, self.section)
-        # What the fingerprint sees: each key as the file set it, else its default.
-        self.settings = {**self.params_model().model_dump(), **self.params.as_dict()}
-        self.settings.pop("n", None)  # only ever None: set, the backend refuses it
-        self.think: ThinkSplit | None = getattr(self.params, "think_split", None)
+        self.params: P = coerce(self.params_model, config, self.section)
         self.run_stats: dict[str, Any] = {}
 
     @abstractmethod
     def make_transport(self) -> ChatTransport: ...
+
+    def engine(self) -> EngineParams:
+        """How the engine runs the calls (the ``Session``'s settings): the section itself,
+        where it is an endpoint's (``EngineParams``)."""
+        if not isinstance(self.params, EngineParams):
+            raise TypeError(f"{type(self).__name__} must say its engine settings (engine())")
+        return self.params
+
+    def think_split(self) -> ThinkSplit | None:
+        """The leading think block taken off each reply (None: the reply as it came)."""
+        return None
+
+    def batched(self) -> bool:
+        """A batch API run: replies come a completion window later, so no stall warning."""
+        return False
+
+    def reply_budget(self) -> int | None:
+        """The most tokens a reply may have, for ``--estimate`` (None: the server's default)."""
+        return None
 
     def offline_transport(self) -> ChatTransport:
         """A transport for ``--estimate``: builds requests and keys, writes nothing."""
@@ -91,10 +118,10 @@ class ChatPredictor(Predictor):
         return {}
 
     def identity(self) -> dict[str, Any]:
-        params = {k: v for k, v in self.settings.items() if k not in OPERATIONAL_KEYS}
-        ident = {"backend": self.name, "params": params, "templates": template_hashes(),
-                 "protocol": PROTOCOL, "extractor": extract.VERSION, "version": __version__,
-                 **self.endpoint_identity()}
+        # The fields marked Result (core/effects.py): each as the file set it, else its default.
+        ident = {"backend": self.name, "params": identity(self.params),
+                 "templates": template_hashes(), "protocol": PROTOCOL,
+                 "extractor": extract.VERSION, "version": __version__, **self.endpoint_identity()}
         return {**ident, "samples": self.samples} if self.samples != 1 else ident
 
     def predict(self, items: Sequence[Item]) -> list[Prediction]:
@@ -106,23 +133,17 @@ class ChatPredictor(Predictor):
             if item.track not in (TRACK_N, TRACK_P):
                 raise StageError(f"{item.problem_id}: unknown track {item.track!r}")
         label = f"predict[{self.name}]"
-        session = Session(self.make_transport(), self.params.cache_dir, label=label,
-                          section=self.section, total=calls_needed(items, self.samples),
-                          breaker_window=getattr(self.params, "breaker_window", DEFAULT_WINDOW),
-                          stall_warning_s=None if _batched(self.params) else getattr(
-                              self.params, "stall_warning_s", DEFAULT_STALL_WARNING_S))
+        engine = self.engine()
+        if self.batched():
+            engine = engine.model_copy(update={"stall_warning_s": None})
+        session = Session(self.make_transport(), engine, label=label, section=self.section,
+                          total=calls_needed(items, self.samples))
         protocol = _Protocol(self, session)
         try:
             async with session:
                 return await protocol.all(items)
         finally:
             self.run_stats = _run_stats(session, protocol, len(items), self.samples)
-
-
-def _batched(params: Any) -> bool:
-    """A Batch API run: replies come a completion window later, so no stall warning."""
-    batch = getattr(params, "batch", None)
-    return bool(batch is not None and batch.enabled)
 
 
 def _run_stats(session: Session, protocol: _Protocol, items: int, samples: int
@@ -145,10 +166,10 @@ def calls_needed(items: Iterable[Item], samples: int = 1) -> int:
 class _Protocol:
     """One ``predict`` call: the RIMO-N and RIMO-P protocol over one engine session."""
 
-    def __init__(self, predictor: ChatPredictor, session: Session) -> None:
+    def __init__(self, predictor: ChatPredictor[Any], session: Session) -> None:
         self.session = session
         self.samples = predictor.samples
-        self.think = predictor.think
+        self.think = predictor.think_split()
         self.system_prompt: str | None = predictor.params.system_prompt
         self.spool = predictor.spool
         self.errors = 0

@@ -60,10 +60,9 @@ def prompt_tokens(messages: list[dict[str, str]]) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
+def estimate(predictor: ChatPredictor[Any], items: Sequence[Item]) -> Estimate:
     params = predictor.params
-    budget = (getattr(params, "max_completion_tokens", None) or getattr(params, "max_tokens", None)
-              or getattr(params, "max_output_tokens", None))  # Gemini's name for it
+    budget = predictor.reply_budget()
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
     cache = ResponseCache(params.cache_dir, readonly=True)
@@ -87,7 +86,7 @@ def estimate(predictor: ChatPredictor, items: Sequence[Item]) -> Estimate:
                         _add(track, messages, cached=False)
                     proved.append(filler)
                 else:
-                    proved.append(split_reply(reply, predictor.think)[1].strip())
+                    proved.append(split_reply(reply, predictor.think_split())[1].strip())
     cache.close()
     return est
 

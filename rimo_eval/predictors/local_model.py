@@ -15,18 +15,27 @@ from typing import Any
 
 from rimo_eval.chat.llama.transport import LlamaTransport, load_llama_cpp, locate_model
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.config import LocalParams, Section
+from rimo_eval.core.chat_params import EngineParams, LocalParams
+from rimo_eval.core.section import Section
 from rimo_eval.core.shared import shared_path
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 
 
-class LocalModelPredictor(ChatPredictor):
+class LocalModelPredictor(ChatPredictor[LocalParams]):
     name = "local"
     params_model = LocalParams
 
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         self._model: tuple[Path, str] | None = None
+
+    def engine(self) -> EngineParams:
+        # In process: nothing to time out or retry; the engine's breaker and stall warning
+        # at their defaults, the response cache where predict.local.cache_dir says.
+        return EngineParams(cache_dir=self.params.cache_dir)
+
+    def reply_budget(self) -> int | None:
+        return self.params.max_tokens
 
     def model(self) -> tuple[Path, str]:
         if self._model is None:

@@ -9,15 +9,18 @@ a ``<think>`` written into the answer text stays answer text.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.config import AnthropicParams, GeminiParams, Section
+from rimo_eval.core.chat_params import AnthropicParams, GeminiParams, NativeChatParams
 from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 
+N = TypeVar("N", bound=NativeChatParams)
 
-class _NativePredictor(ChatPredictor):
+
+class _NativePredictor(ChatPredictor[N]):
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         if not self.params.model:
@@ -30,34 +33,43 @@ class _NativePredictor(ChatPredictor):
     def make_transport(self) -> ChatTransport:
         return self._transport(self.params)
 
-    def _transport(self, params: Any) -> ChatTransport:
+    def _transport(self, params: N) -> ChatTransport:
         raise NotImplementedError
 
 
-class AnthropicPredictor(_NativePredictor):
+class AnthropicPredictor(_NativePredictor[AnthropicParams]):
     """``predict.backend: anthropic`` - Claude through the Messages API."""
 
     name = "anthropic"
     params_model = AnthropicParams
 
+    def batched(self) -> bool:
+        return self.params.batch.enabled
+
+    def reply_budget(self) -> int | None:
+        return self.params.max_tokens
+
     def make_transport(self) -> ChatTransport:
-        if self.params.batch.enabled:  # Message Batches: same requests, keys and cache
+        if self.batched():  # Message Batches: same requests, keys and cache
             from rimo_eval.chat.batch.anthropic import AnthropicBatchTransport
 
             return AnthropicBatchTransport(self.params, self.section)
         return self._transport(self.params)
 
-    def _transport(self, params: Any) -> ChatTransport:
+    def _transport(self, params: AnthropicParams) -> ChatTransport:
         from rimo_eval.chat.anthropic.transport import AnthropicTransport  # the SDK loads late
         return AnthropicTransport(params, self.section)
 
 
-class GeminiPredictor(_NativePredictor):
+class GeminiPredictor(_NativePredictor[GeminiParams]):
     """``predict.backend: gemini`` - Gemini through the Gemini API (google-genai)."""
 
     name = "gemini"
     params_model = GeminiParams
 
-    def _transport(self, params: Any) -> ChatTransport:
+    def reply_budget(self) -> int | None:
+        return self.params.max_output_tokens
+
+    def _transport(self, params: GeminiParams) -> ChatTransport:
         from rimo_eval.chat.gemini.transport import GeminiTransport  # the SDK loads late
         return GeminiTransport(params, self.section)

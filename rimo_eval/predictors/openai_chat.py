@@ -12,12 +12,13 @@ from typing import Any
 
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.config import OpenAIParams, Section
+from rimo_eval.core.chat_params import OpenAIParams, ThinkSplit
 from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 
 
-class OpenAIPredictor(ChatPredictor):
+class OpenAIPredictor(ChatPredictor[OpenAIParams]):
     """``predict.backend: openai`` - any OpenAI-compatible chat-completions server."""
 
     name = "openai"
@@ -31,8 +32,17 @@ class OpenAIPredictor(ChatPredictor):
         if not self.params.model:
             raise ConfigError(f"params.yaml: {self.section}.model must name the served model")
 
+    def think_split(self) -> ThinkSplit | None:
+        return self.params.think_split
+
+    def batched(self) -> bool:
+        return self.params.batch.enabled
+
+    def reply_budget(self) -> int | None:
+        return self.params.max_completion_tokens or self.params.max_tokens
+
     def make_transport(self) -> ChatTransport:
-        if self.params.batch.enabled:  # the Batch API: same requests, keys and cache
+        if self.batched():  # the Batch API: same requests, keys and cache
             # Imported here: it loads the official openai client, which an online run of
             # this backend never needs (tests/engine/test_openai_http.py).
             from rimo_eval.chat.batch.openai import OpenAIBatchTransport

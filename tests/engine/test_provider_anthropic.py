@@ -21,18 +21,25 @@ import httpx2
 import pytest
 
 from rimo_eval.chat.anthropic.translate import (
-    DEFAULTS,
     classify_error,
     create_kwargs,
     parse_message,
 )
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s
+from rimo_eval.core.chat_params import AnthropicParams
+from rimo_eval.core.config import coerce
+from rimo_eval.core.errors import ConfigError
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_provider import Reply
 
 KEY = "sk-ant-test-0123456789abcdef"
 BASE = {"model": "claude-fake", "max_tokens": 4096}
 THINKING = {**BASE, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+
+
+def section(settings: Mapping[str, Any]) -> AnthropicParams:
+    """predict.anthropic, typed, as the transport gets it."""
+    return coerce(AnthropicParams, settings, "predict.anthropic")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +67,8 @@ def call(fake: FakeAnthropic, prompt: str, settings: Mapping[str, Any] = BASE,
          messages: list[dict[str, str]] | None = None, **client_kw: Any
          ) -> tuple[dict[str, Any] | None, ErrorDecision | None]:
     """One request as the transport will send it: (parsed reply, None) or (None, decision)."""
-    kwargs = create_kwargs(settings, messages or [{"role": "user", "content": prompt}])
+    kwargs = create_kwargs(section(settings),
+                           messages or [{"role": "user", "content": prompt}])
 
     async def go() -> tuple[dict[str, Any] | None, ErrorDecision | None]:
         async with client(fake, **client_kw) as c:
@@ -291,7 +299,7 @@ def test_long_non_streamed_replies_need_an_explicit_timeout(fake: FakeAnthropic)
 
     async def default_timeout() -> None:
         async with anthropic.AsyncAnthropic(base_url=fake.base_url, api_key=KEY) as c:
-            await c.messages.create(**create_kwargs(settings, [{"role": "user",
+            await c.messages.create(**create_kwargs(section(settings), [{"role": "user",
                                                                 "content": "x"}]))
 
     with pytest.raises(ValueError, match="Streaming is required"):
@@ -303,19 +311,20 @@ def test_long_non_streamed_replies_need_an_explicit_timeout(fake: FakeAnthropic)
 def test_kwargs_are_plain_deterministic_and_checked() -> None:
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
                 {"role": "user", "content": "q2"}]
-    first = create_kwargs(THINKING, messages)
-    assert json.dumps(first, sort_keys=True) == json.dumps(create_kwargs(THINKING, messages),
-                                                           sort_keys=True)
+    first = create_kwargs(section(THINKING), messages)
+    assert json.dumps(first, sort_keys=True) == json.dumps(
+        create_kwargs(section(THINKING), messages), sort_keys=True)
     assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]
     assert "extra_body" not in first and "extra_headers" not in first
-    assert set(DEFAULTS) >= {"model", "max_tokens", "temperature", "top_p", "system_prompt",
-                             "thinking"}
-    with pytest.raises(ValueError, match="unknown keys"):
-        create_kwargs({**BASE, "seed": 1}, messages)
-    with pytest.raises(ValueError, match="max_tokens"):
-        create_kwargs({**BASE, "max_tokens": None}, messages)
+    assert set(AnthropicParams.model_fields) >= {"model", "max_tokens", "temperature", "top_p",
+                                                 "system_prompt", "thinking"}
+    # The typed section refuses what the Messages API would (issue 31: translate takes it).
+    with pytest.raises(ConfigError, match=r"predict\.anthropic\.seed: unknown key"):
+        create_kwargs(section({**BASE, "seed": 1}), messages)
+    with pytest.raises(ConfigError, match="max_tokens"):
+        create_kwargs(section({**BASE, "max_tokens": None}), messages)
     with pytest.raises(ValueError, match="model is required"):
-        create_kwargs({"max_tokens": 5}, messages)
+        create_kwargs(section({"max_tokens": 5}), messages)
 
 
 _CLIENT = """

@@ -16,11 +16,13 @@ from google.genai import types
 
 from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.gemini.translate import (
-    DEFAULTS,
     classify_error,
     generate_kwargs,
     parse_response,
 )
+from rimo_eval.core.chat_params import GeminiParams
+from rimo_eval.core.config import coerce
+from rimo_eval.core.errors import ConfigError
 from tests.fake_gemini import FakeGemini
 from tests.fake_provider import Reply
 
@@ -31,6 +33,11 @@ PATH = "/v1beta/models/gemini-fake:generateContent"
 # google-genai 3.6.1 subclasses aiohttp.ClientSession, which aiohttp 3.14 frowns upon.
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
+
+
+def section(settings: Mapping[str, Any]) -> GeminiParams:
+    """predict.gemini, typed, as the transport gets it."""
+    return coerce(GeminiParams, settings, "predict.gemini")
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +66,8 @@ def call(fake: FakeGemini, prompt: str, settings: Mapping[str, Any] = BASE,
          messages: list[dict[str, str]] | None = None, sample: int = 0, key: str = KEY,
          **options: Any) -> tuple[dict[str, Any] | None, ErrorDecision | None]:
     """One request as the transport will send it: (parsed reply, None) or (None, decision)."""
-    kwargs = generate_kwargs(settings, messages or [{"role": "user", "content": prompt}],
-                             sample)
+    kwargs = generate_kwargs(section(settings),
+                             messages or [{"role": "user", "content": prompt}], sample)
 
     async def go() -> tuple[dict[str, Any] | None, ErrorDecision | None]:
         c = client(fake, key, **options)
@@ -285,14 +292,16 @@ def test_sdk_default_api_version_is_v1(fake: FakeGemini) -> None:
 
 def test_kwargs_are_plain_deterministic_and_checked() -> None:
     messages = [{"role": "user", "content": "q"}]
-    first = generate_kwargs({**THOUGHTS, "seed": 3}, messages, sample=2)
+    first = generate_kwargs(section({**THOUGHTS, "seed": 3}), messages, sample=2)
     assert json.dumps(first, sort_keys=True) == json.dumps(
-        generate_kwargs({**THOUGHTS, "seed": 3}, messages, sample=2), sort_keys=True)
+        generate_kwargs(section({**THOUGHTS, "seed": 3}), messages, sample=2), sort_keys=True)
     assert first["config"]["seed"] == 5 and first["config"]["automatic_continuation"] is False
-    assert "seed" not in generate_kwargs(BASE, messages, sample=2)["config"]
-    assert set(DEFAULTS) >= {"model", "max_output_tokens", "temperature", "top_p",
-                             "system_prompt", "thinking_config", "seed"}
+    assert "seed" not in generate_kwargs(section(BASE), messages, sample=2)["config"]
+    assert set(GeminiParams.model_fields) >= {"model", "max_output_tokens", "temperature",
+                                              "top_p", "system_prompt", "thinking_config",
+                                              "seed"}
     with pytest.raises(ValueError, match="thinking_config takes only"):
-        generate_kwargs({**BASE, "thinking_config": {"budget": 5}}, messages)
-    with pytest.raises(ValueError, match="unknown keys"):
-        generate_kwargs({**BASE, "max_tokens": 5}, messages)
+        generate_kwargs(section({**BASE, "thinking_config": {"budget": 5}}), messages)
+    # The typed section refuses an unknown key (issue 31: translate takes it).
+    with pytest.raises(ConfigError, match=r"predict\.gemini\.max_tokens: unknown key"):
+        generate_kwargs(section({**BASE, "max_tokens": 5}), messages)

@@ -33,6 +33,7 @@ from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.session import Session
 from rimo_eval.chat.transport import ChatReply, ChatTransport, cache_payload
+from rimo_eval.core.chat_params import EngineParams
 from rimo_eval.core.errors import StageError
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cache import payload, response
@@ -160,8 +161,8 @@ class Gated(ChatTransport):
 
 
 def session(transport: ChatTransport, root: Path, total: int) -> Session:
-    return Session(transport, str(root), label="t", section="t", total=total,
-                   breaker_window=None, stall_warning_s=None)
+    engine = EngineParams(cache_dir=str(root), breaker_window=0, stall_warning_s=None)
+    return Session(transport, engine, label="t", section="t", total=total)
 
 
 async def ask(s: Session, prompt: str) -> ChatReply:

@@ -6,7 +6,7 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over
 - How it plugs in. The transport (``transport.py``, a ``ChatTransport``) holds one
   ``anthropic.AsyncAnthropic(api_key=...,
   base_url=..., max_retries=0, timeout=httpx2.Timeout(timeout_s, connect=10))`` and does
-  ``request(messages, sample) -> create_kwargs(settings, messages)`` (the cache key hashes that
+  ``request(messages, sample) -> create_kwargs(params, messages)`` (the cache key hashes that
   dict, plus the sample index: the API takes no seed, so k samples are k identical requests),
   ``send -> parse_message(await client.messages.create(**kwargs))``, and on an exception
   ``classify_error(exc, kwargs)``, mapping its ``action`` onto the engine's errors: ``retry``
@@ -40,28 +40,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s, retryable_status
-from rimo_eval.chat.messages import split_system, with_defaults
+from rimo_eval.chat.messages import split_system
+from rimo_eval.core.chat_params import AnthropicParams
 
 PARAMS_SECTION = "predict.anthropic"
-
-# Every setting and its default; ``None`` is "not sent" (the API's default). ``max_tokens``
-# is required by the API (https://platform.claude.com/docs/en/api/messages).
-DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "max_tokens": 16000,
-    "temperature": None,
-    "top_p": None,
-    "system_prompt": None,
-    # {type: enabled, budget_tokens: N} (1024 <= N < max_tokens), {type: adaptive} or
-    # {type: disabled}, passed through as the API documents it
-    # (https://platform.claude.com/docs/en/build-with-claude/extended-thinking).
-    "thinking": None,
-    # output_config.effort (low | medium | high | xhigh | max), for models that take it
-    # with adaptive thinking (https://platform.claude.com/docs/en/build-with-claude/effort).
-    "effort": None,
-    "api_version": None,  # the anthropic-version header; None: the SDK's (2026-10-21)
-}
-_SAMPLING = ("temperature", "top_p")
 
 # stop_reason -> the engine's finish reasons (those of OpenAI chat completions: "stop",
 # "length", "content_filter", "tool_calls"), from the Message object's stop_reason
@@ -78,37 +60,41 @@ FINISH_REASONS = {
 }
 
 
-def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    merged = with_defaults(settings, DEFAULTS, PARAMS_SECTION)
-    if not isinstance(merged["max_tokens"], int) or merged["max_tokens"] < 1:
-        raise ValueError(f"{PARAMS_SECTION}.max_tokens must be a positive integer "
-                         "(the Messages API requires it)")
-    return merged
-
-
-def create_kwargs(settings: Mapping[str, Any],
+def create_kwargs(params: AnthropicParams,
                   messages: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """The keyword arguments of ``client.messages.create`` for chat ``messages``.
+    """The keyword arguments of ``client.messages.create`` for chat ``messages``, from the
+    typed section (its defaults are the keys left out; ``None`` is "not sent": the API's
+    default; ``max_tokens`` is required by the API,
+    https://platform.claude.com/docs/en/api/messages).
 
     ``messages`` are ``{"role": "system"|"user"|"assistant", "content": str}``. System
     messages, after ``system_prompt``, become the top-level ``system`` string (the Messages
     API has no system role). A plain, JSON-able dict: the cache key hashes it.
+
+    ``thinking`` ({type: enabled, budget_tokens: N} with 1024 <= N < max_tokens, {type:
+    adaptive} or {type: disabled}) is passed through as the API documents it
+    (https://platform.claude.com/docs/en/build-with-claude/extended-thinking); ``effort`` is
+    output_config.effort (low | medium | high | xhigh | max), for models that take it with
+    adaptive thinking (https://platform.claude.com/docs/en/build-with-claude/effort);
+    ``api_version`` the anthropic-version header (None: the SDK's, 2026-10-21).
     """
-    s = _settings(settings)
-    system, turns = split_system(s["system_prompt"], messages)
-    kwargs: dict[str, Any] = {"model": s["model"], "max_tokens": s["max_tokens"],
+    if not params.model:
+        raise ValueError(f"{PARAMS_SECTION}.model is required")
+    system, turns = split_system(params.system_prompt, messages)
+    kwargs: dict[str, Any] = {"model": params.model, "max_tokens": params.max_tokens,
                               "messages": [{"role": r, "content": c} for r, c in turns]}
     if system:
         kwargs["system"] = system
-    if s["thinking"] is not None:
-        kwargs["thinking"] = dict(s["thinking"])
-    if s["effort"] is not None:
-        kwargs["output_config"] = {"effort": s["effort"]}
-    extra = {k: s[k] for k in _SAMPLING if s[k] is not None}
+    if params.thinking is not None:
+        kwargs["thinking"] = dict(params.thinking)
+    if params.effort is not None:
+        kwargs["output_config"] = {"effort": params.effort}
+    sampling = {"temperature": params.temperature, "top_p": params.top_p}
+    extra = {k: v for k, v in sampling.items() if v is not None}
     if extra:
         kwargs["extra_body"] = extra
-    if s["api_version"] is not None:
-        kwargs["extra_headers"] = {"anthropic-version": str(s["api_version"])}
+    if params.api_version is not None:
+        kwargs["extra_headers"] = {"anthropic-version": str(params.api_version)}
     return kwargs
 
 

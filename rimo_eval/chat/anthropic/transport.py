@@ -31,7 +31,7 @@ class AnthropicTransport(NativeTransport):
         base_url = (params.base_url or ANTHROPIC_BASE_URL).rstrip("/")
         key = resolve_api_key(params.api_key_env, base_url, section)
         super().__init__(params, section, base_url, key)
-        self._settings = {k: getattr(params, k) for k in translate.DEFAULTS}
+        self._params = params
         self._client = anthropic.AsyncAnthropic(
             api_key=key, base_url=base_url, max_retries=0,
             timeout=httpx2.Timeout(self._timeout_s, connect=self._connect_s))
@@ -40,7 +40,7 @@ class AnthropicTransport(NativeTransport):
         return {"transport": "anthropic-messages", "base_url": self.base_url}
 
     def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
-        return translate.create_kwargs(self._settings, messages)
+        return translate.create_kwargs(self._params, messages)
 
     async def _call(self, request: dict[str, Any]) -> Any:
         return await self._client.messages.create(**request)

@@ -37,6 +37,7 @@ from rimo_eval.chat.batch.records import BatchRecord, RecordStore
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError
+from rimo_eval.core.chat_params import AnthropicParams, OpenAIParams
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.core.shared import shared_path
 
@@ -67,8 +68,8 @@ class BatchRounds(ChatTransport):
     concurrency = 1_000_000  # every chain in flight at once: a round is one batch
     first_state = "uploading"  # a new record's state (what a kill then leaves)
 
-    def __init__(self, online: RetryingTransport, params: Any, section: str, root: Path
-                 ) -> None:
+    def __init__(self, online: RetryingTransport, params: OpenAIParams | AnthropicParams,
+                 section: str, root: Path) -> None:
         if params.cache_dir is None:
             raise ConfigError(f"params.yaml: {section}.batch needs {section}.cache_dir (the "
                               "batch records and replies live there)")

@@ -7,7 +7,7 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over
   ``genai.Client(api_key=...,
   http_options=types.HttpOptions(base_url=..., api_version="v1beta", timeout=ms,
   retry_options=types.HttpRetryOptions(attempts=1)))`` and does ``request(messages, sample) ->
-  generate_kwargs(settings, messages, sample)`` (the cache key hashes that dict; sample j is
+  generate_kwargs(params, messages, sample)`` (the cache key hashes that dict; sample j is
   sent ``seed + j`` when a seed is set, as the openai backend does), ``send ->
   parse_response(await client.aio.models.generate_content(**kwargs))``, and on an exception
   ``classify_error(exc, kwargs)``, mapping its ``action`` onto the engine's errors: ``retry``
@@ -38,24 +38,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s, retryable_status
-from rimo_eval.chat.messages import split_system, with_defaults
+from rimo_eval.chat.messages import split_system
+from rimo_eval.core.chat_params import GeminiParams
 
 PARAMS_SECTION = "predict.gemini"
 
-# Every setting and its default; ``None`` is "not sent" (the model's default). Fields of
-# GenerateContentConfig (https://ai.google.dev/api/generate-content#generationconfig).
-DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "max_output_tokens": None,
-    "temperature": None,
-    "top_p": None,
-    "system_prompt": None,
-    # {thinking_budget: N} or {thinking_level: low|high|...}, and include_thoughts: true to
-    # receive the thought parts (https://ai.google.dev/gemini-api/docs/generate-content/thinking).
-    "thinking_config": None,
-    "seed": None,
-}
-_CONFIG_KEYS = ("max_output_tokens", "temperature", "top_p", "seed")
 _THINKING_KEYS = {"thinking_budget", "thinking_level", "include_thoughts"}
 
 # finishReason -> the engine's finish reasons ("stop", "length", "content_filter", ...), from
@@ -68,37 +55,39 @@ BLOCKED = {"SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT"
            "ESCALATION", "PUP_LIMITED_DISABLED"}
 
 
-def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    merged = with_defaults(settings, DEFAULTS, PARAMS_SECTION)
-    thinking = merged["thinking_config"]
-    if thinking is not None and (not isinstance(thinking, Mapping)
-                                 or set(thinking) - _THINKING_KEYS):
-        raise ValueError(f"{PARAMS_SECTION}.thinking_config takes only "
-                         f"{sorted(_THINKING_KEYS)}")
-    return merged
-
-
-def generate_kwargs(settings: Mapping[str, Any], messages: Sequence[Mapping[str, str]],
+def generate_kwargs(params: GeminiParams, messages: Sequence[Mapping[str, str]],
                     sample: int = 0) -> dict[str, Any]:
-    """The keyword arguments of ``client.models.generate_content`` for chat ``messages``.
+    """The keyword arguments of ``client.models.generate_content`` for chat ``messages``, from
+    the typed section (``None`` is "not sent": the model's default). ``max_output_tokens``,
+    ``temperature``, ``top_p`` and ``seed`` are fields of GenerateContentConfig
+    (https://ai.google.dev/api/generate-content#generationconfig); ``thinking_config`` is
+    {thinking_budget: N} or {thinking_level: low|high|...}, and include_thoughts: true to
+    receive the thought parts (https://ai.google.dev/gemini-api/docs/generate-content/thinking).
 
     System messages, after ``system_prompt``, become ``config.system_instruction``; user
     and assistant turns become ``contents`` with roles ``user`` and ``model``
     (https://ai.google.dev/api/caching#Content). A plain, JSON-able dict (the cache key).
     """
-    s = _settings(settings)
-    system, turns = split_system(s["system_prompt"], messages)
+    if not params.model:
+        raise ValueError(f"{PARAMS_SECTION}.model is required")
+    thinking = params.thinking_config
+    if thinking is not None and set(thinking) - _THINKING_KEYS:
+        raise ValueError(f"{PARAMS_SECTION}.thinking_config takes only "
+                         f"{sorted(_THINKING_KEYS)}")
+    system, turns = split_system(params.system_prompt, messages)
     contents = [{"role": "user" if r == "user" else "model", "parts": [{"text": c}]}
                 for r, c in turns]
-    config: dict[str, Any] = {k: s[k] for k in _CONFIG_KEYS if s[k] is not None}
+    sent = {"max_output_tokens": params.max_output_tokens, "temperature": params.temperature,
+            "top_p": params.top_p, "seed": params.seed}
+    config: dict[str, Any] = {k: v for k, v in sent.items() if v is not None}
     if sample and "seed" in config:
         config["seed"] += sample
     if system:
         config["system_instruction"] = system
-    if s["thinking_config"] is not None:
-        config["thinking_config"] = dict(s["thinking_config"])
+    if thinking is not None:
+        config["thinking_config"] = dict(thinking)
     config["automatic_continuation"] = False  # one engine request, one HTTP request
-    return {"model": s["model"], "contents": contents, "config": config}
+    return {"model": params.model, "contents": contents, "config": config}
 
 
 def _get(obj: Any, name: str) -> Any:

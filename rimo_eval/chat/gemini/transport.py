@@ -31,7 +31,7 @@ class GeminiTransport(NativeTransport):
         base_url = (params.base_url or GEMINI_BASE_URL).rstrip("/")
         key = resolve_api_key(params.api_key_env, base_url, section)
         super().__init__(params, section, base_url, key)
-        self._settings = {k: getattr(params, k) for k in translate.DEFAULTS}
+        self._params = params
         self._model = params.model
         self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
             base_url=base_url, api_version=API_VERSION, timeout=int(self._timeout_s * 1000),
@@ -41,7 +41,7 @@ class GeminiTransport(NativeTransport):
         return {"transport": "gemini", "base_url": self.base_url, "api_version": API_VERSION}
 
     def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
-        return translate.generate_kwargs(self._settings, messages, sample)
+        return translate.generate_kwargs(self._params, messages, sample)
 
     async def _call(self, request: dict[str, Any]) -> Any:
         return await self._client.aio.models.generate_content(**request)
