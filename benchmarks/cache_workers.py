@@ -51,7 +51,7 @@ import old_tree  # noqa: E402
 from predict_throughput import prepare_items  # noqa: E402
 
 from rimo_eval.chat.leases import LEASE_S  # noqa: E402
-from tests.chat_server import ChatServer  # noqa: E402
+from tests.support.chat_server import ChatServer  # noqa: E402
 
 BASELINE = "ec772a7"  # main before issue 30: single flight inside one process only
 

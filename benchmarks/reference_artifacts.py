@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from predict_throughput import find_mirror  # noqa: E402
 
-from tests.chat_server import ChatServer  # noqa: E402
-from tests.judge_setup import hashed_reply  # noqa: E402
-from tests.pipeline_repo import make_repo, sh  # noqa: E402
+from tests.support.chat_server import ChatServer  # noqa: E402
+from tests.support.judge_setup import hashed_reply  # noqa: E402
+from tests.support.pipeline_repo import make_repo, sh  # noqa: E402
 
 PORT = 18777  # fixed: the base URL is part of every cache key
 DIRS = ("data/items", "data/predictions", "data/scores", "data/judge", "reports")

@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from predict_throughput import find_mirror  # noqa: E402
 from timed import run_timed  # noqa: E402
 
-from tests.pipeline_repo import env as repo_env  # noqa: E402
-from tests.pipeline_repo import make_repo, sh  # noqa: E402
+from tests.support.pipeline_repo import env as repo_env  # noqa: E402
+from tests.support.pipeline_repo import make_repo, sh  # noqa: E402
 
 STAGES = ("predict", "score", "judge", "report", "audit")  # judge: disabled, as by default
 TOOLS = ("compare", "leaderboard", "view")  # over two runs: HEAD and the workspace
@@ -51,7 +51,7 @@ TOOLS = ("compare", "leaderboard", "view")  # over two runs: HEAD and the worksp
 
 @contextlib.contextmanager
 def server(reasoning: int, answer: int) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chat_server.py"),
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "chat_server.py"),
                              "--reasoning-bytes", str(reasoning), "--answer-bytes", str(answer)],
                             stdout=subprocess.PIPE, text=True)
     try:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from rimo_eval.core.artifacts import UPSTREAM_NAMES
-from tests.chat_server import ChatServer
-from tests.fake_batch import FakeBatchServer
+from tests.support.chat_server import ChatServer
+from tests.support.fake_batch import FakeBatchServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_FILES = UPSTREAM_NAMES
@@ -97,7 +97,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
 def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     """The project after a full ``dvc repro`` with the oracle backend over every item, built
     once per pytest run (``built_once``: read it, copy it to change it)."""
-    from tests.pipeline_repo import make_repo, sh  # here: it imports this module
+    from tests.support.pipeline_repo import make_repo, sh  # here: it imports this module
 
     def build(top: Path) -> None:
         make_repo(top / "repo", mirror_dir)
@@ -112,7 +112,7 @@ def view_runs_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     """``tests.view_runs.build_runs`` (experiments run-a and run-b over every item), built once
     per pytest run for the view's CLI and browser tests; each module takes its own copy
     (``tests.view_runs.copy_runs``), as both run commands in it."""
-    from tests.view_runs import build_runs
+    from tests.support.view_runs import build_runs
 
     def build(top: Path) -> None:
         info = build_runs(top, mirror_dir)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chat_server import ChatServer, request_log
 from tests.conftest import REPO_ROOT, find_mirror
+from tests.support.chat_server import ChatServer, request_log
 
 BENCH = REPO_ROOT / "benchmarks"
 

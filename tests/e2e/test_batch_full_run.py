@@ -20,7 +20,7 @@ from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
 from tests.engine.test_batch_kill import Driver
 from tests.engine.test_batch_transport import KEY_ENV, config, predict
-from tests.fake_batch import FakeBatchServer
+from tests.support.fake_batch import FakeBatchServer
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import yaml
 
 from rimo_eval.cli import MODULES, STAGES
 from tests.conftest import REPO_ROOT
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.pipeline_repo import copy_repo, sh
 
 
 def module_file(module: str) -> Path | None:

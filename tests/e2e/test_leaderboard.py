@@ -19,8 +19,8 @@ import yaml
 
 from rimo_eval.core.dicts import flatten
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
-from tests.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
-from tests.pipeline_repo import sh
+from tests.support.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
+from tests.support.pipeline_repo import sh
 
 pytestmark = pytest.mark.slow
 FIVE = ["workspace", *[m for m in MODELS if m != "base"]]

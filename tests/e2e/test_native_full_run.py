@@ -23,11 +23,11 @@ from rimo_eval.core.artifacts import METRICS_PATH
 from rimo_eval.core.items import load_items
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
-from tests.chat_server import ChatServer
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import FakeProvider, Record, Reply
-from tests.pipeline_repo import make_repo, sh
+from tests.support.chat_server import ChatServer
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import FakeProvider, Record, Reply
+from tests.support.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow
 

@@ -26,8 +26,8 @@ from rimo_eval.score.stage import score
 from rimo_eval.score.statistics import wilson
 from rimo_eval.validate.stage import run as validate_run
 from tests.conftest import REPO_ROOT
-from tests.factories import small_benchmark
-from tests.independent_grader import independent_gold, independent_metrics
+from tests.support.factories import small_benchmark
+from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.old_code import extract_old_package, run_old_code
 
 K = 4
@@ -372,7 +372,7 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
 def test_dvc_repro_with_four_samples_matches_the_independent_computation(
         tmp_path: Path, mirror_dir: Path) -> None:
     """The real `dvc repro`, predict.samples: 4, a replay with sample fields, the report too."""
-    from tests.pipeline_repo import make_repo, sh
+    from tests.support.pipeline_repo import make_repo, sh
     gold_n, gold_p = independent_gold(mirror_dir)
     repo = make_repo(tmp_path / "repo", mirror_dir, predict={
         "backend": "replay", "samples": K, "limit": None, "replay": {"path": "k4.jsonl"}})

@@ -25,10 +25,10 @@ import pytest
 from rimo_eval.commands.view.model import build
 from rimo_eval.commands.view.site import write_site
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.browser import chromium, renderer_alive
-from tests.factories import n_item, p_item, write_items
-from tests.pipeline_repo import env, make_repo, sh
-from tests.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, copy_runs, small_run
+from tests.support.browser import chromium, renderer_alive
+from tests.support.factories import n_item, p_item, write_items
+from tests.support.pipeline_repo import env, make_repo, sh
+from tests.support.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, copy_runs, small_run
 
 SPY = """
 window.__rimo_dialogs = [];
@@ -378,7 +378,7 @@ REPLY = ("<think>" + HOSTILE_TEXT + " and $\\frac{1}{2}$</think>\n\nWe compute $
 def model_site(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterator[Path]:
     """``dvc repro score`` with the openai backend (3 items per track) whose every reply holds
     the hostile corpus, in the content and in a think block, then ``rimo-eval view``."""
-    from tests.chat_server import ChatServer
+    from tests.support.chat_server import ChatServer
 
     server = ChatServer(responder=lambda body, prompt: REPLY).start()
     try:

@@ -20,10 +20,10 @@ from rimo_eval.chat.batch.records import RecordStore
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
 from rimo_eval.predictors.native_chat import AnthropicPredictor
-from tests.cache_tools import cache_text
 from tests.engine.test_batch_transport import ITEMS, n_item
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_anthropic_batch import FakeMessageBatches
+from tests.support.cache_tools import cache_text
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_anthropic_batch import FakeMessageBatches
 
 KEY_ENV = "RIMO_TEST_ANTHROPIC_KEY"
 SECRET = "sk-ant-batch-test-7c41e0d29a8b5f36SECRET"

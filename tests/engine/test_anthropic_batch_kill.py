@@ -24,7 +24,7 @@ from tests.engine.test_anthropic_batch import (  # noqa: F401 - the fixture
 )
 from tests.engine.test_batch_admin import params_file
 from tests.engine.test_batch_kill import ITEMS, Driver
-from tests.fake_anthropic_batch import FakeMessageBatches
+from tests.support.fake_anthropic_batch import FakeMessageBatches
 
 PREDICTOR = "rimo_eval.predictors.native_chat:AnthropicPredictor"
 REQUESTS = 5 + 3 + 2  # ITEMS: five RIMO-N, RIMO-P of 3 and 2 parts

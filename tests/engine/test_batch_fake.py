@@ -7,7 +7,7 @@ import json
 
 import openai
 
-from tests.fake_batch import FakeBatchServer
+from tests.support.fake_batch import FakeBatchServer
 
 
 def lines(*prompts: str) -> bytes:

@@ -19,9 +19,9 @@ import pytest
 
 from rimo_eval.chat.batch.records import RecordStore
 from rimo_eval.core.items import Item
-from tests.batch_fake_base import BatchFake
 from tests.engine.test_batch_transport import KEY_ENV, config, n_item, p_item, predict
-from tests.fake_batch import FakeBatchServer
+from tests.support.batch_fake_base import BatchFake
+from tests.support.fake_batch import FakeBatchServer
 
 DRIVER = """
 import json, sys

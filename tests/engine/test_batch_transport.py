@@ -16,7 +16,7 @@ from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.fake_batch import FakeBatchServer
+from tests.support.fake_batch import FakeBatchServer
 
 KEY_ENV = "RIMO_TEST_API_KEY"
 

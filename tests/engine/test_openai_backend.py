@@ -25,8 +25,8 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.cache_tools import cache_entries, cache_text, compress, set_data
-from tests.chat_server import ChatServer, echo_reply
+from tests.support.cache_tools import cache_entries, cache_text, compress, set_data
+from tests.support.chat_server import ChatServer, echo_reply
 
 KEY_ENV = "RIMO_TEST_API_KEY"
 SECRET = "sk-rimo-test-7f3c9d2e1b5a4f60SECRET"
@@ -427,9 +427,9 @@ def test_fresh_runs_give_byte_identical_predictions(server: ChatServer, tmp_path
     """Same inputs and params, cold caches, different latencies: the same Parquet bytes."""
     from rimo_eval.core.predictions import predictions_path
     from rimo_eval.predict import predict
-    from tests.factories import n_item as n_row
-    from tests.factories import p_item as p_row
-    from tests.factories import write_items
+    from tests.support.factories import n_item as n_row
+    from tests.support.factories import p_item as p_row
+    from tests.support.factories import write_items
     write_items(tmp_path / "items", [n_row("2001a1", "12"), n_row("2001a2", "5")],
                 [p_row("2001g1", ["g1", "g2"])])
     outputs = []

@@ -27,8 +27,8 @@ from rimo_eval.chat.anthropic.translate import (
     parse_message,
 )
 from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_provider import Reply
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_provider import Reply
 
 KEY = "sk-ant-test-0123456789abcdef"
 BASE = {"model": "claude-fake", "max_tokens": 4096}

@@ -21,8 +21,8 @@ from rimo_eval.chat.gemini.translate import (
     parse_response,
 )
 from rimo_eval.chat.provider_decision import ErrorDecision
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import Reply
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import Reply
 
 KEY = "AIzaFakeKey0123456789abcdef"
 BASE = {"model": "gemini-fake", "max_output_tokens": 2048}

@@ -12,7 +12,6 @@ from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.chat_server import ChatServer, echo_reply
 from tests.engine.test_openai_backend import (
     KEY_ENV,
     SECRET,
@@ -22,6 +21,7 @@ from tests.engine.test_openai_backend import (
     p_item,
     run,
 )
+from tests.support.chat_server import ChatServer, echo_reply
 
 pytestmark = [pytest.mark.chat_server(hang_s=60.0), pytest.mark.api_key(KEY_ENV, SECRET)]
 

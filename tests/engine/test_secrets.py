@@ -32,8 +32,9 @@ import yaml
 
 from rimo_eval.chat.cache import DB_NAME
 from rimo_eval.predict import predict
-from tests.cache_tools import cache_entries, cache_text
-from tests.chat_server import (
+from tests.conftest import REPO_ROOT
+from tests.support.cache_tools import cache_entries, cache_text
+from tests.support.chat_server import (
     ChatServer,
     Record,
     _make_handler,
@@ -42,10 +43,9 @@ from tests.chat_server import (
     prompt_text,
     request_fingerprint,
 )
-from tests.conftest import REPO_ROOT
-from tests.factories import small_benchmark
-from tests.key_forms import key_forms
-from tests.pipeline_repo import make_repo, sh
+from tests.support.factories import small_benchmark
+from tests.support.key_forms import key_forms
+from tests.support.pipeline_repo import make_repo, sh
 
 KEY_ENV = "RIMO_SECRETS_TEST_API_KEY"
 

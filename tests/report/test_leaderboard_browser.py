@@ -19,9 +19,9 @@ from rimo_eval.commands.leaderboard.command import write
 from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.statistics import find_metric
 from rimo_eval.commands.leaderboard.tables import render_html
-from tests.leaderboard_runs import make_run
 from tests.report.test_report_browser import INJECTED, driver, load, open_dialog
-from tests.report_fixtures import XSS_TEXT
+from tests.support.leaderboard_runs import make_run
+from tests.support.report_fixtures import XSS_TEXT
 
 __all__ = ["driver"]  # the fixture, shared with the report's browser test
 

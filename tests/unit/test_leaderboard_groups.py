@@ -13,7 +13,7 @@ from rimo_eval.commands.compare.revisions import WORKSPACE, Revision
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.core.errors import DataError
-from tests.leaderboard_runs import make_run
+from tests.support.leaderboard_runs import make_run
 
 RNG = np.random.default_rng(3)
 

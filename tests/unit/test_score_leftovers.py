@@ -10,7 +10,7 @@ from rimo_eval.core.metrics_files import read_all
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}
 

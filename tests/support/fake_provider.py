@@ -20,8 +20,9 @@ carrying another key gets the API's authentication error. Every request is logge
 ``records`` (path, headers, JSON body, the key it carried, outcome); ``answered()`` counts the
 complete replies per distinct body, so a test can assert that nothing answered was re-sent.
 
-Standalone (benchmarks, a manual ``dvc exp run``): ``python -m tests.fake_anthropic`` or
-``python -m tests.fake_gemini`` (``--latency S``) prints the base URL and serves until killed.
+Standalone (benchmarks, a manual ``dvc exp run``): ``python -m tests.support.fake_anthropic``
+or ``python -m tests.support.fake_gemini`` (``--latency S``) prints the base URL and serves
+until killed.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.chat_server import _directives, _first_k, _Server, serve_in_thread, shut_down
+from tests.support.chat_server import _directives, _first_k, _Server, serve_in_thread, shut_down
 
 try:  # ports below the ephemeral range (safe beside Jupyter kernels under xdist), once there
-    from tests.chat_server import bind_loopback  # type: ignore[attr-defined]
-except ImportError:  # a tests/chat_server.py without it: any free port
+    from tests.support.chat_server import bind_loopback  # type: ignore[attr-defined]
+except ImportError:  # a tests/support/chat_server.py without it: any free port
     def bind_loopback(make: Callable[[tuple[str, int]], Any]) -> Any:
         return make(("127.0.0.1", 0))
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.chat_server import serve_in_thread, shut_down
+from tests.support.chat_server import serve_in_thread, shut_down
 
 _FIVEXX = re.compile(r"\[\[batch5xx:(\d+)\]\]")
 

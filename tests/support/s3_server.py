@@ -6,7 +6,7 @@ apart from the in-process test servers' ports), so parallel tests never collide,
 listener is bound to loopback. The credentials are random per server and reach clients only
 through the environment (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``), as a user's would.
 
-Run standalone (``python -m tests.s3_server``) to get an endpoint for manual trials.
+Run standalone (``python -m tests.support.s3_server``) to get an endpoint for manual trials.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chat_server import free_ports
+from tests.support.chat_server import free_ports
 
 BIN = Path(sys.executable).parent
 # Listeners of `weed mini` that must not fall back to fixed default ports (or to 0.0.0.0).

@@ -13,7 +13,7 @@ from rimo_eval.commands.compare.revisions import Revision, Side
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.factories import write_items
+from tests.support.factories import write_items
 
 
 def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],

@@ -43,8 +43,9 @@ compress like text, not like a repeated string), and ``answer_bytes`` pads the a
 many characters before it ends (the ``\boxed{}`` stays last, so extraction is unchanged).
 ``BlackHole`` is a server that accepts connections and never answers.
 
-Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
-prints the base URL on its first line and serves until killed.
+Run standalone (for benchmarks in a separate process):
+``python tests/support/chat_server.py --latency 0.2`` prints the base URL on its first line and
+serves until killed.
 """
 
 from __future__ import annotations
