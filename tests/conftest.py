@@ -13,24 +13,9 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.artifacts import UPSTREAM_NAMES
 from tests.support.chat_server import ChatServer
 from tests.support.fake_batch import FakeBatchServer
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM_FILES = UPSTREAM_NAMES
-
-
-def find_mirror() -> Path:
-    """The byte-exact upstream mirror every developer and CI machine has beside the repo."""
-    env = os.environ.get("RIMO_MIRROR")
-    candidates = [Path(env)] if env else []
-    # The mirror lies beside the checkout (../shared/rimo/upstream), wherever that is.
-    candidates.append(REPO_ROOT.parent / "shared/rimo/upstream")
-    for cand in candidates:
-        if all((cand / name).is_file() for name in UPSTREAM_FILES):
-            return cand.resolve()
-    raise RuntimeError(f"RIMO upstream mirror not found; tried {candidates} (set RIMO_MIRROR)")
+from tests.support.paths import UPSTREAM_FILES, find_mirror
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, find_mirror
 from tests.support.chat_server import ChatServer, request_log
+from tests.support.paths import REPO_ROOT, find_mirror
 
 BENCH = REPO_ROOT / "benchmarks"
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rimo_eval.cli import MODULES, STAGES
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import copy_repo, sh
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from rimo_eval.core.artifacts import PREDICT_RUN_PATH
 from rimo_eval.core.config import parse_params
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, make_repo, sh
 
 STAGES = ("check-params", "fetch", "validate", "predict", "score", "judge", "view", "report")

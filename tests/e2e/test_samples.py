@@ -25,10 +25,10 @@ from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
 from rimo_eval.score.statistics import wilson
 from rimo_eval.validate.stage import run as validate_run
-from tests.conftest import REPO_ROOT
 from tests.support.factories import small_benchmark
 from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.old_code import extract_old_package, run_old_code
+from tests.support.paths import REPO_ROOT
 
 K = 4
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}

@@ -14,9 +14,9 @@ from rimo_eval.commands.audit.ledger import Ledger
 from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACKS
 from rimo_eval.predict import predict
-from tests.conftest import REPO_ROOT
 from tests.support.chat_server import ChatServer
 from tests.support.factories import small_benchmark
+from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_AUDIT_KEY"
 

@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from rimo_eval.cli import main
-from tests.conftest import REPO_ROOT
 from tests.engine.test_batch_kill import ITEMS, Driver, no_double_pay
 from tests.engine.test_batch_transport import KEY_ENV, config
 from tests.support.batch_fake_base import BatchFake
 from tests.support.fake_batch import FakeBatchServer
+from tests.support.paths import REPO_ROOT
 
 
 def params_file(tmp_path: Path, fake: BatchFake, backend: str = "openai",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.e2e.test_dependencies import project_imports
+from tests.support.paths import REPO_ROOT
 
 ENGINE = sorted(p for p in (REPO_ROOT / "rimo_eval/chat").rglob("*.py"))
 FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/")

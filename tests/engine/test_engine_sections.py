@@ -13,10 +13,10 @@ import pytest
 from rimo_eval.core.config import parse_params, read_yaml
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.judge.stage import judge
-from tests.conftest import REPO_ROOT
 from tests.support.chat_server import ChatServer
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.judge_setup import KEY_ENV, judge_cfg, judge_paths, scored
+from tests.support.paths import REPO_ROOT
 
 
 @pytest.fixture

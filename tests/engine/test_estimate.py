@@ -17,9 +17,9 @@ from rimo_eval.core.artifacts import PREDICT_RUN_PATH
 from rimo_eval.core.items import load_items
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.conftest import REPO_ROOT
 from tests.support.chat_server import ChatServer
 from tests.support.factories import small_benchmark
+from tests.support.paths import REPO_ROOT
 
 N_CALLS, P_CALLS = 4, 1 + 2 + 3 + 1  # small_benchmark: 4 RIMO-N items, RIMO-P parts 1, 2, 3, 1
 

@@ -38,9 +38,9 @@ from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.conftest import REPO_ROOT
 from tests.support.chat_server import ChatServer, prompt_text
 from tests.support.factories import write_items
+from tests.support.paths import REPO_ROOT
 
 SEED = 20250907
 N_COUNT, P_COUNT = 60, 20

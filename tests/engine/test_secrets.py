@@ -32,7 +32,6 @@ import yaml
 
 from rimo_eval.chat.cache import DB_NAME
 from rimo_eval.predict import predict
-from tests.conftest import REPO_ROOT
 from tests.support.cache_tools import cache_entries, cache_text
 from tests.support.chat_server import (
     ChatServer,
@@ -45,6 +44,7 @@ from tests.support.chat_server import (
 )
 from tests.support.factories import small_benchmark
 from tests.support.key_forms import key_forms
+from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import make_repo, sh
 
 KEY_ENV = "RIMO_SECRETS_TEST_API_KEY"

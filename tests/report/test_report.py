@@ -28,7 +28,7 @@ from rimo_eval.report import html as H
 from rimo_eval.report import runner
 from rimo_eval.report import stage as R
 from rimo_eval.report import tables as T
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.support.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 
 

@@ -29,8 +29,8 @@ from matplotlib import image as mpimg
 
 from rimo_eval.core.config import load_params
 from rimo_eval.report import stage as R
-from tests.conftest import REPO_ROOT
 from tests.support.browser import chromium, requested_urls
+from tests.support.paths import REPO_ROOT
 from tests.support.report_fixtures import XSS_TEXT, make_report_inputs
 
 # Model text for a failing RIMO-P item, on top of the fixtures' RIMO-N XSS_TEXT.

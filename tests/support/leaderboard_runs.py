@@ -149,6 +149,6 @@ def make_run(name: str, correct: np.ndarray, strict: np.ndarray, parts: np.ndarr
 if __name__ == "__main__":  # build one by hand: python -m tests.support.leaderboard_runs DEST
     import sys
 
-    from tests.conftest import find_mirror
+    from tests.support.paths import find_mirror
 
     print(build(Path(sys.argv[1]), find_mirror()))

@@ -32,8 +32,8 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
 from rimo_eval.validate.rules import CSV_COLUMNS, RULES, Finding
 from rimo_eval.validate.stage import SOURCES, ValidationResult, run, validate
-from tests.conftest import REPO_ROOT, UPSTREAM_FILES
 from tests.support.corrupt import FAULTS, N_JSONL, Fault, deep_nesting
+from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
 ITEMS, REPORT = ITEMS_DIR, VALIDATION_PATH

@@ -23,8 +23,8 @@ from rimo_eval.chat.cache import DB_NAME, ResponseCache, labels, request_key
 from rimo_eval.core import atomic
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import fingerprint
-from tests.conftest import REPO_ROOT
 from tests.support.cache_tools import cache_entries, compress, set_data
+from tests.support.paths import REPO_ROOT
 
 REASONING = "Let me think step by step about the claim. " * 750  # ~32 KB, a reasoning reply
 

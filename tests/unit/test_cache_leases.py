@@ -34,7 +34,7 @@ from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.session import Session
 from rimo_eval.chat.transport import ChatReply, ChatTransport, cache_payload
 from rimo_eval.core.errors import StageError
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.test_cache import payload, response
 
 # Claims keys 0..n-1, prints its owner id, waits for a line on stdin, then stores a reply of

@@ -28,8 +28,8 @@ from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.conftest import REPO_ROOT
 from tests.support.leaderboard_runs import unit, write_jsonl
+from tests.support.paths import REPO_ROOT
 
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}
 EDGES = [(1900, 1989), (1990, 2004), (2005, 2014), (2015, 2019), (2020, 2023)]
