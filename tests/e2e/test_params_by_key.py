@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rimo_eval.core.config import PREDICT_OUTPUT_KEYS
-from tests.e2e.test_params_declared import covered, declared, dvc_stages
+from tests.support.params_declared import covered, declared, dvc_stages
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import copy_repo, sh
 

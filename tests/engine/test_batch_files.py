@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.engine.test_estimate import cli, project
 from tests.support.chat_server import ChatServer
+from tests.support.estimate_project import cli, project
 from tests.support.fake_batch import forward
 from tests.support.paths import REPO_ROOT
 

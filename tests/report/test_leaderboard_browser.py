@@ -19,11 +19,14 @@ from rimo_eval.commands.leaderboard.command import write
 from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.statistics import find_metric
 from rimo_eval.commands.leaderboard.tables import render_html
-from tests.report.test_report_browser import INJECTED, driver, load, open_dialog
 from tests.support.leaderboard_runs import make_run
+from tests.support.report_browser import (  # noqa: F401 - the fixture
+    INJECTED,
+    chromium_driver,
+    load,
+    open_dialog,
+)
 from tests.support.report_fixtures import XSS_TEXT
-
-__all__ = ["driver"]  # the fixture, shared with the report's browser test
 
 LABEL = XSS_TEXT + " $\\frac{1}{2}$ <iframe src=javascript:alert(3)>"
 
