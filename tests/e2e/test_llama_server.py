@@ -22,7 +22,7 @@ import pytest
 from rimo_eval.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
 from rimo_eval.core.predictions import join_texts
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.support.chat_server import free_port
+from tests.support.loopback import free_port
 from tests.support.need import need
 from tests.support.pipeline_repo import make_repo, sh
 
