@@ -13,7 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -29,24 +29,14 @@ from rimo_eval.chat.anthropic.translate import (
 from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_provider import Reply
+from tests.support.provider_fixtures import fake_provider_fixtures
 
 KEY = "sk-ant-test-0123456789abcdef"
 BASE = {"model": "claude-fake", "max_tokens": 4096}
 THINKING = {**BASE, "thinking": {"type": "enabled", "budget_tokens": 1024}}
 
 
-@pytest.fixture(scope="module")
-def anthropic_server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(retry_after="2") as fake:
-        yield fake  # type: ignore[misc]
-
-
-@pytest.fixture
-def fake(anthropic_server: FakeAnthropic) -> FakeAnthropic:
-    s = anthropic_server
-    s.reset()
-    s.responder, s.api_key, s.hang_after, s.hang_s = None, None, None, 30.0
-    return s
+provider_server, fake_fixture = fake_provider_fixtures(FakeAnthropic)
 
 
 def client(fake: FakeAnthropic, **kw: Any) -> anthropic.AsyncAnthropic:
