@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 
@@ -104,7 +104,7 @@ class LoopbackFake:
     subclass that defines its own calls ``super().__post_init__()``).
     """
 
-    server_class: type[ThreadingHTTPServer] = LoopbackServer
+    server_class: ClassVar[type[ThreadingHTTPServer]] = LoopbackServer
 
     def __post_init__(self) -> None:
         self._lock: threading.Lock | threading.RLock = threading.Lock()
