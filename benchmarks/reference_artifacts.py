@@ -6,8 +6,8 @@ Run it before and after a change (or in two checkouts) and diff the two JSON fil
 * a k = 3 run of the openai backend against the loopback fake server on a fixed port (all 791
   items, seed 7, 8463 requests), then score, audit, and the judge on with a scripted judge.
 
-Each run goes through the real CLI in a temporary git repo (``tests/pipeline_repo``). Digested:
-every file under data/items, data/predictions, data/scores, data/judge and reports (but
+Each run goes through the real CLI in a temporary git repo (``tests/support/pipeline_repo``).
+Digested: every file under data/items, data/predictions, data/scores, data/judge and reports (but
 ``predict_run.json``, which holds wall times), and, for the k = 3 run, the requests the fake
 server answered (their canonical JSON, sorted: what was sent, whatever layout the response
 cache stores it in). metrics.json's provenance pointer and provenance.json's commit name the

@@ -2,14 +2,15 @@
 
 The workload is RIMO itself (791 items, 1579 requests per sample) at ``predict.samples`` = k
 against the loopback fake server (its own process, zero latency), whose every reply carries
-``--reasoning-bytes`` of reasoning and ``--answer-bytes`` of answer (``tests/chat_server.py``'s
-reply-size option; 0 and 0: the short replies). Each k runs in a fresh copy of the project
-(``tests.pipeline_repo.make_repo``, a real git + DVC repo, fetch from the local mirror) with a
-cold response cache: fetch and validate, then predict, score, judge, report, each as its own
-``python -m rimo_eval`` process (peak RSS from ``wait4``: the process and the children it waited
-for, so the report's Jupyter kernel counts), then ``dvc commit`` to record the lock and
-``rimo-eval audit`` the same way; then the run is committed and ``compare``, ``leaderboard`` and
-``view`` read it at two revisions (HEAD and the workspace: two runs of the same size).
+``--reasoning-bytes`` of reasoning and ``--answer-bytes`` of answer
+(``tests/support/chat_server.py``'s reply-size option; 0 and 0: the short replies). Each k runs
+in a fresh copy of the project (``tests.support.pipeline_repo.make_repo``, a real git + DVC
+repo, fetch from the local mirror) with a cold response cache: fetch and validate, then
+predict, score, judge, report, each as its own ``python -m rimo_eval`` process (peak RSS from
+``wait4``: the process and the children it waited for, so the report's Jupyter kernel counts),
+then ``dvc commit`` to record the lock and ``rimo-eval audit`` the same way; then the run is
+committed and ``compare``, ``leaderboard`` and ``view`` read it at two revisions (HEAD and the
+workspace: two runs of the same size).
 
     .venv/bin/python benchmarks/scale_memory.py --k 1 4   # 32 KB reasoning + 2 KB answer
     .venv/bin/python benchmarks/scale_memory.py --k 1 --reasoning-bytes 0 --answer-bytes 0
