@@ -35,8 +35,9 @@ def raw_dir(tmp_path: Path, mirror_dir: Path) -> Path:
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[ChatServer]:
-    """The loopback fake chat server (tests/chat_server.py), one per test. Its options come from
-    the closest ``@pytest.mark.chat_server(...)`` (a module's ``pytestmark`` or the test's)."""
+    """The loopback fake chat server (tests/support/chat_server.py), one per test. Its options
+    come from the closest ``@pytest.mark.chat_server(...)`` (a module's ``pytestmark`` or the
+    test's)."""
     marker = request.node.get_closest_marker("chat_server")
     srv = ChatServer(**(marker.kwargs if marker else {})).start()
     yield srv
@@ -60,7 +61,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
     A file lock in the run's common temporary folder: the first worker builds, the others wait
     and reuse it. Read its files, but run no command in it (git and DVC write locks and state
     even to read) and change nothing: a test that does takes its own
-    ``tests.pipeline_repo.copy_repo`` of the repo inside.
+    ``tests.support.pipeline_repo.copy_repo`` of the repo inside.
     """
     from filelock import FileLock
 
@@ -94,9 +95,9 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Pa
 @pytest.fixture(scope="session")
 def view_runs_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
                    ) -> dict[str, Any]:
-    """``tests.view_runs.build_runs`` (experiments run-a and run-b over every item), built once
-    per pytest run for the view's CLI and browser tests; each module takes its own copy
-    (``tests.view_runs.copy_runs``), as both run commands in it."""
+    """``tests.support.view_runs.build_runs`` (experiments run-a and run-b over every item), built
+    once per pytest run for the view's CLI and browser tests; each module takes its own copy
+    (``tests.support.view_runs.copy_runs``), as both run commands in it."""
     from tests.support.view_runs import build_runs
 
     def build(top: Path) -> None:

@@ -1,7 +1,8 @@
 """``rimo-eval leaderboard`` end to end: real replay experiments over the real 791 items.
 
-One temporary DVC repo (tests/leaderboard_runs.py) holds five comparable k = 1 runs, two k = 4
-runs and a 5-item sample, all made by ``dvc exp run``; every test reads it through the real CLI.
+One temporary DVC repo (tests/support/leaderboard_runs.py) holds five comparable k = 1 runs,
+two k = 4 runs and a 5-item sample, all made by ``dvc exp run``; every test reads it through the
+real CLI.
 """
 
 from __future__ import annotations

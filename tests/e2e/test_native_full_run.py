@@ -1,6 +1,6 @@
 """The full benchmark (all 791 items) through ``dvc exp run -S predict.backend=anthropic`` and
 ``... gemini`` against the loopback fakes, and through ``-S predict.backend=openai`` against
-``tests/chat_server.py`` serving the same fake model: the metrics are equal.
+``tests/support/chat_server.py`` serving the same fake model: the metrics are equal.
 
 The fake model is a fixed map from prompt to reply, built from the validated items with the
 engine's own prompt templates: RIMO-N gets the gold in a box for two items in three and an

@@ -1,7 +1,7 @@
 """``rimo-eval view`` in real headless Chromium: the site the CLI built from two real runs.
 
 Grid, filters, search, URL state, side by side, flips, math rendered (counted as .katex
-elements), and the hostile corpus (tests/view_runs.py) inert: no dialog, ``window.__pwned``
+elements), and the hostile corpus (tests/support/view_runs.py) inert: no dialog, ``window.__pwned``
 never set, no element with an event-handler attribute, no link, frame, object, form, style
 element or foreign SVG, no navigation, and (served over loopback) no resource but the site's
 own files. A control page with the payloads left raw proves the checks can fail.
@@ -293,7 +293,7 @@ def test_served_site_loads_only_its_own_files(driver: Any, runs: dict[str, Any])
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("view: serving http://127.0.0.1:"), line
-        # The browser resolves no host name but localhost (tests/browser.py), an IP literal
+        # The browser resolves no host name but localhost (tests/support/browser.py), an IP literal
         # included.
         url = line.split()[2].replace("//127.0.0.1:", "//localhost:")
         origin = url.rsplit("/", 1)[0] + "/"

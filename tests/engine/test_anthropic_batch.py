@@ -1,8 +1,8 @@
 """Anthropic's Message Batches (``predict.anthropic.batch``) through the real ``anthropic`` SDK
-against the fake Message Batches API (``tests/fake_anthropic_batch.py``) in front of the fake
-model: the same predictions as the online backend (thinking, truncation, usage), one cache both
-ways, RIMO-P in rounds, follow-ups for errored results, a rejected parameter stopping the stage,
-and the key in no file."""
+against the fake Message Batches API (``tests/support/fake_anthropic_batch.py``) in front of
+the fake model: the same predictions as the online backend (thinking, truncation, usage), one cache
+both ways, RIMO-P in rounds, follow-ups for errored results, a rejected parameter stopping the
+stage, and the key in no file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Batch API path of the openai backend (``predict.openai.batch``) against the fake Batch API
-(``tests/fake_batch.py``) in front of the fake model: the same predictions as online, one
+(``tests/support/fake_batch.py``) in front of the fake model: the same predictions as online, one
 cache both ways, RIMO-P in rounds, follow-ups for the error file, failed batches."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """``predict.backend: anthropic`` and ``gemini`` end to end below the stage: the predictor and
 the engine's ``Session`` over the real SDK (``anthropic``, ``google-genai``) against the
-loopback fakes (tests/fake_anthropic.py, tests/fake_gemini.py). Every case runs for both."""
+loopback fakes (tests/support/fake_anthropic.py, tests/support/fake_gemini.py). Every case runs
+for both."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The native backends through the predict stage: the metrics of a run against each fake
-(tests/fake_anthropic.py, tests/fake_gemini.py, through the real SDKs) equal those of the same
-fake model served through the ``openai`` backend (tests/chat_server.py), and a
-``python -m rimo_eval predict`` process killed with SIGKILL resumes with nothing re-sent."""
+(tests/support/fake_anthropic.py, tests/support/fake_gemini.py, through the real SDKs) equal
+those of the same fake model served through the ``openai`` backend (tests/support/chat_server.py),
+and a ``python -m rimo_eval predict`` process killed with SIGKILL resumes with nothing re-sent."""
 
 from __future__ import annotations
 

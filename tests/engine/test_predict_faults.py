@@ -1,11 +1,11 @@
 """The predict stage under fire: a faulty model server and ``kill -9`` at seeded-random points.
 
-One loopback ``ChatServer`` (tests/chat_server.py) serves ~80 items whose problem texts carry
-fault directives (429/5xx bursts, hangs past the client timeout, dropped connections, malformed
-bodies, empty choices, and a few persistent failures that must end as recorded errors). The
-predict stage runs as a real subprocess (``python -m rimo_eval --params ... predict`` in a scratch
-project dir) and is SIGKILLed several times: once during start-up, several times with requests
-in flight, and twice inside the publish step (through the ``core.atomic`` test hook). After
+One loopback ``ChatServer`` (tests/support/chat_server.py) serves ~80 items whose problem texts
+carry fault directives (429/5xx bursts, hangs past the client timeout, dropped connections,
+malformed bodies, empty choices, and a few persistent failures that must end as recorded errors).
+The predict stage runs as a real subprocess (``python -m rimo_eval --params ... predict`` in a
+scratch project dir) and is SIGKILLed several times: once during start-up, several times with
+requests in flight, and twice inside the publish step (through the ``core.atomic`` test hook). After
 every kill: the predictions tables are byte for byte the previous complete ones (never torn;
 the kill between the two renames leaves the new RIMO-N table beside the old RIMO-P one, each
 whole), every cache entry parses and matches its key, and nothing cached is requested again. The run

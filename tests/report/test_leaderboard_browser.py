@@ -3,8 +3,8 @@
 Run and model names are untrusted (a replay path, a served model's name): a label carrying
 ``<script>``, an event handler and mathtext must show verbatim, open no dialog and inject no
 element; every figure must decode. The driver, the dialog spy and the DOM query are the
-report's browser test's (tests/report/test_report_browser.py), whose control page proves they can
-fail.
+report's browser test's (tests/support/report_browser.py), whose control page
+(tests/report/test_report_browser.py) proves they can fail.
 """
 
 from __future__ import annotations

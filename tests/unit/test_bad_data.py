@@ -1,6 +1,6 @@
 """Bad upstream data: corrupted copies of the real files, and property-based tests of the readers.
 
-Every fault in ``tests.corrupt.FAULTS`` must fail the validate stage with a StageError whose
+Every fault in ``tests.support.corrupt.FAULTS`` must fail the validate stage with a StageError whose
 report names the file, the line and/or problem_id, and the rule, and must leave the item tables
 and the validation report of the previous good run byte-for-byte as they were. Single faults
 already covered by tests/unit/test_validate.py are not repeated here.

@@ -1,6 +1,6 @@
 """``leaderboard --all``: which comparable runs it ranks, and what it says of the others.
 
-Runs built from score frames in the score stage's schema (tests/leaderboard_runs.make_run);
+Runs built from score frames in the score stage's schema (tests/support/leaderboard_runs.make_run);
 tests/e2e/test_leaderboard.py runs --all on real experiments.
 """
 
