@@ -68,8 +68,9 @@ MIB = 1024 * 1024
 
 @contextlib.contextmanager
 def loopback_server(latency: float) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "chat_server.py"),
-                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.chat_server",
+                             "--latency", str(latency)], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True)
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()

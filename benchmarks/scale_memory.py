@@ -52,9 +52,9 @@ TOOLS = ("compare", "leaderboard", "view")  # over two runs: HEAD and the worksp
 
 @contextlib.contextmanager
 def server(reasoning: int, answer: int) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "chat_server.py"),
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.chat_server",
                              "--reasoning-bytes", str(reasoning), "--answer-bytes", str(answer)],
-                            stdout=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()

@@ -44,8 +44,8 @@ many characters before it ends (the ``\boxed{}`` stays last, so extraction is un
 ``BlackHole`` is a server that accepts connections and never answers.
 
 Run standalone (for benchmarks in a separate process):
-``python tests/support/chat_server.py --latency 0.2`` prints the base URL on its first line and
-serves until killed.
+``python -m tests.support.chat_server --latency 0.2`` (in the repository root) prints the base
+URL on its first line and serves until killed.
 """
 
 from __future__ import annotations
