@@ -1,8 +1,8 @@
 """Several predicts on one response cache (issue 30 §1): duplicate requests, wall time, tables,
 and what a ``kill -9`` or a SIGSTOP of one worker costs the others.
 
-Each scenario starts one fake server (``tests/chat_server.py``, in this process: it counts every
-request it answers, per body) with a fixed latency, then:
+Each scenario starts one fake server (``tests/support/chat_server.py``, in this process: it
+counts every request it answers, per body) with a fixed latency, then:
 
 * the reference: one ``python -m rimo_eval predict`` alone on a fresh cache;
 * N workers started together, each in its own folder (as N ``dvc queue`` workers in N clones)
@@ -51,7 +51,7 @@ import old_tree  # noqa: E402
 from predict_throughput import prepare_items  # noqa: E402
 
 from rimo_eval.chat.leases import LEASE_S  # noqa: E402
-from tests.chat_server import ChatServer  # noqa: E402
+from tests.support.chat_server import ChatServer  # noqa: E402
 
 BASELINE = "ec772a7"  # main before issue 30: single flight inside one process only
 

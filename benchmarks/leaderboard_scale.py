@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import yaml  # noqa: E402
 from predict_throughput import find_mirror  # noqa: E402
 
-from tests.leaderboard_runs import replay_rows, write_jsonl  # noqa: E402
+from tests.support.leaderboard_runs import replay_rows, write_jsonl  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

@@ -59,7 +59,7 @@ from timed import run_timed  # noqa: E402
 
 from rimo_eval.core.items import load_items  # noqa: E402
 from rimo_eval.core.tracks import TRACK_N, TRACKS  # noqa: E402
-from tests.chat_server import request_log  # noqa: E402
+from tests.support.chat_server import request_log  # noqa: E402
 
 INSPECT_VERSION = "0.3.285"
 VENVS = ROOT / "benchmarks" / ".venvs"
@@ -68,8 +68,9 @@ MIB = 1024 * 1024
 
 @contextlib.contextmanager
 def loopback_server(latency: float) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chat_server.py"),
-                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.chat_server",
+                             "--latency", str(latency)], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True)
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()

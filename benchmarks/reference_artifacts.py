@@ -6,8 +6,8 @@ Run it before and after a change (or in two checkouts) and diff the two JSON fil
 * a k = 3 run of the openai backend against the loopback fake server on a fixed port (all 791
   items, seed 7, 8463 requests), then score, audit, and the judge on with a scripted judge.
 
-Each run goes through the real CLI in a temporary git repo (``tests/pipeline_repo``). Digested:
-every file under data/items, data/predictions, data/scores, data/judge and reports (but
+Each run goes through the real CLI in a temporary git repo (``tests/support/pipeline_repo``).
+Digested: every file under data/items, data/predictions, data/scores, data/judge and reports (but
 ``predict_run.json``, which holds wall times), and, for the k = 3 run, the requests the fake
 server answered (their canonical JSON, sorted: what was sent, whatever layout the response
 cache stores it in). metrics.json's provenance pointer and provenance.json's commit name the
@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from predict_throughput import find_mirror  # noqa: E402
 
-from tests.chat_server import ChatServer  # noqa: E402
-from tests.judge_setup import hashed_reply  # noqa: E402
-from tests.pipeline_repo import make_repo, sh  # noqa: E402
+from tests.support.chat_server import ChatServer  # noqa: E402
+from tests.support.judge_setup import hashed_reply  # noqa: E402
+from tests.support.pipeline_repo import make_repo, sh  # noqa: E402
 
 PORT = 18777  # fixed: the base URL is part of every cache key
 DIRS = ("data/items", "data/predictions", "data/scores", "data/judge", "reports")

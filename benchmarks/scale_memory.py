@@ -2,14 +2,15 @@
 
 The workload is RIMO itself (791 items, 1579 requests per sample) at ``predict.samples`` = k
 against the loopback fake server (its own process, zero latency), whose every reply carries
-``--reasoning-bytes`` of reasoning and ``--answer-bytes`` of answer (``tests/chat_server.py``'s
-reply-size option; 0 and 0: the short replies). Each k runs in a fresh copy of the project
-(``tests.pipeline_repo.make_repo``, a real git + DVC repo, fetch from the local mirror) with a
-cold response cache: fetch and validate, then predict, score, judge, report, each as its own
-``python -m rimo_eval`` process (peak RSS from ``wait4``: the process and the children it waited
-for, so the report's Jupyter kernel counts), then ``dvc commit`` to record the lock and
-``rimo-eval audit`` the same way; then the run is committed and ``compare``, ``leaderboard`` and
-``view`` read it at two revisions (HEAD and the workspace: two runs of the same size).
+``--reasoning-bytes`` of reasoning and ``--answer-bytes`` of answer
+(``tests/support/chat_server.py``'s reply-size option; 0 and 0: the short replies). Each k runs
+in a fresh copy of the project (``tests.support.pipeline_repo.make_repo``, a real git + DVC
+repo, fetch from the local mirror) with a cold response cache: fetch and validate, then
+predict, score, judge, report, each as its own ``python -m rimo_eval`` process (peak RSS from
+``wait4``: the process and the children it waited for, so the report's Jupyter kernel counts),
+then ``dvc commit`` to record the lock and ``rimo-eval audit`` the same way; then the run is
+committed and ``compare``, ``leaderboard`` and ``view`` read it at two revisions (HEAD and the
+workspace: two runs of the same size).
 
     .venv/bin/python benchmarks/scale_memory.py --k 1 4   # 32 KB reasoning + 2 KB answer
     .venv/bin/python benchmarks/scale_memory.py --k 1 --reasoning-bytes 0 --answer-bytes 0
@@ -42,8 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from predict_throughput import find_mirror  # noqa: E402
 from timed import run_timed  # noqa: E402
 
-from tests.pipeline_repo import env as repo_env  # noqa: E402
-from tests.pipeline_repo import make_repo, sh  # noqa: E402
+from tests.support.pipeline_repo import env as repo_env  # noqa: E402
+from tests.support.pipeline_repo import make_repo, sh  # noqa: E402
 
 STAGES = ("predict", "score", "judge", "report", "audit")  # judge: disabled, as by default
 TOOLS = ("compare", "leaderboard", "view")  # over two runs: HEAD and the workspace
@@ -51,9 +52,9 @@ TOOLS = ("compare", "leaderboard", "view")  # over two runs: HEAD and the worksp
 
 @contextlib.contextmanager
 def server(reasoning: int, answer: int) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chat_server.py"),
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.chat_server",
                              "--reasoning-bytes", str(reasoning), "--answer-bytes", str(answer)],
-                            stdout=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()

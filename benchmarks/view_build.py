@@ -54,7 +54,7 @@ def reply(rng: random.Random, chars: int, answer: str) -> str:
 def synthetic_run(work: Path, k: int, chars: int) -> Any:
     import pandas as pd
 
-    from tests.view_runs import small_run
+    from tests.support.view_runs import small_run
 
     items = work / "data/items"
     n = pd.read_parquet(items / "rimo_n.parquet")
@@ -80,7 +80,7 @@ def synthetic_run(work: Path, k: int, chars: int) -> Any:
 def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int, int]]:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.browser import chromium  # the tests' hermetic headless Chromium
+    from tests.support.browser import chromium  # the tests' hermetic headless Chromium
 
     out = []
     for _ in range(loads):

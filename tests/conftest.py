@@ -13,24 +13,9 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.artifacts import UPSTREAM_NAMES
-from tests.chat_server import ChatServer
-from tests.fake_batch import FakeBatchServer
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM_FILES = UPSTREAM_NAMES
-
-
-def find_mirror() -> Path:
-    """The byte-exact upstream mirror every developer and CI machine has beside the repo."""
-    env = os.environ.get("RIMO_MIRROR")
-    candidates = [Path(env)] if env else []
-    # The mirror lies beside the checkout (../shared/rimo/upstream), wherever that is.
-    candidates.append(REPO_ROOT.parent / "shared/rimo/upstream")
-    for cand in candidates:
-        if all((cand / name).is_file() for name in UPSTREAM_FILES):
-            return cand.resolve()
-    raise RuntimeError(f"RIMO upstream mirror not found; tried {candidates} (set RIMO_MIRROR)")
+from tests.support.chat_server import ChatServer
+from tests.support.fake_batch import FakeBatchServer
+from tests.support.paths import UPSTREAM_FILES, find_mirror
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +35,9 @@ def raw_dir(tmp_path: Path, mirror_dir: Path) -> Path:
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[ChatServer]:
-    """The loopback fake chat server (tests/chat_server.py), one per test. Its options come from
-    the closest ``@pytest.mark.chat_server(...)`` (a module's ``pytestmark`` or the test's)."""
+    """The loopback fake chat server (tests/support/chat_server.py), one per test. Its options
+    come from the closest ``@pytest.mark.chat_server(...)`` (a module's ``pytestmark`` or the
+    test's)."""
     marker = request.node.get_closest_marker("chat_server")
     srv = ChatServer(**(marker.kwargs if marker else {})).start()
     yield srv
@@ -75,7 +61,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
     A file lock in the run's common temporary folder: the first worker builds, the others wait
     and reuse it. Read its files, but run no command in it (git and DVC write locks and state
     even to read) and change nothing: a test that does takes its own
-    ``tests.pipeline_repo.copy_repo`` of the repo inside.
+    ``tests.support.pipeline_repo.copy_repo`` of the repo inside.
     """
     from filelock import FileLock
 
@@ -97,7 +83,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
 def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     """The project after a full ``dvc repro`` with the oracle backend over every item, built
     once per pytest run (``built_once``: read it, copy it to change it)."""
-    from tests.pipeline_repo import make_repo, sh  # here: it imports this module
+    from tests.support.pipeline_repo import make_repo, sh  # here: it imports this module
 
     def build(top: Path) -> None:
         make_repo(top / "repo", mirror_dir)
@@ -109,10 +95,10 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Pa
 @pytest.fixture(scope="session")
 def view_runs_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
                    ) -> dict[str, Any]:
-    """``tests.view_runs.build_runs`` (experiments run-a and run-b over every item), built once
-    per pytest run for the view's CLI and browser tests; each module takes its own copy
-    (``tests.view_runs.copy_runs``), as both run commands in it."""
-    from tests.view_runs import build_runs
+    """``tests.support.view_runs.build_runs`` (experiments run-a and run-b over every item), built
+    once per pytest run for the view's CLI and browser tests; each module takes its own copy
+    (``tests.support.view_runs.copy_runs``), as both run commands in it."""
+    from tests.support.view_runs import build_runs
 
     def build(top: Path) -> None:
         info = build_runs(top, mirror_dir)

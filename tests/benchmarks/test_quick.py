@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chat_server import ChatServer, request_log
-from tests.conftest import REPO_ROOT, find_mirror
+from tests.support.chat_server import ChatServer, request_log
+from tests.support.paths import REPO_ROOT, find_mirror
 
 BENCH = REPO_ROOT / "benchmarks"
 
@@ -98,7 +98,7 @@ def test_quick_mode_runs_to_the_end(name: str, tmp_path: Path) -> None:
         pytest.skip(f"{name} has no --quick yet: {PENDING[name]}")
     assert name in ROWS, f"benchmarks/{name} is new: add the rows its --quick prints to ROWS"
     if name == "view_build.py" and os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
-        pytest.skip("RIMO_EVAL_NO_BROWSER=1, as for the browser tests (tests/browser.py)")
+        pytest.skip("RIMO_EVAL_NO_BROWSER=1, as for the browser tests (tests/support/browser.py)")
     env = {**os.environ, "TMPDIR": str(tmp_path), "RIMO_MIRROR": str(find_mirror()),
            "TQDM_DISABLE": "1"}
     # Its own process group: a script past the limit is killed with the servers it started.

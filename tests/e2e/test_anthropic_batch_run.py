@@ -16,12 +16,12 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict as predict_stage
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
-from tests.conftest import REPO_ROOT
-from tests.e2e.test_native_full_run import fake_model
-from tests.engine.test_anthropic_batch import KEY_ENV, config
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_anthropic_batch import FakeMessageBatches
-from tests.fake_provider import Record, Reply
+from tests.support.anthropic_batch import KEY_ENV, config
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_anthropic_batch import FakeMessageBatches
+from tests.support.fake_model import fake_model
+from tests.support.fake_provider import Record, Reply
+from tests.support.paths import REPO_ROOT
 
 PRICE = {"input": 3.0, "output": 15.0}
 

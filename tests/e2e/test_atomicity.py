@@ -36,7 +36,7 @@ import yaml
 
 from rimo_eval.core.artifacts import PARAMS_CHECK_PATH
 from rimo_eval.core.atomic import PAUSE_ENV
-from tests.pipeline_repo import copy_repo, env, sh
+from tests.support.pipeline_repo import copy_repo, env, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 

@@ -36,8 +36,8 @@ from rimo_eval.core.provenance import build_provenance, git_state, params_finger
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.factories import n_item, small_benchmark, write_items
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.factories import n_item, small_benchmark, write_items
+from tests.support.pipeline_repo import copy_repo, sh
 
 BOOT = {"samples": 100, "seed": 0, "confidence": 0.95}
 FETCH = {"repo": "o/r", "revision": "abc", "folder": "RIMO", "mirrors": ["/x"],

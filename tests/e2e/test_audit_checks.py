@@ -31,7 +31,7 @@ from rimo_eval.core.artifacts import (
 from rimo_eval.core.predictions import PREDICTION_SCHEMAS
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import SCORE_SCHEMAS
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.pipeline_repo import copy_repo, sh
 
 PRED_N = predictions_path(TRACK_N).as_posix()
 TOUCHED = [LOCK_PATH, PARAMS_PATH, METRICS_PATH, BREAKDOWN_PATH, PROVENANCE_PATH,

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.chat_server import ChatServer
-from tests.judge_setup import KEY_ENV, SECRET, hashed_reply
-from tests.pipeline_repo import copy_repo, env, sh
+from tests.support.chat_server import ChatServer
+from tests.support.judge_setup import KEY_ENV, SECRET, hashed_reply
+from tests.support.pipeline_repo import copy_repo, env, sh
 
 pytestmark = pytest.mark.slow
 

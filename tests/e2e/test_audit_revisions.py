@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rimo_eval.core.dicts import flatten
-from tests.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ from rimo_eval.core.tracks import TRACKS
 from rimo_eval.predict import predict as predict_stage
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
-from tests.conftest import REPO_ROOT
-from tests.engine.test_batch_kill import Driver
-from tests.engine.test_batch_transport import KEY_ENV, config, predict
-from tests.fake_batch import FakeBatchServer
+from tests.support.batch_kill import Driver
+from tests.support.fake_batch import FakeBatchServer
+from tests.support.openai_batch import KEY_ENV, config, predict
+from tests.support.paths import REPO_ROOT
 
 
 @pytest.mark.slow

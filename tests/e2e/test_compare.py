@@ -27,10 +27,10 @@ from rimo_eval.commands.compare.command import (
 )
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.factories import n_item, p_item
-from tests.pipeline_repo import make_repo, sh
-from tests.replay_files import replay_rows, write_jsonl
-from tests.scored_runs import scored_side
+from tests.support.factories import n_item, p_item
+from tests.support.pipeline_repo import make_repo, sh
+from tests.support.replay_files import replay_rows, write_jsonl
+from tests.support.scored_runs import scored_side
 
 # --- flips and the table on small real score tables --------------------------------------------
 

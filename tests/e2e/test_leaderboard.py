@@ -1,7 +1,8 @@
 """``rimo-eval leaderboard`` end to end: real replay experiments over the real 791 items.
 
-One temporary DVC repo (tests/leaderboard_runs.py) holds five comparable k = 1 runs, two k = 4
-runs and a 5-item sample, all made by ``dvc exp run``; every test reads it through the real CLI.
+One temporary DVC repo (tests/support/leaderboard_runs.py) holds five comparable k = 1 runs,
+two k = 4 runs and a 5-item sample, all made by ``dvc exp run``; every test reads it through the
+real CLI.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import yaml
 
 from rimo_eval.core.dicts import flatten
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
-from tests.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
-from tests.pipeline_repo import sh
+from tests.support.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
+from tests.support.pipeline_repo import sh
 
 pytestmark = pytest.mark.slow
 FIVE = ["workspace", *[m for m in MODELS if m != "base"]]

@@ -22,9 +22,9 @@ import pytest
 from rimo_eval.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
 from rimo_eval.core.predictions import join_texts
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.chat_server import free_port
-from tests.need import need
-from tests.pipeline_repo import make_repo, sh
+from tests.support.loopback import free_port
+from tests.support.need import need
+from tests.support.pipeline_repo import make_repo, sh
 
 # 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.core.tracks import TRACK_N
-from tests.pipeline_repo import sh
-from tests.unit.test_score_leftovers import run_score
+from tests.support.pipeline_repo import sh
+from tests.support.scored_runs import run_score
 
 pytestmark = pytest.mark.slow
 

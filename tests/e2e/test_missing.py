@@ -13,7 +13,7 @@ from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.missing import missing_outputs, require_outputs
 from rimo_eval.core.shared import DVC_ROOT_ENV, project_root, shared_path
-from tests.pipeline_repo import sh
+from tests.support.pipeline_repo import sh
 
 
 @pytest.fixture

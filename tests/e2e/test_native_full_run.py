@@ -1,6 +1,6 @@
 """The full benchmark (all 791 items) through ``dvc exp run -S predict.backend=anthropic`` and
 ``... gemini`` against the loopback fakes, and through ``-S predict.backend=openai`` against
-``tests/chat_server.py`` serving the same fake model: the metrics are equal.
+``tests/support/chat_server.py`` serving the same fake model: the metrics are equal.
 
 The fake model is a fixed map from prompt to reply, built from the validated items with the
 engine's own prompt templates: RIMO-N gets the gold in a box for two items in three and an
@@ -11,7 +11,6 @@ attempt for the rest, so both tracks' metrics are strictly between 0 and 1.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -20,38 +19,15 @@ from typing import Any
 import pytest
 
 from rimo_eval.core.artifacts import METRICS_PATH
-from rimo_eval.core.items import load_items
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
-from tests.chat_server import ChatServer
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import FakeProvider, Record, Reply
-from tests.pipeline_repo import make_repo, sh
+from tests.support.chat_server import ChatServer
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_model import fake_model
+from tests.support.fake_provider import FakeProvider, Record, Reply
+from tests.support.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow
-
-
-def _bucket(pid: str, n: int) -> int:
-    return int(hashlib.sha256(pid.encode()).hexdigest(), 16) % n
-
-
-def fake_model(items_dir: Path) -> dict[str, str]:
-    """Last user message -> reply, for every request a full run makes."""
-    replies: dict[str, str] = {}
-    for item in load_items(TRACK_N, items_dir):
-        text = (f"Carefully, the answer is \\boxed{{{item.answer}}}." if _bucket(item.problem_id, 3)
-                else f"I could not finish {item.problem_id}.")
-        replies[rimo_n_messages(item)[-1]["content"]] = text
-    for item in load_items(TRACK_P, items_dir):
-        good = _bucket(item.problem_id, 2) == 0
-        proved: list[str] = []
-        for k in range(len(item.sub_problems)):
-            text = (item.sub_solutions[k] if good and item.sub_solutions[k].strip()
-                    else f"An attempt at part {k + 1} of {item.problem_id}.")
-            replies[rimo_p_messages(item, k, proved)[-1]["content"]] = text
-            proved.append(text.strip())
-    return replies
 
 
 def scored(repo: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from rimo_eval.core.config import PREDICT_OUTPUT_KEYS
-from tests.conftest import REPO_ROOT
-from tests.e2e.test_params_declared import covered, declared, dvc_stages
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.params_declared import covered, declared, dvc_stages
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import copy_repo, sh
 
 OPERATIONAL = ("predict.allow_errors", "predict.openai.concurrency", "predict.openai.timeout_s",
                "predict.openai.max_retries", "predict.openai.cache_dir",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
 

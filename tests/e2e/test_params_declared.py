@@ -17,28 +17,13 @@ import yaml
 
 from rimo_eval.core.artifacts import PREDICT_RUN_PATH
 from rimo_eval.core.config import parse_params
-from tests.conftest import REPO_ROOT
-from tests.pipeline_repo import BIN, make_repo, sh
+from tests.support.params_declared import covered, declared, dvc_stages
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import BIN, make_repo, sh
 
 STAGES = ("check-params", "fetch", "validate", "predict", "score", "judge", "view", "report")
 # What another engineer's score change will read; declared ahead of it.
 SCORE_WILL_READ = ("predict.limit", "predict.sample_seed")
-
-
-def dvc_stages(root: Path = REPO_ROOT) -> dict[str, Any]:
-    return yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-
-
-def declared(stage: dict[str, Any]) -> list[str]:
-    keys: list[str] = []
-    for entry in stage.get("params") or []:
-        # A bare key is in params.yaml; {file: [keys]} names another file (none here).
-        keys += [entry] if isinstance(entry, str) else [k for v in entry.values() for k in v]
-    return keys
-
-
-def covered(path: str, keys: list[str]) -> bool:
-    return any(path == k or path.startswith(f"{k}.") for k in keys)
 
 
 def _changed(value: Any) -> Any:

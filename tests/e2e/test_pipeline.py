@@ -12,8 +12,8 @@ import pytest
 from rimo_eval.commands.compare.revisions import RunFiles, resolve
 from rimo_eval.core.artifacts import METRICS_PATH, scores_path
 from rimo_eval.core.tracks import TRACK_N, TRACKS
-from tests.independent_grader import independent_gold, independent_metrics
-from tests.pipeline_repo import copy_repo, sh
+from tests.support.independent_grader import independent_gold, independent_metrics
+from tests.support.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
 

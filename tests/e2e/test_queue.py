@@ -31,10 +31,10 @@ import yaml
 
 from rimo_eval.chat.cache import DB_NAME
 from rimo_eval.core.hashing import fingerprint
-from tests.cache_tools import cache_entries
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.pipeline_repo import env, make_repo
+from tests.support.cache_tools import cache_entries
+from tests.support.chat_server import ChatServer
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import env, make_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 

@@ -21,10 +21,10 @@ import pandas as pd
 import pytest
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.key_forms import key_forms
-from tests.pipeline_repo import copy_repo, env
-from tests.replay_files import replay_rows, write_jsonl
-from tests.s3_server import S3Server
+from tests.support.key_forms import key_forms
+from tests.support.pipeline_repo import copy_repo, env
+from tests.support.replay_files import replay_rows, write_jsonl
+from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.slow
 

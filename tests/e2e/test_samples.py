@@ -25,10 +25,10 @@ from rimo_eval.predict import predict
 from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
-from tests.conftest import REPO_ROOT
-from tests.factories import small_benchmark
-from tests.independent_grader import independent_gold, independent_metrics
+from tests.support.factories import small_benchmark
+from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.old_code import extract_old_package, run_old_code
+from tests.support.paths import REPO_ROOT
 
 K = 4
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}
@@ -372,7 +372,7 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
 def test_dvc_repro_with_four_samples_matches_the_independent_computation(
         tmp_path: Path, mirror_dir: Path) -> None:
     """The real `dvc repro`, predict.samples: 4, a replay with sample fields, the report too."""
-    from tests.pipeline_repo import make_repo, sh
+    from tests.support.pipeline_repo import make_repo, sh
     gold_n, gold_p = independent_gold(mirror_dir)
     repo = make_repo(tmp_path / "repo", mirror_dir, predict={
         "backend": "replay", "samples": K, "limit": None, "replay": {"path": "k4.jsonl"}})

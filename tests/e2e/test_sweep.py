@@ -27,11 +27,12 @@ import pytest
 import yaml
 
 from rimo_eval.commands.sweep.remote import exp_ref
-from tests.chat_server import ChatServer, free_port
-from tests.conftest import REPO_ROOT
-from tests.pipeline_repo import copy_repo, env
-from tests.s3_server import S3Server
 from tests.support import slurm
+from tests.support.chat_server import ChatServer
+from tests.support.loopback import free_port
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import copy_repo, env
+from tests.support.s3_server import S3Server
 from tests.support.sweep_model import responder
 
 pytestmark = pytest.mark.slow

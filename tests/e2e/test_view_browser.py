@@ -1,7 +1,7 @@
 """``rimo-eval view`` in real headless Chromium: the site the CLI built from two real runs.
 
 Grid, filters, search, URL state, side by side, flips, math rendered (counted as .katex
-elements), and the hostile corpus (tests/view_runs.py) inert: no dialog, ``window.__pwned``
+elements), and the hostile corpus (tests/support/view_runs.py) inert: no dialog, ``window.__pwned``
 never set, no element with an event-handler attribute, no link, frame, object, form, style
 element or foreign SVG, no navigation, and (served over loopback) no resource but the site's
 own files. A control page with the payloads left raw proves the checks can fail.
@@ -25,10 +25,10 @@ import pytest
 from rimo_eval.commands.view.model import build
 from rimo_eval.commands.view.site import write_site
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.browser import chromium, renderer_alive
-from tests.factories import n_item, p_item, write_items
-from tests.pipeline_repo import env, make_repo, sh
-from tests.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, copy_runs, small_run
+from tests.support.browser import chromium, renderer_alive
+from tests.support.factories import n_item, p_item, write_items
+from tests.support.pipeline_repo import env, make_repo, sh
+from tests.support.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, copy_runs, small_run
 
 SPY = """
 window.__rimo_dialogs = [];
@@ -293,7 +293,7 @@ def test_served_site_loads_only_its_own_files(driver: Any, runs: dict[str, Any])
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("view: serving http://127.0.0.1:"), line
-        # The browser resolves no host name but localhost (tests/browser.py), an IP literal
+        # The browser resolves no host name but localhost (tests/support/browser.py), an IP literal
         # included.
         url = line.split()[2].replace("//127.0.0.1:", "//localhost:")
         origin = url.rsplit("/", 1)[0] + "/"
@@ -378,7 +378,7 @@ REPLY = ("<think>" + HOSTILE_TEXT + " and $\\frac{1}{2}$</think>\n\nWe compute $
 def model_site(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterator[Path]:
     """``dvc repro score`` with the openai backend (3 items per track) whose every reply holds
     the hostile corpus, in the content and in a think block, then ``rimo-eval view``."""
-    from tests.chat_server import ChatServer
+    from tests.support.chat_server import ChatServer
 
     server = ChatServer(responder=lambda body, prompt: REPLY).start()
     try:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.pipeline_repo import sh
-from tests.view_runs import copy_runs
+from tests.support.pipeline_repo import sh
+from tests.support.view_runs import copy_runs
 
 
 @pytest.fixture(scope="module")

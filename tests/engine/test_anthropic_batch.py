@@ -1,58 +1,32 @@
 """Anthropic's Message Batches (``predict.anthropic.batch``) through the real ``anthropic`` SDK
-against the fake Message Batches API (``tests/fake_anthropic_batch.py``) in front of the fake
-model: the same predictions as the online backend (thinking, truncation, usage), one cache both
-ways, RIMO-P in rounds, follow-ups for errored results, a rejected parameter stopping the stage,
-and the key in no file."""
+against the fake Message Batches API (``tests/support/fake_anthropic_batch.py``) in front of
+the fake model: the same predictions as the online backend (thinking, truncation, usage), one cache
+both ways, RIMO-P in rounds, follow-ups for errored results, a rejected parameter stopping the
+stage, and the key in no file."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rimo_eval.chat.batch.records import RecordStore
 from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import Item
-from rimo_eval.predictors.native_chat import AnthropicPredictor
-from tests.cache_tools import cache_text
-from tests.engine.test_batch_transport import ITEMS, n_item
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_anthropic_batch import FakeMessageBatches
+from tests.support.anthropic_batch import (  # noqa: F401 - the fixture
+    KEY_ENV,
+    SECRET,
+    config,
+    fake_message_batches,
+    predict,
+)
+from tests.support.cache_tools import cache_text
+from tests.support.fake_anthropic_batch import FakeMessageBatches
+from tests.support.openai_batch import ITEMS, n_item
 
-KEY_ENV = "RIMO_TEST_ANTHROPIC_KEY"
-SECRET = "sk-ant-batch-test-7c41e0d29a8b5f36SECRET"
 THINKING = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
-
-
-@pytest.fixture(name="fake")
-def fake_message_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessageBatches]:
-    """The fake Message Batches API in front of a fake model; the key in ``KEY_ENV``."""
-    monkeypatch.setenv(KEY_ENV, SECRET)
-    model = FakeAnthropic(retry_after="0").start()
-    srv = FakeMessageBatches(model=model).start()
-    yield srv
-    srv.stop()
-    model.stop()
-
-
-def config(fake: FakeMessageBatches, cache: Path, batch: bool = True, **batch_opts: Any
-           ) -> dict[str, Any]:
-    return {"base_url": fake.base_url, "model": "claude-fake", "api_key_env": KEY_ENV,
-            "cache_dir": str(cache), "max_tokens": 4096, "timeout_s": 10.0, "max_retries": 1,
-            "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "concurrency": 4,
-            "batch": {"enabled": batch, "poll_s": 0.01, **batch_opts}}
-
-
-def predict(cfg: dict[str, Any], items: list[Item], samples: int = 1) -> str:
-    predictor = AnthropicPredictor(cfg)
-    predictor.samples = samples
-    return json.dumps([asdict(p) for p in predictor.predict(items)], sort_keys=True)
 
 
 def sizes(fake: FakeMessageBatches) -> list[int]:

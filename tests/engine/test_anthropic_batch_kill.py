@@ -16,15 +16,14 @@ import pytest
 from rimo_eval.chat.batch.records import RecordStore
 from rimo_eval.cli import main
 from rimo_eval.core.errors import StageError
-from tests.engine.test_anthropic_batch import (  # noqa: F401 - the fixture
+from tests.support.anthropic_batch import (  # noqa: F401 - the fixture
     KEY_ENV,
     config,
     fake_message_batches,
     predict,
 )
-from tests.engine.test_batch_admin import params_file
-from tests.engine.test_batch_kill import ITEMS, Driver
-from tests.fake_anthropic_batch import FakeMessageBatches
+from tests.support.batch_kill import ITEMS, Driver, params_file
+from tests.support.fake_anthropic_batch import FakeMessageBatches
 
 PREDICTOR = "rimo_eval.predictors.native_chat:AnthropicPredictor"
 REQUESTS = 5 + 3 + 2  # ITEMS: five RIMO-N, RIMO-P of 3 and 2 parts

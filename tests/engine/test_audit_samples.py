@@ -14,9 +14,9 @@ from rimo_eval.commands.audit.ledger import Ledger
 from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACKS
 from rimo_eval.predict import predict
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.factories import small_benchmark
+from tests.support.chat_server import ChatServer
+from tests.support.factories import small_benchmark
+from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_AUDIT_KEY"
 
@@ -59,7 +59,7 @@ def test_rimo_eval_audit_passes_on_a_dvc_repro_k3_fake_server_run(
     """The whole command, as issue 20 reported it: exit 0 and no fingerprint break."""
     import yaml
 
-    from tests.pipeline_repo import make_repo, sh
+    from tests.support.pipeline_repo import make_repo, sh
 
     openai = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["predict"]["openai"]
     root = make_repo(tmp_path / "k3", mirror_dir, {

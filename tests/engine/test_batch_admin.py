@@ -8,26 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rimo_eval.cli import main
-from tests.batch_fake_base import BatchFake
-from tests.conftest import REPO_ROOT
-from tests.engine.test_batch_kill import ITEMS, Driver, no_double_pay
-from tests.engine.test_batch_transport import KEY_ENV, config
-from tests.fake_batch import FakeBatchServer
-
-
-def params_file(tmp_path: Path, fake: BatchFake, backend: str = "openai",
-                key_env: str = KEY_ENV) -> Path:
-    """The project's params.yaml with ``backend``'s section pointed at ``fake``."""
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    params["predict"]["backend"] = backend
-    params["predict"][backend].update(base_url=fake.base_url, model="fake-model",
-                                      api_key_env=key_env, cache_dir=str(tmp_path / "cache"))
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    return path
+from tests.support.batch_kill import ITEMS, Driver, no_double_pay, params_file
+from tests.support.fake_batch import FakeBatchServer
+from tests.support.openai_batch import KEY_ENV, config
 
 
 def test_status_lists_and_cancel_cancels_the_live_batch(

@@ -1,4 +1,4 @@
-"""The fake Batch API (``tests/fake_batch.py``) as the official ``openai`` client sees it: a
+"""The fake Batch API (``tests/support/fake_batch.py``) as the official ``openai`` client sees it: a
 file upload, a batch through its states, output and error files, cancel, and its log."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import openai
 
-from tests.fake_batch import FakeBatchServer
+from tests.support.fake_batch import FakeBatchServer
 
 
 def lines(*prompts: str) -> bytes:

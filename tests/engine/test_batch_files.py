@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.engine.test_estimate import cli, project
-from tests.fake_batch import forward
+from tests.support.chat_server import ChatServer
+from tests.support.estimate_project import cli, project
+from tests.support.fake_batch import forward
+from tests.support.paths import REPO_ROOT
 
 THINK = "<think>Maybe \\boxed{999}? No.</think>"
 

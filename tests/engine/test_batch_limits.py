@@ -11,9 +11,9 @@ import pytest
 
 from rimo_eval.chat.batch.records import RecordStore
 from rimo_eval.core.errors import StageError
-from tests.chat_server import BlackHole, ChatServer
-from tests.engine.test_batch_transport import ITEMS, KEY_ENV, config, n_item, predict
-from tests.fake_batch import FakeBatchServer
+from tests.support.chat_server import BlackHole, ChatServer
+from tests.support.fake_batch import FakeBatchServer
+from tests.support.openai_batch import ITEMS, KEY_ENV, config, n_item, predict
 
 
 @pytest.fixture(autouse=True)

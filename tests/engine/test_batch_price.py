@@ -12,10 +12,10 @@ import pytest
 from rimo_eval.core.config import load_params
 from rimo_eval.predict import estimate
 from rimo_eval.score.samples import price, usage
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.engine.test_estimate import cli, project
-from tests.factories import small_benchmark
+from tests.support.chat_server import ChatServer
+from tests.support.estimate_project import cli, project
+from tests.support.factories import small_benchmark
+from tests.support.paths import REPO_ROOT
 
 
 def test_estimate_shows_the_batch_price(server: ChatServer, tmp_path: Path) -> None:

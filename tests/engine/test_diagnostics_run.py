@@ -19,11 +19,11 @@ from rimo_eval.predict import predict
 from rimo_eval.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.stage import score
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.engine.test_openai_backend import KEY_ENV, SECRET, make_config
-from tests.factories import p_item, write_items
+from tests.support.chat_server import ChatServer
+from tests.support.factories import p_item, write_items
 from tests.support.old_code import extract_old_package, run_old_code
+from tests.support.openai_backend import KEY_ENV, SECRET, make_config
+from tests.support.paths import REPO_ROOT
 
 BOOT = {"samples": 200, "seed": 1, "confidence": 0.95}
 BASE_COMMIT = "89ef707"  # main before the diagnostics: its exact-match metrics are the reference

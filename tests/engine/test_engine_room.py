@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.e2e.test_dependencies import project_imports
+from tests.support.import_graph import project_imports
+from tests.support.paths import REPO_ROOT
 
 ENGINE = sorted(p for p in (REPO_ROOT / "rimo_eval/chat").rglob("*.py"))
 FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/",
@@ -38,7 +38,8 @@ def test_the_engine_imports_nothing_of_rimo(path: Path) -> None:
 
 def test_the_judge_depends_on_the_engine_not_on_the_rimo_predictors() -> None:
     """An edit to predictors/replay.py (or any predictor) must not rerun the judge."""
-    from tests.e2e.test_dependencies import MODULES, covered, stage_deps
+    from rimo_eval.cli import MODULES
+    from tests.support.import_graph import covered, stage_deps
 
     deps = stage_deps()["judge"]
     replay = REPO_ROOT / "rimo_eval/predictors/replay.py"

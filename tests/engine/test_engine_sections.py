@@ -13,10 +13,10 @@ import pytest
 from rimo_eval.core.config import parse_params, read_yaml
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.judge.stage import judge
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.factories import n_item, p_item, write_items
-from tests.judge_setup import KEY_ENV, judge_cfg, judge_paths, scored
+from tests.support.chat_server import ChatServer
+from tests.support.factories import n_item, p_item, write_items
+from tests.support.judge_setup import KEY_ENV, judge_cfg, judge_paths, scored
+from tests.support.paths import REPO_ROOT
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_the_judge_draws_one_progress_bar_of_its_parts(
         server: ChatServer, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 17 §10: the judge used to open a stray empty bar before its own."""
     from rimo_eval.chat import session
-    from tests.judge_setup import hashed_reply
+    from tests.support.judge_setup import hashed_reply
 
     totals: list[int] = []
 

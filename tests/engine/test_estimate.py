@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,29 +16,11 @@ from rimo_eval.core.artifacts import PREDICT_RUN_PATH
 from rimo_eval.core.items import load_items
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.factories import small_benchmark
+from tests.support.chat_server import ChatServer
+from tests.support.estimate_project import cli, project
+from tests.support.paths import REPO_ROOT
 
 N_CALLS, P_CALLS = 4, 1 + 2 + 3 + 1  # small_benchmark: 4 RIMO-N items, RIMO-P parts 1, 2, 3, 1
-
-
-def project(tmp_path: Path, server: ChatServer, samples: int, **openai: Any) -> Path:
-    small_benchmark(tmp_path / "data" / "items")
-    cfg = {"base_url": server.base_url, "model": "fake-model", "api_key_env": None,
-           "cache_dir": str(tmp_path / "cache"), "max_tokens": 100, **openai}
-    # The CLI validates the whole file: start from the project's own params.
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    params["predict"].update({"backend": "openai", "limit": None, "samples": samples,
-                              "openai": cfg})
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return tmp_path
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "rimo_eval.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, check=True)
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:

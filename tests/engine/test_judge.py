@@ -19,9 +19,9 @@ from rimo_eval.judge import parse
 from rimo_eval.judge.calibrate import derangement
 from rimo_eval.judge.metrics import compare_rows, recompute_mismatches
 from rimo_eval.judge.stage import DISABLED, JUDGE_SCHEMA, judge
-from tests.chat_server import ChatServer
-from tests.factories import n_item, p_item, write_items
-from tests.judge_setup import (
+from tests.support.chat_server import ChatServer
+from tests.support.factories import n_item, p_item, write_items
+from tests.support.judge_setup import (
     KEY_ENV,
     SECRET,
     candidate_of,

@@ -15,9 +15,9 @@ import pytest
 
 from rimo_eval.core.judge_record import read as read_judge
 from rimo_eval.judge.stage import judge
-from tests.cache_tools import cache_entries
-from tests.chat_server import ChatServer
-from tests.judge_setup import (
+from tests.support.cache_tools import cache_entries
+from tests.support.chat_server import ChatServer
+from tests.support.judge_setup import (
     KEY_ENV,
     SECRET,
     hashed_reply,
@@ -116,7 +116,7 @@ def test_dvc_repro_runs_the_judge_between_score_and_report(tmp_path: Path, mirro
     ``dvc exp run -S``; the metrics show up under RIMO-P.judge.* and in the report."""
     import yaml
 
-    from tests.pipeline_repo import make_repo, sh
+    from tests.support.pipeline_repo import make_repo, sh
 
     server = ChatServer().start()
     server.responder = hashed_reply

@@ -18,7 +18,7 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.extract import extract_boxed
 from rimo_eval.predictors.local_model import LocalModelPredictor
-from tests.need import need
+from tests.support.need import need
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_local_backend_honours_samples(model_dir: Path, tmp_path: Path) -> None:
     preds = predictor.predict(ITEMS[:1])
     assert [(p.problem_id, p.sample, p.status) for p in preds] == [("t1", 0, "ok"),
                                                                    ("t1", 1, "ok")]
-    from tests.cache_tools import cache_entries
+    from tests.support.cache_tools import cache_entries
     entries = [e.request for e in cache_entries(tmp_path / "cache")]
     seeds = sorted(e["request"]["seed"] for e in entries if e)
     assert seeds == [3, 4]  # sample j draws with seed + j

@@ -1,6 +1,7 @@
 """``predict.backend: anthropic`` and ``gemini`` end to end below the stage: the predictor and
 the engine's ``Session`` over the real SDK (``anthropic``, ``google-genai``) against the
-loopback fakes (tests/fake_anthropic.py, tests/fake_gemini.py). Every case runs for both."""
+loopback fakes (tests/support/fake_anthropic.py, tests/support/fake_gemini.py). Every case runs
+for both."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from rimo_eval.core.items import Item
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.base import Prediction
-from tests.cache_tools import cache_text
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import FakeProvider
+from tests.support.cache_tools import cache_text
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import FakeProvider
 
 KEY_ENV = "RIMO_NATIVE_TEST_KEY"
 SECRET = "sk-native-test-5d1e9a7c3b2f4e60SECRET"

@@ -1,7 +1,7 @@
 """The native backends through the predict stage: the metrics of a run against each fake
-(tests/fake_anthropic.py, tests/fake_gemini.py, through the real SDKs) equal those of the same
-fake model served through the ``openai`` backend (tests/chat_server.py), and a
-``python -m rimo_eval predict`` process killed with SIGKILL resumes with nothing re-sent."""
+(tests/support/fake_anthropic.py, tests/support/fake_gemini.py, through the real SDKs) equal
+those of the same fake model served through the ``openai`` backend (tests/support/chat_server.py),
+and a ``python -m rimo_eval predict`` process killed with SIGKILL resumes with nothing re-sent."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from rimo_eval.core.hashing import fingerprint
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.engine.test_predict_faults import gold_reply, predictions
-from tests.factories import write_items
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import FakeProvider
+from tests.support.chat_server import ChatServer
+from tests.support.factories import write_items
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import FakeProvider
+from tests.support.paths import REPO_ROOT
+from tests.support.predict_faults import gold_reply, predictions
 
 KEY_ENV = "RIMO_NATIVE_STAGE_TEST_UNSET_KEY"  # unset: loopback servers get the dummy key
 FAKES: dict[str, type[FakeProvider]] = {"anthropic": FakeAnthropic, "gemini": FakeGemini}

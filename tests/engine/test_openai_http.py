@@ -26,7 +26,7 @@ from rimo_eval.chat.errors import (
 )
 from rimo_eval.chat.openai.http import OpenAIHTTP, _env_proxy
 from rimo_eval.chat.probe import connection_cause
-from tests.chat_server import ChatServer
+from tests.support.chat_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +128,7 @@ CLEAN_RUN = """
 import json, sys
 from rimo_eval.core.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.chat_server import ChatServer
+from tests.support.chat_server import ChatServer
 
 server = ChatServer().start()
 faults = ["", "[[fail:429:1]]", "[[fail:503:1]]", "[[empty:1]]", "[[malformed:1]]",

@@ -20,10 +20,10 @@ from rimo_eval.core.items import Item
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predict import predict
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.cache_tools import cache_entries as stored_entries
-from tests.chat_server import BlackHole, ChatServer
-from tests.factories import n_item as n_row
-from tests.factories import write_items
+from tests.support.cache_tools import cache_entries as stored_entries
+from tests.support.chat_server import BlackHole, ChatServer
+from tests.support.factories import n_item as n_row
+from tests.support.factories import write_items
 
 # Timed (a breaker that trips in seconds, a stall warning after 1 s) and a server revived on
 # its old port: kept apart from other tests (the serial pass).

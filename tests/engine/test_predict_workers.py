@@ -24,9 +24,10 @@ import yaml
 
 from rimo_eval.core.atomic import PAUSE_ENV
 from rimo_eval.predict import predict
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.engine.test_predict_faults import (
+from tests.support.chat_server import ChatServer
+from tests.support.factories import write_items
+from tests.support.paths import REPO_ROOT
+from tests.support.predict_faults import (
     CONCURRENCY,
     KEY_ENV,
     SEED,
@@ -38,7 +39,6 @@ from tests.engine.test_predict_faults import (
     predict_cfg,
     predictions,
 )
-from tests.factories import write_items
 
 pytestmark = [pytest.mark.chat_server(latency_s=0.03, hang_s=3.0), pytest.mark.serial,
               pytest.mark.slow]

@@ -13,7 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -29,8 +29,9 @@ from rimo_eval.chat.errors import ErrorDecision, retry_after_s
 from rimo_eval.core.chat_params import AnthropicParams
 from rimo_eval.core.config import coerce
 from rimo_eval.core.errors import ConfigError
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_provider import Reply
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_provider import Reply
+from tests.support.provider_fixtures import fake_provider_fixtures
 
 KEY = "sk-ant-test-0123456789abcdef"
 BASE = {"model": "claude-fake", "max_tokens": 4096}
@@ -42,18 +43,7 @@ def section(settings: Mapping[str, Any]) -> AnthropicParams:
     return coerce(AnthropicParams, settings, "predict.anthropic")
 
 
-@pytest.fixture(scope="module")
-def anthropic_server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(retry_after="2") as fake:
-        yield fake  # type: ignore[misc]
-
-
-@pytest.fixture
-def fake(anthropic_server: FakeAnthropic) -> FakeAnthropic:
-    s = anthropic_server
-    s.reset()
-    s.responder, s.api_key, s.hang_after, s.hang_s = None, None, None, 30.0
-    return s
+provider_server, fake_fixture = fake_provider_fixtures(FakeAnthropic)
 
 
 def client(fake: FakeAnthropic, **kw: Any) -> anthropic.AsyncAnthropic:

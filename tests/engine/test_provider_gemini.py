@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -23,8 +23,9 @@ from rimo_eval.chat.gemini.translate import (
 from rimo_eval.core.chat_params import GeminiParams
 from rimo_eval.core.config import coerce
 from rimo_eval.core.errors import ConfigError
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import Reply
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import Reply
+from tests.support.provider_fixtures import fake_provider_fixtures
 
 KEY = "AIzaFakeKey0123456789abcdef"
 BASE = {"model": "gemini-fake", "max_output_tokens": 2048}
@@ -40,18 +41,7 @@ def section(settings: Mapping[str, Any]) -> GeminiParams:
     return coerce(GeminiParams, settings, "predict.gemini")
 
 
-@pytest.fixture(scope="module")
-def gemini_server() -> Iterator[FakeGemini]:
-    with FakeGemini(retry_after="2") as fake:
-        yield fake  # type: ignore[misc]
-
-
-@pytest.fixture
-def fake(gemini_server: FakeGemini) -> FakeGemini:
-    s = gemini_server
-    s.reset()
-    s.responder, s.api_key, s.hang_after, s.hang_s = None, None, None, 30.0
-    return s
+provider_server, fake_fixture = fake_provider_fixtures(FakeGemini)
 
 
 def client(fake: FakeGemini, key: str = KEY, **options: Any) -> genai.Client:

@@ -12,8 +12,8 @@ from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.chat_server import ChatServer, echo_reply
-from tests.engine.test_openai_backend import (
+from tests.support.chat_server import ChatServer, echo_reply
+from tests.support.openai_backend import (
     KEY_ENV,
     SECRET,
     gold_items,
@@ -189,7 +189,7 @@ def test_resume_after_sigkill_works_per_sample(server: ChatServer, tmp_path: Pat
     import json
     import subprocess
 
-    from tests.engine.test_openai_backend import kill_when_stalled
+    from tests.support.openai_backend import kill_when_stalled
 
     items = [*gold_items(6), *(p_item(f"p{i}", ["A", "B"]) for i in range(2))]
     k, total = 3, 3 * (6 + 2 * 2)

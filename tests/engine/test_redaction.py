@@ -24,8 +24,8 @@ from rimo_eval.core.hashing import fingerprint
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.chat_server import ChatServer
-from tests.factories import write_items
+from tests.support.chat_server import ChatServer
+from tests.support.factories import write_items
 
 KEY_ENV = "RIMO_REDACTION_TEST_KEY"
 LONG_KEY = "sk-rimo-redact-4c8e1f0a9b7d2e63"

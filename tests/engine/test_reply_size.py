@@ -8,8 +8,8 @@ from pathlib import Path
 from rimo_eval.core.items import Item
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.cache_tools import cache_entries
-from tests.chat_server import ChatServer
+from tests.support.cache_tools import cache_entries
+from tests.support.chat_server import ChatServer
 
 
 def test_reasoning_sized_replies_flow_through_the_engine_and_cache(tmp_path: Path) -> None:

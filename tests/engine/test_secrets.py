@@ -17,10 +17,10 @@ import base64
 import json
 import secrets
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,20 +32,17 @@ import yaml
 
 from rimo_eval.chat.cache import DB_NAME
 from rimo_eval.predict import predict
-from tests.cache_tools import cache_entries, cache_text
-from tests.chat_server import (
+from tests.support.cache_tools import cache_entries, cache_text
+from tests.support.chat_server import (
     ChatServer,
     Record,
-    _make_handler,
-    _Server,
-    bind_loopback,
     prompt_text,
     request_fingerprint,
 )
-from tests.conftest import REPO_ROOT
-from tests.factories import small_benchmark
-from tests.key_forms import key_forms
-from tests.pipeline_repo import make_repo, sh
+from tests.support.factories import small_benchmark
+from tests.support.key_forms import key_forms
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import make_repo, sh
 
 KEY_ENV = "RIMO_SECRETS_TEST_API_KEY"
 
@@ -119,9 +116,9 @@ class LeakyServer(ChatServer):
             mode = self.modes[prompt]
         return None if mode == "normal" else mode
 
-    def start(self) -> LeakyServer:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
-        base: Any = _make_handler(self)
+        base: Any = super().handler()
 
         class Handler(base):  # type: ignore[misc, valid-type]
             def do_POST(self) -> None:
@@ -157,10 +154,7 @@ class LeakyServer(ChatServer):
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
                 server._finish(rec, "ok", text)
 
-        self._httpd = bind_loopback(lambda addr: _Server(addr, Handler))
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-        return self
+        return Handler
 
 
 @pytest.fixture

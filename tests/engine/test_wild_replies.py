@@ -33,8 +33,8 @@ from rimo_eval.core.surrogates import is_valid
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.chat_server import ChatServer, Shaped
-from tests.factories import write_items
+from tests.support.chat_server import ChatServer, Shaped
+from tests.support.factories import write_items
 
 BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
 WILD = "[[wild]]"  # marks the items whose replies the server makes hostile

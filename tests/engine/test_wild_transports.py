@@ -28,12 +28,12 @@ from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.batch_files import export_batch, import_batch
 from rimo_eval.predictors.native_chat import AnthropicPredictor
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
-from tests.chat_server import ChatServer, Shaped
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_anthropic_batch import FakeMessageBatches
-from tests.fake_batch import FakeBatchServer
-from tests.fake_gemini import FakeGemini
-from tests.fake_provider import FakeProvider, Record, Reply
+from tests.support.chat_server import ChatServer, Shaped
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_anthropic_batch import FakeMessageBatches
+from tests.support.fake_batch import FakeBatchServer
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import FakeProvider, Record, Reply
 
 KEY_ENV = "RIMO_WILD_TEST_KEY"
 KEY = "sk-wild-test-0b9d7e5c3a1f2468"

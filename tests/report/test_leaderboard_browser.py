@@ -3,8 +3,8 @@
 Run and model names are untrusted (a replay path, a served model's name): a label carrying
 ``<script>``, an event handler and mathtext must show verbatim, open no dialog and inject no
 element; every figure must decode. The driver, the dialog spy and the DOM query are the
-report's browser test's (tests/report/test_report_browser.py), whose control page proves they can
-fail.
+report's browser test's (tests/support/report_browser.py), whose control page
+(tests/report/test_report_browser.py) proves they can fail.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from rimo_eval.commands.leaderboard.command import write
 from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.statistics import find_metric
 from rimo_eval.commands.leaderboard.tables import render_html
-from tests.leaderboard_runs import make_run
-from tests.report.test_report_browser import INJECTED, driver, load, open_dialog
-from tests.report_fixtures import XSS_TEXT
-
-__all__ = ["driver"]  # the fixture, shared with the report's browser test
+from tests.support.leaderboard_runs import make_run
+from tests.support.report_browser import (  # noqa: F401 - the fixture
+    INJECTED,
+    chromium_driver,
+    load,
+    open_dialog,
+)
+from tests.support.report_fixtures import XSS_TEXT
 
 LABEL = XSS_TEXT + " $\\frac{1}{2}$ <iframe src=javascript:alert(3)>"
 

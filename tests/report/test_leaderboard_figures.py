@@ -26,7 +26,7 @@ from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.statistics import find_metric
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.leaderboard_runs import make_run
+from tests.support.leaderboard_runs import make_run
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from rimo_eval.report import html as H
 from rimo_eval.report import runner
 from rimo_eval.report import stage as R
 from rimo_eval.report import tables as T
-from tests.conftest import REPO_ROOT
-from tests.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
+from tests.support.paths import REPO_ROOT
+from tests.support.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 
 
 def _project(root: Path, *, sample: bool = True) -> dict[str, Path]:
@@ -215,7 +215,7 @@ def test_code_is_hidden_and_sections_present(rendered: dict) -> None:
 
 def test_judge_section_is_labelled_and_escaped(rendered: dict) -> None:
     from rimo_eval.report.judge import SECTION
-    from tests.report_fixtures import JUDGE_REASON_XSS
+    from tests.support.report_fixtures import JUDGE_REASON_XSS
 
     html_text = rendered["html"]
     # The notebook's markdown heading (nbconvert adds an id and an anchor link to it).

@@ -17,7 +17,6 @@ import contextlib
 import io
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,15 @@ from matplotlib import image as mpimg
 
 from rimo_eval.core.config import load_params
 from rimo_eval.report import stage as R
-from tests.browser import chromium, requested_urls
-from tests.conftest import REPO_ROOT
-from tests.report_fixtures import XSS_TEXT, make_report_inputs
+from tests.support.browser import requested_urls
+from tests.support.paths import REPO_ROOT
+from tests.support.report_browser import (  # noqa: F401 - the fixture
+    INJECTED,
+    chromium_driver,
+    load,
+    open_dialog,
+)
+from tests.support.report_fixtures import XSS_TEXT, make_report_inputs
 
 # Model text for a failing RIMO-P item, on top of the fixtures' RIMO-N XSS_TEXT.
 PAYLOAD_P = ('</pre></td></tr></table><script>alert("p")</script>'
@@ -43,24 +48,6 @@ FAILING_P = "2022c5"  # prefix score 0: listed first among the RIMO-P parts side
 PAYLOAD_ITEM = ('<img src=x onerror="alert(9)"><a href="javascript:alert(10)">ref</a>'
                 "<style>body{display:none}</style>{{7*7}}")
 
-# Runs before any script of every page and frame: records dialogs instead of opening them.
-SPY = """
-window.__rimo_dialogs = [];
-for (const name of ["alert", "confirm", "prompt", "print"]) {
-  window[name] = function (message) { window.__rimo_dialogs.push(name + ":" + message); };
-}
-"""
-INJECTED = """
-const hits = [];
-const selector = "[onerror],[onload],[onmouseover],[onclick],iframe,svg,img[src='x'],"
-  + "a[href^='javascript:'],b";
-for (const el of document.querySelectorAll(selector)) hits.push(el.outerHTML.slice(0, 120));
-for (const s of document.querySelectorAll("script"))
-  if (s.textContent.includes("alert(")) hits.push("script: " + s.textContent.slice(0, 80));
-for (const el of document.querySelectorAll("strong,em"))
-  if (/bold|emphasis/.test(el.textContent)) hits.push(el.outerHTML);
-return hits;
-"""
 CHART_COLOURS = {  # rimo_eval/report/charts.py, years.py: headline, domain, parts, year bars
     0: [(0x48, 0x78, 0xA8), (0x9B, 0x9B, 0x9B), (0xE0, 0x82, 0x3D), (0x6A, 0xA8, 0x4F)],
     1: [(0x48, 0x78, 0xA8)],
@@ -95,29 +82,6 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with contextlib.chdir(root):
         R.run(load_params())
     return root / R.OUT_HTML
-
-
-@pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
-    with chromium(1280, 1000, spy=SPY, console_log=True, request_log=True) as browser:
-        yield browser
-
-
-def load(driver: Any, path: Path) -> None:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get(path.as_uri())
-    WebDriverWait(driver, 30).until(
-        lambda d: d.execute_script("return document.readyState") == "complete")
-
-
-def open_dialog(driver: Any) -> str | None:
-    from selenium.common.exceptions import NoAlertPresentException
-
-    try:
-        return driver.switch_to.alert.text
-    except NoAlertPresentException:
-        return None
 
 
 def decode_png(data: bytes) -> np.ndarray:

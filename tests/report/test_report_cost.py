@@ -9,7 +9,7 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.report.cost import cost_table, samples_table
 from rimo_eval.score.stage import score
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 
 def test_cost_table_from_usage_with_price() -> None:

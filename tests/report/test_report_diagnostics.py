@@ -21,8 +21,8 @@ from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import selection as S
 from rimo_eval.report import stage as R
-from tests.conftest import REPO_ROOT
-from tests.report_fixtures import LENIENT_ID, XSS_TEXT, make_report_inputs
+from tests.support.paths import REPO_ROOT
+from tests.support.report_fixtures import LENIENT_ID, XSS_TEXT, make_report_inputs
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 from rimo_eval.core.predictions import PREDICTION_SCHEMAS, RUN_ID_META
 from rimo_eval.core.tables import COMPRESSION, table_from_rows
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -92,7 +92,7 @@ PREDICT_RUN = """
 import json, sys
 from pathlib import Path
 from rimo_eval.predict import predict
-from tests.chat_server import ChatServer
+from tests.support.chat_server import ChatServer
 
 server = ChatServer().start()
 cfg = {"backend": "openai", "openai": {"base_url": server.base_url, "model": "fake",

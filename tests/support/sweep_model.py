@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.chat_server import ChatServer
+from tests.support.chat_server import ChatServer
 
 
 def solves(text: str, right: str) -> bool:

@@ -1,6 +1,6 @@
 """Bad upstream data: corrupted copies of the real files, and property-based tests of the readers.
 
-Every fault in ``tests.corrupt.FAULTS`` must fail the validate stage with a StageError whose
+Every fault in ``tests.support.corrupt.FAULTS`` must fail the validate stage with a StageError whose
 report names the file, the line and/or problem_id, and the rule, and must leave the item tables
 and the validation report of the previous good run byte-for-byte as they were. Single faults
 already covered by tests/unit/test_validate.py are not repeated here.
@@ -32,8 +32,8 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
 from rimo_eval.validate.rules import CSV_COLUMNS, RULES, Finding
 from rimo_eval.validate.stage import SOURCES, ValidationResult, run, validate
-from tests.conftest import REPO_ROOT, UPSTREAM_FILES
-from tests.corrupt import FAULTS, N_JSONL, Fault, deep_nesting
+from tests.support.corrupt import FAULTS, N_JSONL, Fault, deep_nesting
+from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
 ITEMS, REPORT = ITEMS_DIR, VALIDATION_PATH

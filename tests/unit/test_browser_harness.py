@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import chromium
+from tests.support.browser import chromium
 
 
 def test_chromium_starts_under_a_long_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -23,26 +23,20 @@ from rimo_eval.chat.cache import DB_NAME, ResponseCache, labels, request_key
 from rimo_eval.core import atomic
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import fingerprint
-from tests.cache_tools import cache_entries, compress, set_data
-from tests.conftest import REPO_ROOT
-
-REASONING = "Let me think step by step about the claim. " * 750  # ~32 KB, a reasoning reply
-
-
-def payload(i: int, model: str = "m") -> dict:
-    return {"endpoint": {"transport": "openai-chat", "base_url": "http://127.0.0.1:1/v1"},
-            "request": {"model": model, "messages": [{"role": "user", "content": f"q{i}"}]}}
-
-
-def response(i: int) -> dict:
-    return {"texts": [f"{REASONING}answer {i}"], "finish_reason": "stop"}
-
+from tests.support.cache_tools import (
+    cache_entries,
+    compress,
+    payload,
+    response,
+    set_data,
+)
+from tests.support.paths import REPO_ROOT
 
 # Writes entries start, start+1, ... (pausing between puts if asked) and prints each index
 # once its put has returned.
 _WRITER = textwrap.dedent("""
     import sys, time
-    from tests.unit.test_cache import payload, response
+    from tests.support.cache_tools import payload, response
     from rimo_eval.chat.cache import ResponseCache, request_key
     cache = ResponseCache(sys.argv[1])
     start, stop, pause = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])

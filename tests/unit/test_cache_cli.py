@@ -15,9 +15,16 @@ import pytest
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key
 from rimo_eval.cli import main
 from rimo_eval.core.hashing import canonical_json
-from tests.cache_tools import compress, noisy, overwrite_page, pages_of, set_data
-from tests.conftest import REPO_ROOT
-from tests.unit.test_cache import payload, response
+from tests.support.cache_tools import (
+    compress,
+    noisy,
+    overwrite_page,
+    pages_of,
+    payload,
+    response,
+    set_data,
+)
+from tests.support.paths import REPO_ROOT
 
 DAY = 86400.0
 

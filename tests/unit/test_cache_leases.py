@@ -35,8 +35,8 @@ from rimo_eval.chat.session import Session
 from rimo_eval.chat.transport import ChatReply, ChatTransport, cache_payload
 from rimo_eval.core.chat_params import EngineParams
 from rimo_eval.core.errors import StageError
-from tests.conftest import REPO_ROOT
-from tests.unit.test_cache import payload, response
+from tests.support.cache_tools import payload, response
+from tests.support.paths import REPO_ROOT
 
 # Claims keys 0..n-1, prints its owner id, waits for a line on stdin, then stores a reply of
 # its own for key 0 and prints the text of the reply the cache kept.
@@ -44,7 +44,7 @@ _HOLDER = textwrap.dedent("""
     import sys
     from rimo_eval.chat.cache import ResponseCache, request_key
     from rimo_eval.chat.leases import Leases
-    from tests.unit.test_cache import payload
+    from tests.support.cache_tools import payload
     cache = ResponseCache(sys.argv[1])
     leases = Leases(cache)
     for i in range(int(sys.argv[2])):

@@ -21,9 +21,8 @@ from rimo_eval.chat import cache_prune
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, decode, request_key
 from rimo_eval.chat.cache_prune import Filter
 from rimo_eval.core.hashing import fingerprint
-from tests.cache_tools import noisy
-from tests.conftest import REPO_ROOT
-from tests.unit.test_cache import payload
+from tests.support.cache_tools import noisy, payload
+from tests.support.paths import REPO_ROOT
 
 DAY = 86400.0
 

@@ -14,12 +14,11 @@ import yaml
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key
 from rimo_eval.chat.cache_db import DamagedCache, note_path
 from rimo_eval.cli import main
-from tests.cache_tools import noisy, overwrite_page, pages_of
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
-from tests.engine.test_predict_faults import KEY_ENV, openai_config, predict_cfg
-from tests.factories import n_item, write_items
-from tests.unit.test_cache import payload
+from tests.support.cache_tools import noisy, overwrite_page, pages_of, payload
+from tests.support.chat_server import ChatServer
+from tests.support.factories import n_item, write_items
+from tests.support.paths import REPO_ROOT
+from tests.support.predict_faults import KEY_ENV, openai_config, predict_cfg
 
 N = 120
 

@@ -16,8 +16,8 @@ from rimo_eval.commands.compare.command import Side, compare_sides
 from rimo_eval.commands.compare.details import attach_p_texts, params_diff, snippet
 from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.factories import n_item, p_item
-from tests.scored_runs import scored_side
+from tests.support.factories import n_item, p_item
+from tests.support.scored_runs import scored_side
 
 N_ITEMS = [n_item(f"2001a{i}", str(i)) for i in range(1, 8)]
 P_ITEMS = [p_item("2001g1", ["g1", "g2"]), p_item("2001n1", ["n1", "n2", "n3"])]

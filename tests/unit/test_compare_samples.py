@@ -13,7 +13,7 @@ from rimo_eval.commands.compare.command import Revision, Side, compare_sides, re
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 
 def side(root: Path, name: str, k: int, rows: list[tuple[str, str, int, Any]]) -> Side:

@@ -15,8 +15,8 @@ import yaml
 from rimo_eval.core.config import Params, load_params, parse_params
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.conftest import REPO_ROOT
-from tests.pipeline_repo import BIN, make_repo, sh
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import BIN, make_repo, sh
 
 PARAMS = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
 

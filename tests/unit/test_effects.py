@@ -36,7 +36,7 @@ from rimo_eval.core.section import Section
 from rimo_eval.judge.chat import endpoint_identity
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.registry import predictor_class
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 ROOTS: dict[str, type[BaseModel]] = {"predict": PredictParams, "judge": JudgeParams}
 

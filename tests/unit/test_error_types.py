@@ -13,7 +13,7 @@ from rimo_eval.fetch import fetch
 from rimo_eval.predict import collect, predict
 from rimo_eval.predictors import Prediction, create_predictor
 from rimo_eval.validate.stage import run as validate_run
-from tests.conftest import REPO_ROOT, UPSTREAM_FILES
+from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
 PARAMS = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))

@@ -12,8 +12,8 @@ from rimo_eval.core.config import FetchParams, load_params
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.fetch import fetch
-from tests.conftest import REPO_ROOT, UPSTREAM_FILES
-from tests.http_files import serve_directory
+from tests.support.http_files import serve_directory
+from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 
 def _closed_port() -> int:

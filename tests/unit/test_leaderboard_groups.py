@@ -1,6 +1,6 @@
 """``leaderboard --all``: which comparable runs it ranks, and what it says of the others.
 
-Runs built from score frames in the score stage's schema (tests/leaderboard_runs.make_run);
+Runs built from score frames in the score stage's schema (tests/support/leaderboard_runs.make_run);
 tests/e2e/test_leaderboard.py runs --all on real experiments.
 """
 
@@ -13,7 +13,7 @@ from rimo_eval.commands.compare.revisions import WORKSPACE, Revision
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.core.errors import DataError
-from tests.leaderboard_runs import make_run
+from tests.support.leaderboard_runs import make_run
 
 RNG = np.random.default_rng(3)
 

@@ -27,7 +27,7 @@ from rimo_eval.commands.leaderboard.statistics import (
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.leaderboard_runs import make_run
+from tests.support.leaderboard_runs import make_run
 
 
 @pytest.fixture(scope="module")

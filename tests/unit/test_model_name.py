@@ -16,7 +16,7 @@ from rimo_eval.core.model_name import PACKAGED_LOCAL, model_name, run_label
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 20, "seed": 0, "confidence": 0.95}}
 

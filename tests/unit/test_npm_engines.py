@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 # "Node.js 18 or later" in the README's prerequisites.
 README_NODE = re.compile(r"Node\.js (\d+) or later")

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from rimo_eval.core.config import load_params, parse_params
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.validate.errata import load_errata
-from tests.conftest import REPO_ROOT
-from tests.pipeline_repo import BIN, sh
+from tests.support.paths import REPO_ROOT
+from tests.support.pipeline_repo import BIN, sh
 
 PARAMS_TEXT = (REPO_ROOT / "params.yaml").read_text(encoding="utf-8")
 PARAMS = yaml.safe_load(PARAMS_TEXT)

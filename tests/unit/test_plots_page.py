@@ -11,7 +11,7 @@ import yaml
 
 from rimo_eval.commands.plots_page import CSP, build, main
 from rimo_eval.core.errors import DataError
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 MODULES = REPO_ROOT / "node_modules"
 

@@ -14,7 +14,7 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict, select_sample
 from rimo_eval.predictors import available_backends, create_predictor
 from rimo_eval.predictors.registry import predictor_class
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from rimo_eval.core.predictions import build_table, predictions_path, write_tabl
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.predictors import create_predictor
-from tests.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, write_items
 
 
 def run(tmp_path: Path, name: str, samples: int) -> dict[str, bytes]:

@@ -14,7 +14,7 @@ from rimo_eval.core.predictions import predictions_path, read_run_id
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.factories import small_benchmark
+from tests.support.factories import small_benchmark
 
 BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
 CONSTANT = {"backend": "constant", "constant": {"answer": "12"}}

@@ -10,7 +10,7 @@ import pytest
 
 from rimo_eval.commands.compare.revisions import WORKSPACE, Revision, RunFiles
 from rimo_eval.core.errors import DataError
-from tests.pipeline_repo import env
+from tests.support.pipeline_repo import env
 
 TWICE = "predict:\n  limit: 5\n  backend: local\n  limit: 50\n"
 

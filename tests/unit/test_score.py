@@ -14,7 +14,7 @@ from rimo_eval.core.metrics_files import join, read_all
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.factories import n_item, small_benchmark, write_items
+from tests.support.factories import n_item, small_benchmark, write_items
 
 BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
 

@@ -8,22 +8,7 @@ from pathlib import Path
 
 from rimo_eval.core.metrics_files import read_all
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from rimo_eval.predict import predict
-from rimo_eval.score.stage import score
-from tests.factories import small_benchmark
-
-BOOT = {"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}
-
-
-def run_score(root: Path, limit: int | None) -> dict:
-    """oracle predictions over ``limit`` items per track, then the score stage, in ``root``."""
-    if not (root / "items").is_dir():
-        small_benchmark(root / "items")
-    predict({"backend": "oracle", "limit": limit}, root / "items", root / "preds")
-    reports = root / "reports"
-    return score(BOOT, root / "items", root / "preds", root / "scores",
-                 reports / "metrics.json", reports / "plots",
-                 params={"predict": {"limit": limit, "sample_seed": 0}, "fetch": {}})
+from tests.support.scored_runs import run_score
 
 
 def test_score_accepts_a_zero_item_sample(tmp_path: Path) -> None:

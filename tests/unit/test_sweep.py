@@ -18,7 +18,7 @@ from rimo_eval.commands.sweep.remote import exp_ref
 from rimo_eval.commands.sweep.script import array_spec, render
 from rimo_eval.commands.sweep.task import run_task
 from rimo_eval.core.errors import ConfigError
-from tests.chat_server import free_port
+from tests.support.loopback import free_port
 
 REV = "ab" + "c" * 38
 BASE: dict[str, object] = {"models": [{"name": "m-a", "path": "/models/A"},

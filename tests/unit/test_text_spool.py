@@ -21,7 +21,7 @@ from rimo_eval.core.predictions import (
 )
 from rimo_eval.core.text_spool import TextSpool
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, write_items
 
 LONG = "Let $x^2 = 4$. " * 2000  # about 30 KB, as a reasoning model writes
 

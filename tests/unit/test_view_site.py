@@ -24,8 +24,8 @@ from rimo_eval.commands.view.markup import (
 from rimo_eval.commands.view.model import FLAGS, build, item_texts
 from rimo_eval.commands.view.site import script, spill, write_site
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.factories import n_item, p_item, write_items
-from tests.view_runs import HOSTILE, HOSTILE_TEXT, small_run
+from tests.support.factories import n_item, p_item, write_items
+from tests.support.view_runs import HOSTILE, HOSTILE_TEXT, small_run
 
 
 @pytest.mark.parametrize("payload", HOSTILE)

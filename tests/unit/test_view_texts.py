@@ -15,8 +15,8 @@ from rimo_eval.core import predictions
 from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
-from tests.factories import n_item, p_item, write_items
-from tests.view_runs import write_jsonl
+from tests.support.factories import n_item, p_item, write_items
+from tests.support.view_runs import write_jsonl
 
 
 @pytest.fixture

@@ -28,8 +28,8 @@ from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
-from tests.conftest import REPO_ROOT
-from tests.leaderboard_runs import unit, write_jsonl
+from tests.support.leaderboard_runs import unit, write_jsonl
+from tests.support.paths import REPO_ROOT
 
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}
 EDGES = [(1900, 1989), (1990, 2004), (2005, 2014), (2015, 2019), (2020, 2023)]
@@ -235,7 +235,7 @@ def test_a_bad_training_cutoff_names_its_key(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_setting_a_cutoff_reruns_score_never_predict(oracle_run: Path, tmp_path: Path) -> None:
     """``dvc exp run -S score.training_cutoff=...``: metadata of score, not of the predictions."""
-    from tests.pipeline_repo import copy_repo, sh
+    from tests.support.pipeline_repo import copy_repo, sh
 
     root = copy_repo(oracle_run, tmp_path / "repo")
     params_file = root / "params.yaml"

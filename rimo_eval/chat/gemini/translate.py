@@ -15,7 +15,7 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over
   (the stage stops naming ``params_key``), ``item`` (that item's error, with ``kind``). A
   parsed reply with ``error_kind`` set (``blocked``, ``empty``) is that item's error
   (``retryable``: retry it first). Three SDK defaults must be overridden, each measured against
-  ``tests/fake_gemini.py``: without ``retry_options`` the async (aiohttp) client silently
+  ``tests/support/fake_gemini.py``: without ``retry_options`` the async (aiohttp) client silently
   retries a dropped connection after 1-10 s sleeps, outside the engine's retries and breaker;
   ``api_version`` defaults to ``v1`` in google-genai 3.6.1 (``v1beta`` documents thinking
   levels and thought parts); and ``automatic_continuation`` (on by default) re-sends a request

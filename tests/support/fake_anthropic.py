@@ -39,7 +39,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fake_provider import FakeProvider, Record, Reply, first_k, serve_main
+from tests.support.fake_provider import FakeProvider, Record, Reply, serve_main
+from tests.support.loopback import first_k
 
 # https://platform.claude.com/docs/en/api/errors: HTTP status -> error.type
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",

@@ -67,3 +67,15 @@ def noisy(i: int) -> dict:
     rng = random.Random(i)
     return {"texts": ["".join(rng.choice("0123456789abcdef") for _ in range(1500))],
             "finish_reason": "stop"}
+
+
+REASONING = "Let me think step by step about the claim. " * 750  # ~32 KB, a reasoning reply
+
+
+def payload(i: int, model: str = "m") -> dict:
+    return {"endpoint": {"transport": "openai-chat", "base_url": "http://127.0.0.1:1/v1"},
+            "request": {"model": model, "messages": [{"role": "user", "content": f"q{i}"}]}}
+
+
+def response(i: int) -> dict:
+    return {"texts": [f"{REASONING}answer {i}"], "finish_reason": "stop"}

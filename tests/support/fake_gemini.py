@@ -42,7 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fake_provider import FakeProvider, Record, Reply, first_k, serve_main
+from tests.support.fake_provider import FakeProvider, Record, Reply, serve_main
+from tests.support.loopback import first_k
 
 STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
           404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",

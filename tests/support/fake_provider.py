@@ -1,9 +1,9 @@
 """What the loopback fakes of provider APIs share (``fake_anthropic``, ``fake_gemini``).
 
-A ``FakeProvider`` is a real HTTP server on 127.0.0.1 (stdlib ``http.server``, as
-``chat_server``), so the official SDKs are driven over the wire. Behaviour is chosen per
-request by ``[[directive:arg]]`` markers in the last user message (the syntax of
-``chat_server``), or server-wide by ``responder(record)``, which returns a ``Reply`` or
+A ``FakeProvider`` is a real HTTP server on 127.0.0.1 (stdlib ``http.server``, a
+``loopback.RecordingFake`` as ``chat_server``), so the official SDKs are driven over the wire.
+Behaviour is chosen per request by ``[[directive:arg]]`` markers in the last user message (the
+syntax of ``chat_server``), or server-wide by ``responder(record)``, which returns a ``Reply`` or
 ``None`` (then the directives decide). Directives every fake knows (each fake adds its own):
 
 ``[[fail:CODE:K]]``     the first K attempts of this exact request get HTTP CODE, in that API's
@@ -20,8 +20,9 @@ carrying another key gets the API's authentication error. Every request is logge
 ``records`` (path, headers, JSON body, the key it carried, outcome); ``answered()`` counts the
 complete replies per distinct body, so a test can assert that nothing answered was re-sent.
 
-Standalone (benchmarks, a manual ``dvc exp run``): ``python -m tests.fake_anthropic`` or
-``python -m tests.fake_gemini`` (``--latency S``) prints the base URL and serves until killed.
+Standalone (benchmarks, a manual ``dvc exp run``): ``python -m tests.support.fake_anthropic``
+or ``python -m tests.support.fake_gemini`` (``--latency S``) prints the base URL and serves
+until killed.
 """
 
 from __future__ import annotations
@@ -34,24 +35,15 @@ import socket
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.chat_server import _directives, _first_k, _Server, serve_in_thread, shut_down
+from tests.support.loopback import RecordingFake, directives, first_k
 
-try:  # ports below the ephemeral range (safe beside Jupyter kernels under xdist), once there
-    from tests.chat_server import bind_loopback  # type: ignore[attr-defined]
-except ImportError:  # a tests/chat_server.py without it: any free port
-    def bind_loopback(make: Callable[[tuple[str, int]], Any]) -> Any:
-        return make(("127.0.0.1", 0))
-
-__all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "first_k", "serve_main"]
-
-first_k = _first_k
+__all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "serve_main"]
 
 
 def body_fingerprint(body: Any) -> str:
@@ -89,11 +81,11 @@ class Record:
 
     @property
     def directives(self) -> dict[str, str]:
-        return _directives(self.prompt)
+        return directives(self.prompt)
 
 
 @dataclass
-class FakeProvider:
+class FakeProvider(RecordingFake):
     latency_s: float = 0.0
     hang_s: float = 30.0
     hang_after: int | None = None
@@ -101,13 +93,6 @@ class FakeProvider:
     api_key: str | None = None
     responder: Callable[[Record], Reply | None] | None = None
     records: list[Record] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._attempts: Counter[str] = Counter()
-        self._answered = 0
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
 
     # -- what each API defines -----------------------------------------------------------
     def routes(self, path: str) -> bool:
@@ -131,59 +116,15 @@ class FakeProvider:
         raise NotImplementedError
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self, port: int = 0) -> FakeProvider:
-        handler = _make_handler(self)
-        self._httpd = serve_in_thread(_Server(("127.0.0.1", port), handler) if port
-                                      else bind_loopback(lambda addr: _Server(addr, handler)))
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        shut_down(self._httpd)
-
-    def __enter__(self) -> FakeProvider:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     @property
     def base_url(self) -> str:
         """Host and port only: each SDK adds its own path (``/v1/...``, ``/v1beta/...``)."""
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    # -- inspection ------------------------------------------------------------------------
-    def reset(self) -> None:
-        with self._lock:
-            self.records.clear()
-            self._attempts.clear()
-            self._answered = 0
-
-    def answered(self) -> Counter[str]:
-        """How many complete replies each distinct request (by body) received."""
-        with self._lock:
-            return Counter(r.key for r in self.records if r.outcome == "ok")
-
-    def ok_records(self) -> list[Record]:
-        with self._lock:
-            return sorted((r for r in self.records if r.outcome == "ok"),
-                          key=lambda r: r.started)
+        return f"http://127.0.0.1:{self.port}"
 
     # -- behaviour -------------------------------------------------------------------------
-    def _begin(self, record: Record) -> bool:
-        with self._lock:
-            self.records.append(record)
-            self._attempts[record.key] += 1
-            record.attempt = self._attempts[record.key]
-            return self.hang_after is not None and self._answered >= self.hang_after
-
-    def _finish(self, record: Record, outcome: str, reply: str | None = None) -> None:
-        with self._lock:
-            record.outcome, record.reply, record.finished = outcome, reply, time.monotonic()
-            if outcome == "ok":
-                self._answered += 1
-
     def arrivals(self, record: Record) -> int:
         """How many requests with this exact body arrived so far (this one included)."""
         return record.attempt

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.chat_server import bind_loopback
+from tests.support.loopback import bind_loopback
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

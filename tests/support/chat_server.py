@@ -43,95 +43,32 @@ compress like text, not like a repeated string), and ``answer_bytes`` pads the a
 many characters before it ends (the ``\boxed{}`` stays last, so extraction is unchanged).
 ``BlackHole`` is a server that accepts connections and never answers.
 
-Run standalone (for benchmarks in a separate process): ``python tests/chat_server.py --latency 0.2``
-prints the base URL on its first line and serves until killed.
+Run standalone (for benchmarks in a separate process):
+``python -m tests.support.chat_server --latency 0.2`` (in the repository root) prints the base
+URL on its first line and serves until killed.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import hashlib
 import json
-import random
-import re
 import socket
 import sys
 import threading
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any, TypeVar
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-_DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
+from tests.support.loopback import RecordingFake, bind_loopback, directives, first_k
 
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-# Test servers listen on ports below the kernel's ephemeral range. A Jupyter kernel (the report
-# stage) gets its five ports by binding port 0 and closing, and binds them a second later
-# (jupyter/jupyter_client#487); a server on the other xdist worker binding port 0 in that second
-# could take one and kill the kernel. Below the range no port-0 bind or outgoing connection
-# ever lands. In-process servers (bound at once: two picking one port just try another) and
-# ports handed to a server process (free now, bound by it later) take separate halves, so a
-# test server never takes a port that a starting process (SeaweedFS, llama.cpp) was given.
-_LOW = _ephemeral_low()
-_BOUND = range(max(1024, _LOW - 12000), max(1024, _LOW - 6000))
-_HANDED = range(max(1024, _LOW - 6000), _LOW)
-_random = random.SystemRandom()
-T = TypeVar("T")
-S = TypeVar("S", bound=ThreadingHTTPServer)
 # What ``ChatServer.shape`` may return instead of the completion: a body, or (status, body).
 Shaped = dict[str, Any] | bytes | tuple[int, dict[str, Any] | bytes] | None
-
-
-def bind_loopback(make: Callable[[tuple[str, int]], T], ports: range = _BOUND) -> T:
-    """``make(("127.0.0.1", port))`` (a server that binds in its constructor) on a free port."""
-    for _ in range(100):
-        try:
-            return make(("127.0.0.1", _random.choice(ports)))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-    raise RuntimeError(f"no free loopback port in {ports}")
-
-
-def serve_in_thread(httpd: S) -> S:
-    """``httpd`` serving in a daemon thread (polling shutdown every 50 ms)."""
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    return httpd
-
-
-def shut_down(httpd: ThreadingHTTPServer | None) -> None:
-    """Stop ``serve_in_thread``'s server and close its socket (None: never started)."""
-    if httpd is not None:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct loopback ports free now (held open together), for a server process that
-    binds them itself."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(bind_loopback(socket.create_server, _HANDED))
-                 for _ in range(n)]
-        return [sock.getsockname()[1] for sock in socks]
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 def request_log(base_url: str, since: int | None = None) -> dict[str, Any]:
@@ -181,10 +118,11 @@ class Record:
     outcome: str = "pending"  # ok | http-CODE | drop | hanging/hang | malformed | empty | ...
     reply: str | None = None
     finished: float | None = None  # an answer: just before its first byte went out
+    attempt: int = 0  # arrivals of this exact body so far, this one included
 
 
 @dataclass
-class ChatServer:
+class ChatServer(RecordingFake):
     latency_s: float = 0.0
     hang_s: float = 30.0
     hang_after: int | None = None
@@ -200,43 +138,18 @@ class ChatServer:
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._attempts: Counter[str] = Counter()
-        self._answered = 0
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
+        super().__post_init__()
         self.dead = False
         self.model_probes = 0
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self, port: int = 0) -> ChatServer:
-        """``port``: reuse a dead server's port, so that the base URL (and cache keys) match."""
-        handler = _make_handler(self)
-        self._httpd = serve_in_thread(_Server(("127.0.0.1", port), handler) if port
-                                      else bind_loopback(lambda addr: _Server(addr, handler)))
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()  # releases hanging handlers
-        shut_down(self._httpd)
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     # -- inspection ------------------------------------------------------------------------
-    def reset(self) -> None:
-        with self._lock:
-            self.records.clear()
-            self._attempts.clear()
-            self._answered = 0
-
-    def answered(self) -> Counter[str]:
-        """How many complete replies each distinct request (by body) received."""
-        with self._lock:
-            return Counter(r.key for r in self.records if r.outcome == "ok")
-
     def answered_since(self, since: int | None) -> dict[str, Any]:
         """``GET /_requests``: the bodies answered among records ``since``.. (None: none)."""
         with self._lock:
@@ -245,19 +158,7 @@ class ChatServer:
             return {"next": end, "requests": [r.body for r in self.records[start:end]
                                               if r.outcome == "ok"]}
 
-    def ok_records(self) -> list[Record]:
-        with self._lock:
-            return sorted((r for r in self.records if r.outcome == "ok"),
-                          key=lambda r: r.started)
-
     # -- behaviour -------------------------------------------------------------------------
-    def _begin(self, record: Record) -> tuple[int, bool]:
-        with self._lock:
-            self.records.append(record)
-            self._attempts[record.key] += 1
-            over = self.hang_after is not None and self._answered >= self.hang_after
-            return self._attempts[record.key], over
-
     def _die_now(self) -> bool:
         """True once ``die_after`` answers were given; the first caller closes the listener."""
         with self._lock:
@@ -273,34 +174,6 @@ class ChatServer:
 
             threading.Thread(target=die, daemon=True).start()
         return True
-
-    def _finish(self, record: Record, outcome: str, reply: str | None = None,
-                at: float | None = None) -> None:
-        with self._lock:
-            record.outcome, record.reply = outcome, reply
-            record.finished = time.monotonic() if at is None else at
-            if outcome == "ok":
-                self._answered += 1
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024  # the default 5 drops SYNs when 64+ clients connect at once
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client closing an idle keep-alive connection with a reset (aiohttp does, at
-        # session close) is routine, not a server error worth a traceback.
-        if not isinstance(sys.exc_info()[1], ConnectionResetError):
-            super().handle_error(request, client_address)
-
-
-def _directives(prompt: str) -> dict[str, str]:
-    return {m.group(1): m.group(2) or "" for m in _DIRECTIVE.finditer(prompt)}
-
-
-def _first_k(arg: str, attempt: int, *, default: str = "1") -> bool:
-    arg = arg or default
-    return arg == "*" or attempt <= int(arg)
 
 
 def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
@@ -351,11 +224,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 return
             prompt = prompt_text(body)
             rec = Record(body, request_fingerprint(body), prompt, headers, time.monotonic())
-            attempt, over = server._begin(rec)
-            d = _directives(prompt)
+            over = server._begin(rec)
+            attempt, d = rec.attempt, directives(prompt)
             if server.latency_s:
                 time.sleep(server.latency_s)
-            if over or ("hang" in d and _first_k(d["hang"], attempt)):
+            if over or ("hang" in d and first_k(d["hang"], attempt)):
                 with server._lock:
                     rec.outcome = "hanging"  # until hang_s passes or the server stops
                 server._stop.wait(server.hang_s)
@@ -366,13 +239,13 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._json(server.fail_all, {"error": {"message": "injected", "type": "x"}})
                 server._finish(rec, f"http-{server.fail_all}")
                 return
-            if "drop" in d and _first_k(d["drop"], attempt):
+            if "drop" in d and first_k(d["drop"], attempt):
                 self._drop()
                 server._finish(rec, "drop")
                 return
             if "fail" in d:
                 code, _, k = d["fail"].partition(":")
-                if _first_k(k, attempt):
+                if first_k(k, attempt):
                     self._json(int(code), {"error": {"message": f"injected {code}",
                                                      "type": "injected"}})
                     server._finish(rec, f"http-{code}")
@@ -395,11 +268,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     "code": "context_length_exceeded"}})
                 server._finish(rec, "http-400")
                 return
-            if "malformed" in d and _first_k(d["malformed"], attempt):
+            if "malformed" in d and first_k(d["malformed"], attempt):
                 self._send(200, b'{"id": "x", "choices": [ {"mess', "application/json")
                 server._finish(rec, "malformed")
                 return
-            if "empty" in d and _first_k(d["empty"], attempt):
+            if "empty" in d and first_k(d["empty"], attempt):
                 self._json(200, _completion(body, []))
                 server._finish(rec, "empty")
                 return

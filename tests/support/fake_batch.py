@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.batch_fake_base import BatchFake, JSONHandler, forward
-from tests.chat_server import ChatServer, prompt_text
+from tests.support.batch_fake_base import BatchFake, JSONHandler, forward
+from tests.support.chat_server import ChatServer, prompt_text
 
 LIVE = ("validating", "in_progress", "finalizing", "cancelling")
 _STEPS = ("validating", "in_progress", "finalizing", "completed")

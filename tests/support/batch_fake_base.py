@@ -24,13 +24,22 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.chat_server import serve_in_thread, shut_down
+from tests.support.loopback import LoopbackFake
 
 _FIVEXX = re.compile(r"\[\[batch5xx:(\d+)\]\]")
 
 
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a held reply to a client killed meanwhile: the broken pipe is the point
+
+
 @dataclass(kw_only=True)
-class BatchFake:
+class BatchFake(LoopbackFake):
+    server_class: ClassVar[type[ThreadingHTTPServer]] = _Quiet
     LIVE: ClassVar[tuple[str, ...]] = ()  # the states of a live batch
     STATUS: ClassVar[str] = "status"  # the batch object's state field
 
@@ -43,17 +52,14 @@ class BatchFake:
     flaky_every: int | None = None  # every n-th request of a batch: a 5xx the first time
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._lines: dict[str, list[dict[str, Any]]] = {}  # batch id -> its requests
         self._retrieves: Counter[str] = Counter()
         self._seen_5xx: Counter[str] = Counter()
-        self._httpd: ThreadingHTTPServer | None = None
         self.held = threading.Event()
         self._release = threading.Event()
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        raise NotImplementedError
 
     def _end(self, bid: str) -> None:
         """Finish a live batch now, every request answered."""
@@ -66,18 +72,9 @@ class BatchFake:
                 self._end(bid)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> Any:
-        self._httpd = serve_in_thread(_Quiet(("127.0.0.1", 0), self.handler()))
-        return self
-
     def stop(self) -> None:
-        self._release.set()
-        shut_down(self._httpd)
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None
-        return int(self._httpd.server_address[1])
+        self._release.set()  # a held request goes on, to a closed server
+        super().stop()
 
     def release(self) -> None:
         self._release.set()
@@ -140,14 +137,6 @@ class BatchFake:
 
     def _cancelled(self, bid: str) -> None:
         self.log.append({"event": "cancel", "batch": bid})
-
-
-class _Quiet(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a held reply to a client killed meanwhile: the broken pipe is the point
 
 
 def forward(url: str, data: bytes | None, headers: dict[str, str] | None = None

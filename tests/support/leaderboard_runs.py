@@ -20,7 +20,7 @@ import pandas as pd
 from rimo_eval.commands.compare.revisions import Revision
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import make_repo, sh
 
 # name -> (strength, noise seed); the workspace run is "base".
 MODELS = {"base": 0.30, "m-weak": 0.15, "m-mid": 0.45, "m-mid2": 0.47, "m-strong": 0.70}
@@ -146,9 +146,9 @@ def make_run(name: str, correct: np.ndarray, strict: np.ndarray, parts: np.ndarr
     return run
 
 
-if __name__ == "__main__":  # build one by hand: python -m tests.leaderboard_runs DEST
+if __name__ == "__main__":  # build one by hand: python -m tests.support.leaderboard_runs DEST
     import sys
 
-    from tests.conftest import find_mirror
+    from tests.support.paths import find_mirror
 
     print(build(Path(sys.argv[1]), find_mirror()))

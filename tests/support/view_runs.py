@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.pipeline_repo import copy_repo, make_repo, sh
+from tests.support.pipeline_repo import copy_repo, make_repo, sh
 
 HOSTILE = [
     "<script>window.__pwned = 1; alert('script')</script>",

@@ -13,7 +13,7 @@ from rimo_eval.commands.compare.revisions import Revision, Side
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.factories import write_items
+from tests.support.factories import small_benchmark, write_items
 
 
 def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
@@ -31,3 +31,17 @@ def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
     scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])
               for t in (TRACK_N, TRACK_P)}
     return Side(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)), scores)
+
+
+BOOT = {"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}
+
+
+def run_score(root: Path, limit: int | None) -> dict:
+    """oracle predictions over ``limit`` items per track, then the score stage, in ``root``."""
+    if not (root / "items").is_dir():
+        small_benchmark(root / "items")
+    predict({"backend": "oracle", "limit": limit}, root / "items", root / "preds")
+    reports = root / "reports"
+    return score(BOOT, root / "items", root / "preds", root / "scores",
+                 reports / "metrics.json", reports / "plots",
+                 params={"predict": {"limit": limit, "sample_seed": 0}, "fetch": {}})

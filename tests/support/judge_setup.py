@@ -14,8 +14,8 @@ import yaml
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate
-from tests.chat_server import ChatServer
-from tests.conftest import REPO_ROOT
+from tests.support.chat_server import ChatServer
+from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_JUDGE_KEY"
 SECRET = "sk-judge-test-4b1d7e0c9a2f83SECRET"
