@@ -64,6 +64,7 @@ PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: setup browser
 	ruff check .
+	mypy
 	$(PYTEST_PARALLEL) -m "not serial"
 	pytest $(PYTEST_ARGS) -m "serial"
 
@@ -74,6 +75,7 @@ test-fast: setup
 
 lint: $(STAMP)
 	ruff check .
+	mypy
 
 clean:
 	rm -rf $(VENV) node_modules
