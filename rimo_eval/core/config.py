@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import (
@@ -48,6 +48,7 @@ from rimo_eval.core.surrogates import escaped, first_lone_surrogate, split_pair
 from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
+S = TypeVar("S", bound=Section)  # coerce: the section model asked for, typed as such
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
 BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay", "anthropic", "gemini")
 # The predict params that change the predictions, listed by key as the predict stage's (and the
@@ -338,8 +339,7 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
     return parse_params(read_yaml(path), path)
 
 
-def coerce(model: type[Section], value: Section | Mapping[str, Any] | None, where: str
-           ) -> Section:
+def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
     """A section from a typed object or a plain dict (how tests call the stage functions)."""
     if isinstance(value, model):
         return value
@@ -348,9 +348,10 @@ def coerce(model: type[Section], value: Section | Mapping[str, Any] | None, wher
     try:
         section = model.model_validate(data[where])
     except ValidationError as exc:
-        # Validated alone, the section's errors are located from its own key.
+        # Validated alone, the section's errors are located from its own key. (errors()' dicts
+        # carry msg and url too, which InitErrorDetails does not declare; pydantic ignores them.)
         wrapped = ValidationError.from_exception_data(exc.title, [
-            {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[misc]
+            {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[typeddict-unknown-key]
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped, problems)) from None
     if problems:
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))
