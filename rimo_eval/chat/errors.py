@@ -73,8 +73,8 @@ def _error_object(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except ValueError:
         return {}
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return data["error"]
+    if isinstance(data, dict) and isinstance(error := data.get("error"), dict):
+        return error
     if isinstance(data, dict) and isinstance(data.get("error"), str):
         return {"message": data["error"]}  # vLLM and some proxies: a bare string
     return data if isinstance(data, dict) else {}

@@ -46,7 +46,7 @@ def retry_after_s(headers: Any) -> float | None:
         try:
             return max(float(value), 0.0)
         except ValueError:
-            when = parsedate_to_datetime(value)
+            when: datetime = parsedate_to_datetime(value)
             return max((when - datetime.now(UTC)).total_seconds(), 0.0)
     except (TypeError, ValueError):
         return None

@@ -34,7 +34,7 @@ batch); the reads are.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.anthropic.transport import AnthropicTransport
@@ -42,9 +42,12 @@ from rimo_eval.chat.batch.records import BatchRecord
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
 from rimo_eval.chat.errors import EngineError, MalformedResponse, classify
 from rimo_eval.chat.native import engine_error
-from rimo_eval.core.config import AnthropicParams
+from rimo_eval.core.chat_params import AnthropicParams
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import canonical_json
+
+if TYPE_CHECKING:
+    from anthropic.types.messages import MessageBatchRequestCounts
 
 PROVIDER = "anthropic"  # its records: <cache_dir>/batches/anthropic
 SKEW_S = 60.0  # how far the provider's clock may run behind ours
@@ -61,7 +64,7 @@ def batch_request(key: str, request: dict[str, Any]) -> dict[str, Any]:
     return {"custom_id": key, "params": params}
 
 
-def _total(counts: Any) -> int:
+def _total(counts: MessageBatchRequestCounts) -> int:
     return (counts.processing + counts.succeeded + counts.errored + counts.canceled
             + counts.expired)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError, int_usage
 from rimo_eval.core.atomic import atomic_path
-from rimo_eval.core.config import LocalParams
+from rimo_eval.core.chat_params import LocalParams
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import sha256_file
 
@@ -108,7 +108,7 @@ class LlamaTransport(ChatTransport):
         self.model_path, self.model_sha256 = model_path, model_sha256
         self.n_ctx = params.n_ctx
         self.n_threads = params.n_threads or default_threads()
-        self._sampling = {"max_tokens": params.max_tokens,
+        self._sampling: dict[str, Any] = {"max_tokens": params.max_tokens,
                           "temperature": float(params.temperature),
                           "seed": params.seed, **_SAMPLER}
         self._llm: Any = None

@@ -35,7 +35,7 @@ from rimo_eval.chat.openai.replies import (
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply, TransportError
-from rimo_eval.core.config import ChatParams
+from rimo_eval.core.chat_params import ChatParams
 from rimo_eval.core.errors import StageError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
