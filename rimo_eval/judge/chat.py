@@ -33,7 +33,7 @@ _NOT_IDENTITY = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "bac
 
 def settings(cfg: JudgeParams | Mapping[str, Any] | None) -> JudgeParams:
     """``judge.*``, typed (a plain mapping is validated here, its errors under ``judge``)."""
-    return coerce(JudgeParams, cfg, "judge")  # type: ignore[return-value]
+    return coerce(JudgeParams, cfg, "judge")
 
 
 def check(cfg: JudgeParams) -> None:
