@@ -39,10 +39,11 @@ from rimo_eval.chat.breaker import DEFAULT_WINDOW
 from rimo_eval.chat.progress import DEFAULT_STALL_WARNING_S
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import ChatTransport, TransportError
-from rimo_eval.core.chat_params import ChatParams, LocalParams, ThinkSplit
-from rimo_eval.core.config import Section, coerce
+from rimo_eval.core.chat_params import ThinkSplit
+from rimo_eval.core.config import coerce
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.items import Item
+from rimo_eval.core.section import Section
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.base import STATUS_ERROR, Prediction, Predictor
@@ -66,7 +67,7 @@ class ChatPredictor(Predictor):
     """Shared engine. Subclasses name their typed section (``params_model``) and build their
     transport from it."""
 
-    params_model: ClassVar[type[ChatParams | LocalParams]]
+    params_model: ClassVar[type[Section]]
 
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
