@@ -209,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(MODULES[args.command])
         if args.command in TOOLS:
             return int(module.main(args, None if params is None else params.as_dict()))
+        assert params is not None  # only tools (above) run without a params file
         if getattr(args, "batch_status", False) or getattr(args, "batch_cancel", False):
             print(module.batch_admin(params.predict, cancel=args.batch_cancel))
             return 0

@@ -138,7 +138,8 @@ class RunFiles:
         from dvc.exceptions import DvcException
 
         try:
-            return self.fs.read_bytes(path.as_posix())
+            data: bytes = self.fs.read_bytes(path.as_posix())
+            return data
         except (FileNotFoundError, DvcException) as exc:
             why = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
             raise DataError(f"{path.as_posix()}: not readable at {self.where} ({why}): was the "
@@ -150,7 +151,8 @@ class RunFiles:
         from dvc.exceptions import DvcException
 
         try:
-            return self.fs.open(path.as_posix(), "rb")
+            handle: BinaryIO = self.fs.open(path.as_posix(), "rb")
+            return handle
         except (FileNotFoundError, DvcException) as exc:
             raise DataError(f"{path.as_posix()}: not readable at {self.where} ({exc})") from exc
 
