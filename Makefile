@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup browser repro test test-fast lint clean
+.PHONY: setup browser slurm repro test test-fast lint docs clean
 
 # KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
 # package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
@@ -16,12 +16,19 @@ NPM_STAMP := node_modules/.package-lock.json
 # AMX (Sapphire Rapids and later) the native build repacks the Q4_K weights for AMX and
 # segfaults in the first decode (ggml-org/llama.cpp#20824). No wheel cache, so a natively
 # built wheel from an earlier install is never reused.
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# Only what the Python package loads is built (the build is most of a fresh `make setup`): no
+# libmtmd (LLAVA_BUILD: images, never sent here), no libllama-common (cmake/llama_slim.cmake);
+# 74 of 178 objects are compiled (ninja, in parallel already).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/cmake/llama_slim.cmake
 
+# --no-compile: pip would byte-compile all 18k modules of the environment (47 s of CPU, one
+# process); Python compiles (and caches) the 40% a run imports (`make test`) when it does.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[test]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir --no-compile \
+		-e '.[test]'
 	touch $(STAMP)
 
 $(NPM_STAMP): package.json package-lock.json
@@ -47,6 +54,18 @@ browser:
 		fi; \
 	fi
 
+# The sweep test (tests/e2e/test_sweep.py) starts a single-node Slurm: Debian's slurm-wlm and
+# munge, installed as root like the browser; elsewhere the test skips and says why.
+slurm:
+	@if ! command -v sbatch >/dev/null || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq slurm-wlm munge >/dev/null; \
+		else \
+			echo "slurm-wlm and munge (Debian) not installed: the sweep test will skip" >&2; \
+		fi; \
+	fi
+
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
 # The transcript browser (reports/view/, which the report links into) is the view stage of
 # dvc.yaml: dvc repro builds it with the run, and dvc exp apply / checkout restore it with it.
@@ -62,9 +81,13 @@ PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-test: setup browser
+# The docs site (mkdocs.yml) builds strictly, offline, into the git-ignored build/site: a
+# broken link, anchor or nav entry fails the run in seconds, before the tests. Never --quiet:
+# it hides the warnings that --strict counts. NO_MKDOCS_2_WARNING silences Material's banner.
+test: setup browser slurm
 	ruff check .
 	mypy
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 	$(PYTEST_PARALLEL) -m "not serial"
 	pytest $(PYTEST_ARGS) -m "serial"
 
@@ -76,6 +99,9 @@ test-fast: setup
 lint: $(STAMP)
 	ruff check .
 	mypy
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) node_modules

@@ -38,9 +38,10 @@ MODULES = {
     "leaderboard": "rimo_eval.commands.leaderboard.command",
     "view": "rimo_eval.commands.view.command",
     "cache": "rimo_eval.commands.cache",
+    "sweep": "rimo_eval.commands.sweep.command",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -49,6 +50,7 @@ TOOLS = {
     "leaderboard": "Rank many runs: table (md, tex, HTML, JSON), rank ranges, tests, figures",
     "view": "Browse every answer of one or more runs: a static site with rendered math",
     "cache": "The response cache: stats, prune (by age, model, endpoint), verify",
+    "sweep": "A model sweep as a Slurm job array: submit, status (each task an experiment)",
 }
 
 
@@ -193,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="then serve the folder on 127.0.0.1 and print the URL")
     view.add_argument("--port", type=int, default=8765, help="port for --serve (0: any)")
     importlib.import_module(MODULES["cache"]).add_arguments(tool("cache"))
+    importlib.import_module(MODULES["sweep"]).add_arguments(tool("sweep"))
     # A tool with no arguments of its own needs only its lines in TOOLS and MODULES.
     for name in [n for n in TOOLS if n not in sub.choices]:
         tool(name)

@@ -1,32 +1,99 @@
-"""The engine's own errors, and the one place that decides which of them are retried.
+"""What a failed request means: the engine's own errors, and the one decision each becomes.
 
 A transport's HTTP layer raises these (never another client library's types): a connection
 that failed (``ConnectionFailed``, raised from the socket error so that ``probe`` can name the
 cause), a timeout (``RequestTimeout``), an HTTP status >= 400 (``HTTPStatusError``, with the
-server's message, ``code``, ``param`` and ``Retry-After``), and a 2xx body that is not a usable
-completion (``MalformedResponse``). ``classify`` turns any of them into a ``RetryDecision``.
+server's message, ``code``, ``param`` and ``Retry-After``), a 2xx body that is not a usable
+completion (``MalformedResponse``), and a status that a native provider's SDK raised
+(``ProviderStatusError``, as that provider's classifier read it).
 
-What a request that failed for good becomes is the transport's business: ``TransportError``
-(``rimo_eval.chat.transport``) marks one item, ``StageError`` stops the stage.
+Every failure becomes one ``ErrorDecision``: ``retry``, ``fatal`` (the stage stops),
+``parameter`` (the stage stops naming the params key to change) or ``item`` (that item's
+error). ``classify`` is the rule every transport shares (``retryable_status`` the one rule for
+statuses); a transport that knows more adds it (``RetryingTransport.decide``: the OpenAI
+transport's 401/403/404 and rejected parameters), and a native provider's classifier
+(``anthropic/translate.py``, ``gemini/translate.py``) decides its SDK's errors itself and
+attaches the decision. ``RetryingTransport`` retries, waits and turns the decision of a
+request that failed for good into ``StageError`` or ``TransportError``.
+
+No import from the rest of ``rimo_eval``: the translate modules, pure functions of the SDKs'
+objects, use this too.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
 
-from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
+Action = Literal["retry", "fatal", "parameter", "item"]
 
-# 408 Request Timeout, 409 Conflict (a busy worker), 429 Too Many Requests: worth another try.
+# 408 Request Timeout, 409 Conflict, 429 Too Many Requests, and every 5xx (Anthropic's 529
+# "overloaded" among them): worth another try. 409 is what the OpenAI and Anthropic SDKs
+# retry as a lock timeout (their ``_should_retry``); Gemini's classifier leaves it out on
+# purpose (see ``gemini/translate.py``: Google's 409 is ABORTED or ALREADY_EXISTS).
 RETRIED_STATUS = frozenset({408, 409, 429})
 
 
-class EngineError(Exception):
-    """A request that failed; see ``classify`` for whether it is tried again.
+def retryable_status(status: int) -> bool:
+    """The one rule for which HTTP statuses are retried (online, in a batch, on a create)."""
+    return status in RETRIED_STATUS or status >= 500
 
-    ``decision``: set by a native provider's transport (``anthropic/``, ``gemini/``), whose
-    classifier read the SDK's exception; ``kind``: the item's ``details.error_kind`` if it
+
+@dataclass(frozen=True)
+class ErrorDecision:
+    """What a failed call means. ``action``: ``retry`` (worth another attempt after the
+    backoff; such a failure is also transient, the server or the network, not this request,
+    which is what the circuit breaker counts), ``fatal`` | ``parameter`` (every item would
+    fail the same way: the stage stops) or ``item`` (that item's error).
+    ``retry_after_s``: the server's own hint (``Retry-After``), honoured up to the backoff's
+    maximum."""
+
+    action: Action
+    message: str
+    status: int | None = None
+    retry_after_s: float | None = None
+    param: str | None = None  # the request parameter a 400 names
+    params_key: str | None = None  # the params.yaml key to change
+    kind: str | None = None  # details.error_kind of an item error
+    # Why a retry without a status: "connection", "timeout" or "malformed" (the engine's
+    # ConnectionFailed, RequestTimeout, MalformedResponse).
+    cause: str | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.action == "retry"
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """``retry-after-ms``, else ``retry-after`` in seconds or as an HTTP date (what the
+    anthropic SDK itself honours; https://platform.claude.com/docs/en/api/rate-limits)."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(float(ms) / 1000, 0.0)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            when: datetime = parsedate_to_datetime(value)
+            left: float = (when - datetime.now(UTC)).total_seconds()
+            return max(left, 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
+class EngineError(Exception):
+    """A request that failed; ``classify`` says what it means.
+
+    ``decision``: set where a classifier decided (a native provider's, or the transport's
+    ``decide`` once an attempt failed); ``kind``: the item's ``details.error_kind`` if it
     fails for good."""
 
     decision: ErrorDecision | None = None
@@ -61,8 +128,7 @@ class HTTPStatusError(EngineError):
 
     @property
     def retry_after_s(self) -> float | None:
-        """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), as every
-        transport reads it (``provider_decision.retry_after_s``)."""
+        """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
         return retry_after_s(self.headers)
 
 
@@ -73,48 +139,53 @@ def _error_object(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except ValueError:
         return {}
-    if isinstance(data, dict) and isinstance(error := data.get("error"), dict):
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        error: dict[str, Any] = data["error"]
         return error
     if isinstance(data, dict) and isinstance(data.get("error"), str):
         return {"message": data["error"]}  # vLLM and some proxies: a bare string
     return data if isinstance(data, dict) else {}
 
 
-class ProviderStatusError(HTTPStatusError):
-    """An HTTP status >= 400 that a native provider's SDK raised, as its classifier read it
-    (the message, the parameter named, the Retry-After hint)."""
+class ProviderStatusError(EngineError):
+    """An HTTP status >= 400 that a native provider's SDK raised, with the decision its
+    classifier made (the message, the parameter named, the Retry-After hint)."""
 
     def __init__(self, decision: ErrorDecision) -> None:
-        EngineError.__init__(self, decision.message)
+        super().__init__(decision.message)
         self.status = int(decision.status or 0)
-        self.headers, self.code, self.param = {}, None, decision.param
-        self.message, self.decision, self.kind = decision.message, decision, decision.kind
-
-    @property
-    def retry_after_s(self) -> float | None:
-        return self.decision.retry_after_s if self.decision else None
+        self.decision, self.kind = decision, decision.kind
 
 
-@dataclass(frozen=True)
-class RetryDecision:
-    """``retry``: worth another attempt after the backoff; such a failure is also transient
-    (the server or the network, not this request), which is what the circuit breaker counts.
-    ``wait_s``: the server's own hint (``Retry-After``), honoured up to the backoff's maximum."""
+def error_for(decision: ErrorDecision) -> EngineError:
+    """The engine's error for a classifier's decision (raise it ``from`` the SDK's exception:
+    ``probe`` reads the cause, e.g. a refused connection, from the chain)."""
+    if decision.status is not None:
+        return ProviderStatusError(decision)
+    cls = {"connection": ConnectionFailed, "timeout": RequestTimeout,
+           "malformed": MalformedResponse}.get(decision.cause or "", EngineError)
+    error = cls(decision.message)
+    error.decision, error.kind = decision, decision.kind
+    return error
 
-    retry: bool
-    wait_s: float | None = None
 
-
-def classify(exc: BaseException) -> RetryDecision:
-    """429, 408/409, 5xx, timeouts, dropped connections and garbled bodies are retried; every
-    other status (400, 401, 403, 404, 422...) and anything unexpected is not. A native
-    provider's classifier has the last word where it decided (a 429 for a monthly spend cap
-    is not worth a retry)."""
+def classify(exc: BaseException) -> ErrorDecision:
+    """The decision attached to ``exc`` where a classifier made one; else 429, 408/409, 5xx,
+    timeouts, dropped connections and garbled bodies are retried (``retryable_status``), and
+    every other status (400, 401, 403, 404, 422...) and anything unexpected is that item's
+    error (a transport's ``decide`` may make it ``fatal`` or ``parameter``)."""
     decision = exc.decision if isinstance(exc, EngineError) else None
     if decision is not None:
-        return RetryDecision(decision.retryable,
-                             decision.retry_after_s if decision.retryable else None)
+        return decision
     if isinstance(exc, HTTPStatusError):
-        retry = exc.status in RETRIED_STATUS or exc.status >= 500
-        return RetryDecision(retry, exc.retry_after_s if retry else None)
-    return RetryDecision(isinstance(exc, ConnectionFailed | MalformedResponse))
+        if retryable_status(exc.status):
+            return ErrorDecision("retry", str(exc), exc.status, exc.retry_after_s)
+        return ErrorDecision("item", str(exc), exc.status, kind=exc.kind)
+    if isinstance(exc, RequestTimeout):
+        return ErrorDecision("retry", str(exc), cause="timeout")
+    if isinstance(exc, ConnectionFailed):
+        return ErrorDecision("retry", str(exc), cause="connection")
+    if isinstance(exc, MalformedResponse):
+        return ErrorDecision("retry", str(exc), cause="malformed")
+    return ErrorDecision("item", f"{type(exc).__name__}: {exc}",
+                         kind=exc.kind if isinstance(exc, EngineError) else None)

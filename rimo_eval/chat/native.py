@@ -1,13 +1,14 @@
 """What the native provider transports (``anthropic/``, ``gemini/``) share: one SDK call per
 attempt, its failure read by the provider's classifier (``translate.classify_error``) and
-raised as the engine's own error with that ``ErrorDecision`` attached, so that
-``errors.classify`` and ``retrying`` (retries, Retry-After, the breaker's transient count) and
+raised as the engine's own error with that ``ErrorDecision`` attached (``errors.error_for``),
+so that ``retrying`` (retries, Retry-After, the breaker's transient count, the final error) and
 ``probe`` treat it as they treat the OpenAI transport's. The SDKs' own retries are off.
 
 A parsed reply with an ``error_kind`` (a refusal or blocked candidate: ``blocked``; no
 content: ``empty``, retried first) is that item's error. ``fatal`` decisions (401, 403, 404, a
 spend cap) and ``parameter`` decisions (a 400 naming a request parameter) stop the stage,
-naming the params key; everything goes through the key's ``Redactor`` first.
+naming the params key (``RetryingTransport.final_error``); everything goes through the key's
+``Redactor`` first.
 """
 
 from __future__ import annotations
@@ -19,32 +20,12 @@ from typing import Any
 
 from rimo_eval.chat import probe
 from rimo_eval.chat.api_key import key_source
-from rimo_eval.chat.errors import (
-    ConnectionFailed,
-    EngineError,
-    MalformedResponse,
-    ProviderStatusError,
-    RequestTimeout,
-)
-from rimo_eval.chat.provider_decision import ErrorDecision
+from rimo_eval.chat.errors import Action, ErrorDecision, MalformedResponse, error_for
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
-from rimo_eval.chat.transport import ChatReply, TransportError
-from rimo_eval.core.errors import StageError
+from rimo_eval.chat.transport import ChatReply
 
 _CONNECT_TIMEOUT_S = 10.0
-
-
-def engine_error(decision: ErrorDecision) -> EngineError:
-    """The engine's error for a provider's decision (raise it ``from`` the SDK's exception:
-    ``probe`` reads the cause, e.g. a refused connection, from the chain)."""
-    if decision.status is not None:
-        return ProviderStatusError(decision)
-    cls = {"connection": ConnectionFailed, "timeout": RequestTimeout,
-           "malformed": MalformedResponse}.get(decision.cause or "", EngineError)
-    error = cls(decision.message)
-    error.decision, error.kind = decision, decision.kind
-    return error
 
 
 class NativeTransport(RetryingTransport):
@@ -75,7 +56,7 @@ class NativeTransport(RetryingTransport):
         try:
             return await call
         except Exception as exc:
-            raise engine_error(self._classify(exc, request)) from exc
+            raise error_for(self._classify(exc, request)) from exc
 
     async def _attempt(self, request: dict[str, Any]) -> ChatReply:
         started = time.monotonic()
@@ -90,24 +71,11 @@ class NativeTransport(RetryingTransport):
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise MalformedResponse(f"unexpected response shape: {exc!r}") from None
         if parsed["error_kind"]:
-            action = "retry" if parsed["retryable"] else "item"
-            raise engine_error(ErrorDecision(action, parsed["error"], kind=parsed["error_kind"],
-                                             cause="malformed" if parsed["retryable"] else None))
+            action: Action = "retry" if parsed["retryable"] else "item"
+            raise error_for(ErrorDecision(action, parsed["error"], kind=parsed["error_kind"],
+                                          cause="malformed" if parsed["retryable"] else None))
         return ChatReply([parsed["text"]], [parsed["finish_reason"]], parsed["usage"],
                          parsed["model"], latency_s, [parsed["reasoning"]])
-
-    def _final_error(self, exc: EngineError, attempt: int, request: dict[str, Any]
-                     ) -> StageError | TransportError:
-        decision = exc.decision
-        said = self._redact(decision.message if decision else str(exc))[:300]
-        if decision is not None and decision.action == "fatal":
-            return StageError(f"{self.section}: {self.base_url}: {said}")
-        if decision is not None and decision.action == "parameter":
-            return StageError(
-                f"{self.section}: {self.base_url}: the API rejects the request parameter "
-                f"'{decision.param}'; change or null {decision.params_key} in params.yaml "
-                f"(null: not sent). Server said: {said}")
-        return self._failed(exc, attempt, exc.kind)
 
     async def _probe_with(self, call: Callable[[], Awaitable[Any]]) -> None:
         wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)

@@ -1,12 +1,17 @@
 """The engine's retry loop, shared by every transport that talks to a remote API (the
-OpenAI-compatible one, the native Anthropic and Gemini ones).
+OpenAI-compatible one, the native Anthropic and Gemini ones), in inspect_ai's shape
+(``ModelAPI.should_retry`` and one retry loop for every provider) with richer outcomes.
 
 A subclass sends one attempt (``_attempt``), raising only the engine's own errors
-(``rimo_eval.chat.errors``); this loop retries what ``errors.classify`` says is worth another try,
-with full jitter, honouring ``Retry-After`` up to ``backoff_max_s``, and turns what still fails
-into ``TransportError`` (that item's error) or, through ``_final_error``, ``StageError`` (a
-configuration that fails every item; once one is raised the transport sends nothing more).
-Replies are scrubbed of the API key before the cache sees them.
+(``rimo_eval.chat.errors``); ``decide`` turns a failed attempt into the one ``ErrorDecision``
+(``errors.classify``, plus what the transport knows: the OpenAI transport's 401/403/404 and
+rejected parameters), attached to the error. This loop retries the ``retry`` decisions, with
+full jitter, honouring ``Retry-After`` up to ``backoff_max_s``, and ``final_error`` turns
+what still fails into ``TransportError`` (``item``: that item's error) or ``StageError``
+(``fatal``, ``parameter``: a configuration that fails every item; once one is raised the
+transport sends nothing more). The batch transports read their results through the same
+``decide`` and ``final_error``. Replies are scrubbed of the API key before the cache sees
+them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from tenacity import (
 )
 
 from rimo_eval.chat import probe
-from rimo_eval.chat.errors import ConnectionFailed, EngineError, classify
+from rimo_eval.chat.errors import ConnectionFailed, EngineError, ErrorDecision, classify
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.transport import RETRY_GUARD, ChatReply, ChatTransport, TransportError
 from rimo_eval.core.errors import StageError
@@ -31,7 +36,8 @@ from rimo_eval.core.reply_flags import REDACTED
 
 
 def _retryable(exc: BaseException) -> bool:
-    return classify(exc).retry
+    # Only the engine's errors, decided by ``_try``; a StageError or Superseded ends the loop.
+    return isinstance(exc, EngineError) and classify(exc).retryable
 
 
 class RetryingTransport(ChatTransport):
@@ -52,17 +58,33 @@ class RetryingTransport(ChatTransport):
     async def _attempt(self, request: dict[str, Any]) -> ChatReply:
         """One attempt; raises only ``EngineError`` (or ``StageError``)."""
 
-    def _final_error(self, exc: EngineError, attempt: int, request: dict[str, Any]
-                     ) -> StageError | TransportError:
-        """What a request that failed for good raises; by default that item's error."""
-        return self._failed(exc, attempt, getattr(exc, "kind", None))
+    def decide(self, exc: EngineError, request: dict[str, Any]) -> ErrorDecision:
+        """What a failed attempt of ``request`` means (``errors.classify`` by default); a
+        transport that can tell a configuration error from an item's overrides this."""
+        return classify(exc)
+
+    def final_error(self, exc: EngineError, decision: ErrorDecision, attempts: int
+                    ) -> StageError | TransportError:
+        """What a request that failed for good raises: ``StageError`` for a configuration
+        that fails every item (``fatal``, ``parameter``, naming the params key), else that
+        item's ``TransportError``."""
+        if decision.action in ("fatal", "parameter"):
+            said = self._redact(decision.message)[:300]
+            where = f"{self.section}: {self.base_url}"
+            if decision.action == "fatal":
+                return StageError(f"{where}: {said}")
+            return StageError(
+                f"{where}: the server rejects the request parameter '{decision.param}'; "
+                f"change or null {decision.params_key} in params.yaml (null: not sent). "
+                f"Server said: {said}")
+        return self._failed(exc, decision, attempts)
 
     def _backoff(self, state: RetryCallState) -> float:
         # Full jitter (tenacity's random exponential) spreads 64 workers that hit the same 429
         # burst; a Retry-After hint is honoured up to backoff_max_s.
         wait = self._wait(state)
         exc = state.outcome.exception() if state.outcome else None
-        hint = classify(exc).wait_s if exc is not None else None
+        hint = classify(exc).retry_after_s if exc is not None else None  # a retry's decision
         return max(wait, min(hint, self._backoff_max)) if hint else wait
 
     async def send(self, request: dict[str, Any]) -> ChatReply:
@@ -78,7 +100,7 @@ class RetryingTransport(ChatTransport):
         # The first attempt runs outside tenacity: building its loop cost about 60 µs of every
         # request, almost all of which need no retry (issue 20).
         try:
-            return self._scrub(await self._attempt(request))
+            return await self._try(request)
         except EngineError as exc:
             first: EngineError | None = exc
         attempt = 1
@@ -94,10 +116,18 @@ class RetryingTransport(ChatTransport):
                     guard = RETRY_GUARD.get()
                     if guard is not None:  # still this process's request? (else Superseded)
                         guard()
-                    return self._scrub(await self._attempt(request))
+                    return await self._try(request)
         except EngineError as exc:
-            raise self._final_error(exc, attempt, request) from None
+            raise self.final_error(exc, classify(exc), attempt) from None
         raise AssertionError("unreachable")  # AsyncRetrying either returns or raises
+
+    async def _try(self, request: dict[str, Any]) -> ChatReply:
+        """One attempt; a failure leaves with its decision attached."""
+        try:
+            return self._scrub(await self._attempt(request))
+        except EngineError as exc:
+            exc.decision = self.decide(exc, request)
+            raise
 
     def _scrub(self, reply: ChatReply) -> ChatReply:
         """A server may echo the key in any string field; none of them may reach the cache.
@@ -120,13 +150,13 @@ class RetryingTransport(ChatTransport):
             reply.flag(REDACTED)
         return reply
 
-    def _failed(self, exc: EngineError, attempts: int, kind: str | None = None
+    def _failed(self, exc: EngineError, decision: ErrorDecision, attempts: int
                 ) -> TransportError:
         text = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, ConnectionFailed):  # "connection error" alone says nothing
             cause = probe.connection_cause(exc, self.base_url)
             text += f" ({cause or f'{probe.root_cause(exc)} at {self.base_url}'})"
         error = TransportError(self._redact(f"failed after {attempts} attempt(s): {text}")[:500],
-                               kind)
-        error.transient = classify(exc).retry
+                               decision.kind)
+        error.transient = decision.retryable
         return error

@@ -6,7 +6,7 @@ the temporary file a killed run leaves behind is removed by the next write of th
 Test hook: with ``RIMO_EVAL_TEST_PAUSE_BEFORE_REPLACE=<seconds>[@<n>]`` in the environment, each
 write prints ``rimo-eval test hook: before replace <target>`` on stderr and sleeps that long just
 before the rename (only before the n-th one, with ``@<n>``), so a test can kill a stage at a
-known point (tests/test_atomicity.py). Unset, it costs one environment lookup.
+known point (tests/e2e/test_atomicity.py). Unset, it costs one environment lookup.
 """
 
 from __future__ import annotations

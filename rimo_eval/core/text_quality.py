@@ -2,7 +2,7 @@
 (reports/validation.json) and what ``rimo-eval view`` marks on an item's page.
 
 Both come from how the upstream files were written, not from the benchmark's rules, so they
-never block a run: the items are kept as upstream has them (the paper's protocol; README,
+never block a run: the items are kept as upstream has them (the paper's protocol; docs/concepts.md,
 "Upstream text as the model sees it").
 """
 

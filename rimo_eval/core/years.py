@@ -1,5 +1,5 @@
-"""Competition years of RIMO items and the fixed year bands (README "Accuracy by competition
-year"): read from the id, so every stage and tool that shows years agrees. An item's year is the
+"""Competition years of RIMO items and the fixed year bands (docs/accuracy_by_year.md): read
+from the id, so every stage and tool that shows years agrees. An item's year is the
 first four characters of its id (``2023a1``: 2023), its shortlist label the letter and number
 after it where the letter names a shortlist domain (``A1``; ``p`` ids, the competition's own
 problem numbers, have none)."""

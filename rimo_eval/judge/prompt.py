@@ -8,7 +8,7 @@ from rimo_eval.core.hashing import sha256_bytes
 from rimo_eval.core.templates import Message, load_template, render, to_messages
 
 TEMPLATE = "judge_rimo_p.txt"
-# Parts of the official solution are joined with a blank line, in order (see the README:
+# Parts of the official solution are joined with a blank line, in order (docs/concepts.md, judge:
 # upstream's judge reads a `solution` column that RIMO-P.csv does not have).
 PART_SEPARATOR = "\n\n"
 

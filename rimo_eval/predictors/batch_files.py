@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.chat.batch.transport import batch_line
+from rimo_eval.chat.batch.openai import batch_line
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.errors import MalformedResponse
 from rimo_eval.chat.openai.replies import parse_completion

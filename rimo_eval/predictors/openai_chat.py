@@ -26,7 +26,7 @@ class OpenAIPredictor(ChatPredictor):
 
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        if self.params.n is not None:  # k separate requests replaced n (see README, samples)
+        if self.params.n is not None:  # k separate requests replaced n (docs/concepts.md, samples)
             raise ConfigError(f"params.yaml: {self.section}.n is gone; set predict.samples: k "
                               "for k samples per item")
         if not self.params.model:
@@ -36,9 +36,9 @@ class OpenAIPredictor(ChatPredictor):
         if self.params.batch.enabled:  # the Batch API: same requests, keys and cache
             # Imported here: it loads the official openai client, which an online run of
             # this backend never needs (tests/engine/test_openai_http.py).
-            from rimo_eval.chat.batch.transport import BatchTransport
+            from rimo_eval.chat.batch.openai import OpenAIBatchTransport
 
-            return BatchTransport(self.params, self.section)
+            return OpenAIBatchTransport(self.params, self.section)
         return OpenAITransport(self.params, self.section)
 
     def offline_transport(self) -> ChatTransport:

@@ -43,9 +43,9 @@ INPUTS: dict[str, tuple[Path, str]] = {
     "params_path": (A.PARAMS_PATH, ""),
 }
 PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
-# The helpers the notebook imports (tests/test_report.py checks the list). Imported here as well,
-# so a broken helper fails before a kernel starts, and the import graph that
-# tests/test_dependencies.py walks from this module reaches the code the report really runs.
+# The helpers the notebook imports (tests/report/test_report.py checks the list). Imported here
+# as well, so a broken helper fails before a kernel starts, and the import graph that
+# tests/e2e/test_dependencies.py walks from this module reaches the code the report really runs.
 NOTEBOOK_MODULES = (charts, cost, html, judge, selection, tables, years)
 
 

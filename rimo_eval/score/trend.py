@@ -1,6 +1,6 @@
 """The year trend: logistic regression of correctness on competition year, per track.
 
-Descriptive, never a primary metric (README "Accuracy by competition year"). k-aware: each item
+Descriptive, never a primary metric (docs/accuracy_by_year.md). k-aware: each item
 is one binomial observation, its right samples out of its k samples (k = 1: plain logistic
 regression of the 0/1 outcome), in a GLM with logit link on the year; the slope is the change
 in log-odds of a right answer per year. An item's k samples share its difficulty, so they are

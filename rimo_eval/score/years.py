@@ -1,5 +1,4 @@
-"""Accuracy by competition year: a contamination lens, descriptive only (README "Accuracy by
-competition year").
+"""Accuracy by competition year: a contamination lens, descriptive only (docs/accuracy_by_year.md).
 
 An item's year is the first four characters of its id (``2023a1``: 2023), its shortlist label
 the letter and number after it where the letter names a shortlist domain (``A1``; ``p`` ids,

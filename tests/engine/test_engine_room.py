@@ -1,5 +1,7 @@
 """The chat engine is a room of its own (issue 17 §2): nothing under ``rimo_eval/chat`` imports
-the RIMO protocol, the score stage or the judge, directly or through another module."""
+the RIMO protocol, the score stage or the judge, directly or through another module; nor the
+RIMO params tree (``core/config.py``): a transport is configured by its section, from
+``core/chat_params.py`` (issue 31 §9)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from tests.conftest import REPO_ROOT
 from tests.e2e.test_dependencies import project_imports
 
 ENGINE = sorted(p for p in (REPO_ROOT / "rimo_eval/chat").rglob("*.py"))
-FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/")
+FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/",
+             "rimo_eval/core/config.py")
 
 
 def _module(path: Path) -> str:

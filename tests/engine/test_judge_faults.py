@@ -28,7 +28,7 @@ from tests.judge_setup import (
     write_params,
 )
 
-pytestmark = [pytest.mark.chat_server(latency_s=0.02, hang_s=5.0), pytest.mark.serial]
+pytestmark = pytest.mark.chat_server(latency_s=0.02, hang_s=5.0)
 
 
 def cached_prompts(cache: Path) -> set[str]:
@@ -47,6 +47,9 @@ def start(root: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
                                 env=env, stdout=fh, stderr=subprocess.STDOUT)
 
 
+# A kill after 20 replies, polled: in the serial pass. The other two start their own server and
+# have no time limit but generous timeouts, so they share the machine in the -n 2 pass.
+@pytest.mark.serial
 def test_kill_9_while_judging_resumes(server: ChatServer, tmp_path: Path,
                                       mirror_dir: Path) -> None:
     root = project(tmp_path / "p", mirror_dir, limit=30)

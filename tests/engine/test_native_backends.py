@@ -252,7 +252,7 @@ def test_retry_after_reaches_the_engines_backoff(provider: Provider, tmp_path: P
     finally:
         provider.fake.retry_after = "0"
     decision = classify(exc)
-    assert decision.retry and decision.wait_s == pytest.approx(2.0, abs=0.01)
+    assert decision.retryable and decision.retry_after_s == pytest.approx(2.0, abs=0.01)
 
 
 def test_unreachable_endpoint_stops_at_the_probe(provider: Provider, tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from rimo_eval.chat.errors import (
     HTTPStatusError,
     MalformedResponse,
     RequestTimeout,
-    RetryDecision,
     classify,
 )
 from rimo_eval.chat.openai.http import OpenAIHTTP, _env_proxy
@@ -45,8 +44,8 @@ def post(base_url: str, prompt: str, key: str = "sk-test") -> tuple[object, floa
 
 
 @pytest.mark.parametrize(("code", "retried"), [(400, False), (401, False), (404, False),
-                                               (422, False), (408, True), (429, True),
-                                               (500, True), (503, True)])
+                                               (422, False), (408, True), (409, True),
+                                               (429, True), (500, True), (503, True)])
 def test_a_status_error_is_the_engines_own_and_classified(server: ChatServer, code: int,
                                                           retried: bool) -> None:
     with pytest.raises(HTTPStatusError) as got:
@@ -54,7 +53,7 @@ def test_a_status_error_is_the_engines_own_and_classified(server: ChatServer, co
     assert got.value.status == code
     assert got.value.message == f"injected {code}"
     assert str(got.value) == f"HTTP {code}: injected {code}"
-    assert classify(got.value) == RetryDecision(retried)
+    assert classify(got.value).retryable is retried
 
 
 def test_the_error_object_and_retry_after_are_read() -> None:
@@ -63,15 +62,15 @@ def test_the_error_object_and_retry_after_are_read() -> None:
     err = HTTPStatusError(429, body, {"retry-after": "7"})
     assert (err.message, err.code, err.param, err.retry_after_s) == ("slow down", "rate_limit",
                                                                      None, 7.0)
-    assert classify(err) == RetryDecision(True, 7.0)
+    assert (classify(err).retryable, classify(err).retry_after_s) == (True, 7.0)
     bare = HTTPStatusError(400, b"plain text, not JSON", {"retry-after": "Wed, 21 Oct"})
     assert (bare.message, bare.retry_after_s) == ("plain text, not JSON", None)
-    assert classify(bare) == RetryDecision(False)
+    assert (classify(bare).retryable, classify(bare).retry_after_s) == (False, None)
     assert HTTPStatusError(429, b"", {"retry-after-ms": "1500"}).retry_after_s == 1.5
     assert HTTPStatusError(422, json.dumps({"error": "bad 'seed'"}).encode(), {}).message == \
         "bad 'seed'"
-    assert classify(MalformedResponse("x")).retry and classify(RequestTimeout("t")).retry
-    assert not classify(ValueError("a bug")).retry
+    assert classify(MalformedResponse("x")).retryable and classify(RequestTimeout("t")).retryable
+    assert not classify(ValueError("a bug")).retryable
 
 
 def test_a_reply_is_the_decoded_body_and_its_latency(server: ChatServer) -> None:

@@ -26,7 +26,7 @@ from rimo_eval.chat.anthropic.translate import (
     create_kwargs,
     parse_message,
 )
-from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
+from rimo_eval.chat.errors import ErrorDecision, retry_after_s
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_provider import Reply
 
@@ -146,6 +146,12 @@ def test_rate_limit_overload_and_server_errors_are_retried(fake: FakeAnthropic, 
     assert error is None and again is not None and "boxed{4}" in again["text"]
     assert [r.outcome for r in fake.records] == [f"http-{code}", "ok"]
     assert list(fake.answered().values()) == [1]
+
+
+def test_a_409_is_retried_as_the_sdk_retries_it(fake: FakeAnthropic) -> None:
+    # The anthropic SDK's own _should_retry retries a 409 (a lock timeout): so does the engine.
+    _, error = call(fake, "[[fail:409:1]] [[gold:4]]")
+    assert error is not None and (error.action, error.status) == ("retry", 409)
 
 
 def test_a_spend_limit_429_stops_the_stage_instead_of_retrying(fake: FakeAnthropic) -> None:

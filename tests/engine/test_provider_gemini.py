@@ -14,13 +14,13 @@ import pytest
 from google import genai
 from google.genai import types
 
+from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.gemini.translate import (
     DEFAULTS,
     classify_error,
     generate_kwargs,
     parse_response,
 )
-from rimo_eval.chat.provider_decision import ErrorDecision
 from tests.fake_gemini import FakeGemini
 from tests.fake_provider import Reply
 
@@ -149,6 +149,17 @@ def test_rate_limit_and_server_errors_are_retried(fake: FakeGemini, code: int,
     again, error = call(fake, prompt)
     assert error is None and again is not None and "boxed{4}" in again["text"]
     assert [r.outcome for r in fake.records] == [f"http-{code}", "ok"]
+
+
+def test_a_409_is_that_items_error_not_retried(fake: FakeGemini) -> None:
+    """Google's 409 is ABORTED or ALREADY_EXISTS, which a retry of the same call is not meant
+    to cure (gemini/translate.py, ``CONFLICT``), unlike the 409 the OpenAI and Anthropic
+    backends retry."""
+    fake.responder = lambda rec: Reply(409, {"error": {
+        "code": 409, "message": "The operation was aborted.", "status": "ABORTED"}}, {})
+    _, error = call(fake, "x")
+    assert error is not None and (error.action, error.status) == ("item", 409)
+    assert len(fake.records) == 1
 
 
 def test_retry_info_delay_is_used_without_a_retry_after_header(fake: FakeGemini) -> None:

@@ -58,7 +58,7 @@ def readme_node() -> int:
 
 def test_readme_lists_node_and_npm_as_prerequisites() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    prerequisites = readme[readme.index("## Two commands"):readme.index("## Pipeline")]
+    prerequisites = readme[readme.index("## Prerequisites"):readme.index("## Two commands")]
     assert README_NODE.search(prerequisites) and "npm" in prerequisites
 
 

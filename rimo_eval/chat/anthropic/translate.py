@@ -17,10 +17,11 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over
   progress bar see them. An explicit ``timeout`` is needed as well: with the SDK's default one,
   a non-streamed ``max_tokens`` above 21,333 is refused client-side ("Streaming is required").
 - How decisions reach the engine (``rimo_eval.chat.native``): each becomes the engine's own error
-  (``ProviderStatusError`` for a status, ``ConnectionFailed`` / ``RequestTimeout`` /
-  ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
-  honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
-  ``TransportError(message, kind)``; messages go through ``rimo_eval.chat.redact`` first.
+  (``errors.error_for``: ``ProviderStatusError`` for a status, ``ConnectionFailed`` /
+  ``RequestTimeout`` / ``MalformedResponse`` by ``cause``) with the decision attached, which
+  ``retrying`` honours; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
+  ``TransportError(message, kind)`` (``RetryingTransport.final_error``); messages go through
+  ``rimo_eval.chat.redact`` first.
 - Message Batches (``predict.anthropic.batch``): ``rimo_eval.chat.batch.anthropic`` sends these
   same ``create_kwargs`` as each request's ``params`` and reads a result with ``parse_message``
   (``succeeded``) or ``classify_result_error`` (``errored``: ``classify_status``, as online).
@@ -38,8 +39,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rimo_eval.chat.errors import ErrorDecision, retry_after_s, retryable_status
 from rimo_eval.chat.messages import split_system, with_defaults
-from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
 
 PARAMS_SECTION = "predict.anthropic"
 
@@ -245,7 +246,7 @@ def classify_status(status: int, kind: str | None, message: str,
     text = f"HTTP {status} {kind or ''}: {message}".replace("  ", " ")
     if code in _FATAL_CODES:
         return ErrorDecision("fatal", f"{_FATAL_CODES[code]}: {text}", status)
-    if status in (408, 409, 429) or status >= 500:  # 529 is overloaded_error
+    if retryable_status(status):  # 529 is overloaded_error
         return ErrorDecision("retry", text, status, wait)
     if status in _FATAL:
         return ErrorDecision("fatal", f"{_FATAL[status]}: {text}", status)

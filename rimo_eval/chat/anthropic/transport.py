@@ -18,8 +18,8 @@ import httpx2
 
 from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.api_key import resolve_api_key
+from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.native import NativeTransport
-from rimo_eval.chat.provider_decision import ErrorDecision
 from rimo_eval.core.chat_params import AnthropicParams
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"  # where base_url: null points

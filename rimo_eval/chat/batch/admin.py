@@ -19,9 +19,9 @@ def make_batch_transport(params: Any, section: str) -> BatchRounds:
         from rimo_eval.chat.batch.anthropic import AnthropicBatchTransport
 
         return AnthropicBatchTransport(params, section)
-    from rimo_eval.chat.batch.transport import BatchTransport
+    from rimo_eval.chat.batch.openai import OpenAIBatchTransport
 
-    return BatchTransport(params, section)
+    return OpenAIBatchTransport(params, section)
 
 
 def batch_admin(params: Any, section: str = "predict.openai", cancel: bool = False) -> str:

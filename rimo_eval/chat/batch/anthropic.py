@@ -40,8 +40,7 @@ from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.anthropic.transport import AnthropicTransport
 from rimo_eval.chat.batch.records import BatchRecord
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
-from rimo_eval.chat.errors import EngineError, MalformedResponse, classify
-from rimo_eval.chat.native import engine_error
+from rimo_eval.chat.errors import EngineError, MalformedResponse, error_for
 from rimo_eval.core.chat_params import AnthropicParams
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import canonical_json
@@ -122,14 +121,14 @@ class AnthropicBatchTransport(BatchRounds):
             except MalformedResponse:  # a garbled result is sent again, as online
                 return None
             except EngineError as exc:  # a refusal is that item's error; no content: again
-                return None if classify(exc).retry else self.online._final_error(exc, 1,
-                                                                                   request)
+                decision = self.online.decide(exc, request)
+                return None if decision.retryable else self.online.final_error(exc, decision, 1)
         if result.type != "errored":
             return None  # canceled, expired
         decision = translate.classify_result_error(result.error, request)
-        if decision.action == "retry":  # overloaded, api_error, rate limit: a follow-up
+        if decision.retryable:  # overloaded, api_error, rate limit: a follow-up
             return None
-        return self.online._final_error(engine_error(decision), 1, request)
+        return self.online.final_error(error_for(decision), decision, 1)
 
     async def candidates(self, record: BatchRecord, records: list[BatchRecord]) -> list[str]:
         """The batches that may be the one a killed create made for ``record`` (module

@@ -23,12 +23,12 @@ Design note (issue 22; the transport is ``transport.py`` beside this, over
   the hops (against a fake that always answers ``CONTINUATION`` it sent 1431 requests in 3 s),
   so ``generate_kwargs`` turns it off and such a reply counts as ``length``.
 - How decisions reach the engine (``rimo_eval.chat.native``): each becomes the engine's own error
-  (``ProviderStatusError`` for a status, ``ConnectionFailed`` / ``RequestTimeout`` /
-  ``MalformedResponse`` by ``cause``) with the decision attached, and ``errors.classify``
-  honours it; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
-  ``TransportError(message, kind)``; messages go through ``rimo_eval.chat.redact`` first.
-- What remains: nothing of issue 22's transport list (params, cost, estimate, kill -9 test
-  and the full ``dvc exp run`` are in; see README, "Claude and Gemini, natively").
+  (``errors.error_for``: ``ProviderStatusError`` for a status, ``ConnectionFailed`` /
+  ``RequestTimeout`` / ``MalformedResponse`` by ``cause``) with the decision attached, which
+  ``retrying`` honours; ``fatal`` and ``parameter`` are ``StageError``, ``item`` is
+  ``TransportError(message, kind)`` (``RetryingTransport.final_error``); messages go through
+  ``rimo_eval.chat.redact`` first.
+- User-facing documentation: docs/backends.md, "Claude and Gemini, natively".
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rimo_eval.chat.errors import ErrorDecision, retry_after_s, retryable_status
 from rimo_eval.chat.messages import split_system, with_defaults
-from rimo_eval.chat.provider_decision import ErrorDecision, retry_after_s
 
 PARAMS_SECTION = "predict.gemini"
 
@@ -167,6 +167,18 @@ def parse_response(response: Any) -> dict[str, Any]:
     return out
 
 
+# Not retried, unlike the engine's other backends (a decision, not an oversight): Google maps
+# HTTP 409 to ABORTED ("retry at a higher level", i.e. not this same call: a call that only
+# needs a wait is UNAVAILABLE, 503) or ALREADY_EXISTS (no retry can cure it)
+# (https://github.com/googleapis/googleapis/blob/master/google/rpc/code.proto; AIP-194
+# retries UNAVAILABLE only), the Gemini API lists no 409 for generateContent
+# (https://ai.google.dev/gemini-api/docs/troubleshooting), and neither google-genai's own
+# retry (408, 429, 500, 502, 503, 504) nor inspect_ai's Google provider (408, 429, 5xx)
+# retries it. So a 409 is that item's error, which a re-run sends again (only replies are
+# cached). The OpenAI and Anthropic SDKs do retry 409 (their lock timeouts), hence
+# ``errors.RETRIED_STATUS``.
+CONFLICT = 409
+
 # Statuses that stop the stage (https://ai.google.dev/gemini-api/docs/troubleshooting).
 _FATAL = {401: "authentication failed (check the key in api_key_env)",
           403: "permission denied (check the key in api_key_env)",
@@ -236,7 +248,7 @@ def classify_error(exc: BaseException, sent: Mapping[str, Any] | None = None) ->
     message = str(exc.message or exc)
     text = f"HTTP {status} {exc.status or ''}: {message}"
     reasons = {str(d.get("reason")) for d in _details(exc) if d.get("reason")}
-    if status in (408, 429) or status >= 500:
+    if retryable_status(status) and status != CONFLICT:
         wait = retry_after_s(getattr(exc.response, "headers", None))
         if wait is None:
             delays = [_duration_s(d.get("retryDelay")) for d in _details(exc)]

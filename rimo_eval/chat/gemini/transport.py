@@ -17,9 +17,9 @@ from google import genai
 from google.genai import types
 
 from rimo_eval.chat.api_key import resolve_api_key
+from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.gemini import translate
 from rimo_eval.chat.native import NativeTransport
-from rimo_eval.chat.provider_decision import ErrorDecision
 from rimo_eval.core.chat_params import GeminiParams
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"  # where base_url: null points

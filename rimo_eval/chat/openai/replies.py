@@ -2,7 +2,8 @@
 ``ChatReply`` (reasoning fields included), and the 400s that are not transient: a prompt over
 the context window (that item's ``error_kind: context_length``) and a request parameter the
 server rejects (named with its params key, so the stage can stop once instead of failing every
-item). Pure functions of the body or the exception; the transport is ``openai_chat``.
+item). Pure functions of the body or the exception; the transport is ``transport.py`` beside
+this module.
 """
 
 from __future__ import annotations

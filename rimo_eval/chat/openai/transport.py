@@ -4,14 +4,14 @@ Requests go through ``http`` (aiohttp directly, raising the engine's own errors,
 ``rimo_eval.chat.errors``), retried by ``rimo_eval.chat.retrying`` as ``errors.classify``
 decides: 429, 408/409, 5xx, timeouts, dropped connections and garbled bodies, with full
 jitter, honouring ``Retry-After``. A request that still fails after its retries marks only
-its item ``error``;
-configuration failures that would fail every item (401, 403, 404) stop the stage with a
-``StageError``, and so does a 400 that names a request parameter the server rejects
-(``max_tokens`` or ``temperature`` on an OpenAI reasoning model): a wrong configuration is
-reported once, naming the params key of the section that runs (``predict.openai``, ``judge``),
-instead of failing every item. A 400 for a prompt over the model's context window is that
-item's error, kept as ``error_kind: context_length``. Reading the body and classifying those
-400s is ``replies``.
+its item ``error``; ``decide`` adds what only this transport knows: configuration failures
+that would fail every item (401, 403, 404) are ``fatal`` and a 400 that names a request
+parameter the server rejects (``max_tokens`` or ``temperature`` on an OpenAI reasoning model)
+is ``parameter``; both stop the stage with a ``StageError``: a wrong configuration is reported
+once, naming the params key of the section that runs (``predict.openai``, ``judge``), instead
+of failing every item. A 400 for a prompt over the model's context window is that item's
+error, kept as ``error_kind: context_length``. Reading the body and classifying those 400s is
+``replies``.
 
 The API key is read from the environment variable named by ``api_key_env`` and only ever handed
 to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
@@ -23,7 +23,7 @@ from typing import Any
 
 from rimo_eval.chat import probe
 from rimo_eval.chat.api_key import key_source, resolve_api_key
-from rimo_eval.chat.errors import EngineError, HTTPStatusError
+from rimo_eval.chat.errors import EngineError, ErrorDecision, HTTPStatusError, classify
 from rimo_eval.chat.openai.http import OpenAIHTTP
 from rimo_eval.chat.openai.replies import (
     SAMPLING_KEYS,
@@ -34,9 +34,8 @@ from rimo_eval.chat.openai.replies import (
 )
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
-from rimo_eval.chat.transport import ChatReply, TransportError
+from rimo_eval.chat.transport import ChatReply
 from rimo_eval.core.chat_params import ChatParams
-from rimo_eval.core.errors import StageError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _CONNECT_TIMEOUT_S = 10.0  # reaching a server is quick even when its reply takes many minutes
@@ -84,25 +83,24 @@ class OpenAITransport(RetryingTransport):
         body.update(body.pop("extra_body", None) or {})  # as the official client merges it
         return await self._post(body)
 
-    def _final_error(self, exc: EngineError, attempt: int, request: dict[str, Any]
-                     ) -> StageError | TransportError:
-        """What a request that failed for good raises: ``StageError`` for a configuration
-        that fails every item, else ``TransportError``."""
-        if isinstance(exc, HTTPStatusError):
-            if exc.status in _FATAL_STATUS:
-                return StageError(f"{self.base_url}: HTTP {exc.status} "
-                                  f"{_FATAL_STATUS[exc.status]}: "
-                                  f"{self._redact(str(exc))[:300]}")
-            param = rejected_parameter(exc, request)
-            if param is not None:
-                return StageError(
-                    f"{self.base_url}: HTTP {exc.status}: the server rejects the request "
-                    f"parameter '{param}'; change or null "
-                    f"{params_key(param, request, self.section)} in params.yaml (null: not "
-                    f"sent). Server said: {self._redact(str(exc))[:300]}")
-            return self._failed(exc, attempt, "context_length" if context_length_error(exc)
-                                else None)
-        return self._failed(exc, attempt)
+    def decide(self, exc: EngineError, request: dict[str, Any]) -> ErrorDecision:
+        """``errors.classify``, and for a status it does not retry: ``fatal`` for a
+        configuration that fails every item (401, 403, 404), ``parameter`` for a request
+        parameter the server rejects, ``item`` with ``kind: context_length`` for a prompt
+        over the context window."""
+        decision = classify(exc)
+        if decision.retryable or not isinstance(exc, HTTPStatusError):
+            return decision
+        if exc.status in _FATAL_STATUS:
+            return ErrorDecision("fatal", f"HTTP {exc.status} {_FATAL_STATUS[exc.status]}: "
+                                 f"{exc}", exc.status)
+        param = rejected_parameter(exc, request)
+        if param is not None:
+            return ErrorDecision("parameter", str(exc), exc.status, param=param,
+                                 params_key=params_key(param, request, self.section))
+        if context_length_error(exc):
+            return ErrorDecision("item", str(exc), exc.status, kind="context_length")
+        return decision
 
     async def _post(self, body: dict[str, Any]) -> ChatReply:
         return parse_completion(*await self._http.post_json("/chat/completions", body))

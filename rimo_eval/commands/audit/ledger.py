@@ -9,7 +9,8 @@ Status = Literal["ok", "break", "warning"]
 # A value absent from a mapping (distinct from a recorded null).
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "(absent)"})()
 
-# Every check the audit makes, by name; each can fail (tests/test_audit.py breaks each one).
+# Every check the audit makes, by name; each can fail (tests/e2e/test_audit_checks.py breaks
+# each one).
 CHECKS = {
     "lock.present": "dvc.lock exists and has a stage producing the metrics file",
     "lock.md5": "every dep and out of the upstream stages matches dvc.lock (DVC's hashes)",

@@ -54,7 +54,7 @@ def rankable(k: int) -> list[Metric]:
 
 
 def default_metric(k: int) -> str:
-    # At k > 1 the number to report is mean@k (README, "Repeated samples").
+    # At k > 1 the number to report is mean@k (docs/concepts.md, "Repeated samples").
     return f"{TRACK_N}.mean_at_k.accuracy" if k > 1 else f"{TRACK_N}.accuracy"
 
 

@@ -143,7 +143,7 @@ def _has_lens(board: Mapping[str, Any], key: str) -> bool:
 
 
 def year_columns(board: Mapping[str, Any]) -> list[Column]:
-    """The year lens (README "Accuracy by competition year"), breakdowns, never a metric: each
+    """The year lens (docs/accuracy_by_year.md), breakdowns, never a metric: each
     track's slope where a run has one, and the unseen subset where a run's cutoff is known."""
     cols: list[Column] = []
     if _has_lens(board, "trend"):

@@ -1,4 +1,4 @@
-"""The leaderboard's year lens (README "Accuracy by competition year"): per run, each track's
+"""The leaderboard's year lens (docs/accuracy_by_year.md): per run, each track's
 year trend (copied from its breakdown.json) and, where the training cutoff is known, the unseen
 subset. A cutoff comes from ``--cutoff RUN=DATE`` or else the run's own
 ``score.training_cutoff``; an override is computed from the run's scores with the score stage's

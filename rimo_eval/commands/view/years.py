@@ -1,4 +1,4 @@
-"""The view's year lens (README "Accuracy by competition year"): each item's competition year,
+"""The view's year lens (docs/accuracy_by_year.md): each item's competition year,
 year band and shortlist label, and the unseen subsets that the runs' training cutoffs define.
 
 Years and bands come from rimo_eval.core.years, the functions the score stage writes its

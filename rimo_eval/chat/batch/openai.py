@@ -1,12 +1,14 @@
 """The OpenAI Batch API as a ``ChatTransport`` (``predict.openai.batch.enabled: true``), over
-the provider-neutral rounds, records and resume of ``rounds``.
+the provider-neutral rounds, records and resume of ``rounds``; ``anthropic.py`` beside it is
+Anthropic's Message Batches.
 
 One batch: upload a JSONL of ``/v1/chat/completions`` lines (``custom_id`` = the cache key),
 record the file id BEFORE ``batches.create`` (``metadata.rimo_record`` names the record), record
 the batch id after it; poll it every ``poll_s``, then read its output and error files. A batch
 created but not yet recorded when the run was killed is found again by its input file id. Lines
-with a 5xx (or 408/409/429) are not answered (a follow-up batch); a batch that ``failed``
-validation, or a 4xx naming a request parameter, stops the stage. The official ``openai``
+with a status the online transport would retry (``errors.retryable_status``: 5xx, 408, 409,
+429) are not answered (a follow-up batch); a batch that ``failed`` validation, or a 4xx the
+online transport decides is ``fatal`` or ``parameter``, stops the stage. The official ``openai``
 client does the HTTP.
 """
 
@@ -21,13 +23,13 @@ import openai
 from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.batch.records import BatchRecord
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
-from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse
+from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse, retryable_status
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.core.chat_params import OpenAIParams
 from rimo_eval.core.errors import StageError
 
-__all__ = ["BatchTransport", "batch_line", "make_client", "records_root"]
+__all__ = ["OpenAIBatchTransport", "batch_line", "make_client", "records_root"]
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 ENDPOINT: Final = "/v1/chat/completions"
@@ -52,7 +54,7 @@ def _polled(batch: Any) -> Polled:
     return Polled(batch.id, batch.status, batch.status in TERMINAL, done)
 
 
-class BatchTransport(BatchRounds):
+class OpenAIBatchTransport(BatchRounds):
     def __init__(self, params: OpenAIParams, section: str) -> None:
         online = OpenAITransport(params, section)  # same requests, keys and errors
         super().__init__(online, params, section, records_root(params.cache_dir or ""))
@@ -86,7 +88,7 @@ class BatchTransport(BatchRounds):
                 return batch.id
             except (openai.APIConnectionError, openai.APIStatusError) as exc:
                 status = getattr(exc, "status_code", None)
-                if status is not None and status < 500 and status not in (408, 409, 429):
+                if status is not None and not retryable_status(status):
                     raise
                 found = await self.find_batch(record, [])
                 if found is not None:
@@ -134,9 +136,10 @@ class BatchTransport(BatchRounds):
             except MalformedResponse:  # a garbled line is sent again, as online
                 return None
         exc = HTTPStatusError(int(code or 0), json.dumps(body).encode(), {})
-        if exc.status >= 500 or exc.status in (408, 409, 429):
+        decision = self.online.decide(exc, request)
+        if decision.retryable:
             return None
-        return self.online._final_error(exc, 1, request)
+        return self.online.final_error(exc, decision, 1)
 
     async def find_batch(self, record: BatchRecord, records: list[BatchRecord]) -> str | None:
         """The batch created from the record's file, if the create went through before the
