@@ -86,6 +86,7 @@ PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 # it hides the warnings that --strict counts. NO_MKDOCS_2_WARNING silences Material's banner.
 test: setup browser slurm
 	ruff check .
+	mypy
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 	$(PYTEST_PARALLEL) -m "not serial"
 	pytest $(PYTEST_ARGS) -m "serial"
@@ -97,6 +98,7 @@ test-fast: setup
 
 lint: $(STAMP)
 	ruff check .
+	mypy
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict

@@ -51,7 +51,8 @@ def check_mirror(cfg: FetchParams, mirror: Path) -> list[str]:
 def download(url: str, timeout_s: float) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return resp.read()
+            data: bytes = resp.read()
+            return data
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise DataError(f"{url}: download failed: {exc}") from exc
 
@@ -104,7 +105,7 @@ def _publish(staging: Path, out_dir: Path) -> None:
 def fetch(params: FetchParams | dict[str, Any], out_dir: Path = RAW_DIR) -> str:
     """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network').
     ``params`` is the fetch section, typed or as a plain dict (validated here)."""
-    cfg: FetchParams = coerce(FetchParams, params, "fetch")  # type: ignore[assignment]
+    cfg = coerce(FetchParams, params, "fetch")
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _recover(out_dir)

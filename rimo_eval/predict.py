@@ -110,7 +110,7 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
 
 def _params(cfg: PredictParams | dict[str, Any]) -> PredictParams:
     """``cfg`` is the typed ``predict`` section (a plain dict is validated into one)."""
-    return coerce(PredictParams, cfg, "predict")  # type: ignore[return-value]
+    return coerce(PredictParams, cfg, "predict")
 
 
 def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path

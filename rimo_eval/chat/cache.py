@@ -204,7 +204,8 @@ class ResponseCache:
             self.misses += 1
             return None
         self.hits += 1
-        return entry["response"]
+        response: dict[str, Any] = entry["response"]
+        return response
 
     def put(self, key: str, request: dict[str, Any], response: dict[str, Any],
             created: float | None = None) -> dict[str, Any]:
@@ -236,7 +237,8 @@ class ResponseCache:
             entry = decode(first[0]) if first else None
             if entry is not None and canonical_json(entry.get("request")) == canonical_json(
                     request):
-                return entry["response"]
+                stored: dict[str, Any] = entry["response"]
+                return stored
             conn.execute(_INSERT.replace("INSERT", "INSERT OR REPLACE"), row)
         self._unsynced.append(key)
         return response

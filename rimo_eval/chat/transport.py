@@ -82,7 +82,7 @@ class ChatReply:
                    flags=[f for f in data.get("flags") or [] if isinstance(f, str)])
 
 
-def int_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+def int_usage(usage: Mapping[str, Any] | None) -> dict[str, Any]:
     """The counters of a server's usage record (its numbers: nested records and nulls are no
     counters), plus the reasoning tokens that OpenAI and vLLM nest under
     ``completion_tokens_details``. A number that is no token count is ``ChatReply``'s to drop

@@ -141,7 +141,8 @@ class Bars:
         self.close()
         self.bar = tqdm(total=total, desc=f"cache: {label}", file=sys.stderr,
                         dynamic_ncols=True, mininterval=0.5, leave=False)
-        return self.bar.update
+        tick: Tick = self.bar.update
+        return tick
 
     def close(self) -> None:
         if self.bar is not None:

@@ -6,6 +6,7 @@ outs agree with them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
@@ -50,15 +51,15 @@ REPORT_IPYNB = Path("reports/report.ipynb")
 REPORT_HTML = Path("reports/report.html")
 
 
-def table_path(folder: Path | str, track: str) -> Path:
+def table_path(folder: str | os.PathLike[str], track: str) -> Path:
     return Path(folder) / _TABLE_FILES[track]
 
 
-def items_path(track: str, folder: Path | str = ITEMS_DIR) -> Path:
+def items_path(track: str, folder: str | os.PathLike[str] = ITEMS_DIR) -> Path:
     return table_path(folder, track)
 
 
-def predictions_path(track: str, folder: Path | str = PREDICTIONS_DIR) -> Path:
+def predictions_path(track: str, folder: str | os.PathLike[str] = PREDICTIONS_DIR) -> Path:
     return table_path(folder, track)
 
 

@@ -56,8 +56,8 @@ from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.core.surrogates import escaped, first_lone_surrogate, split_pair
 from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
 
-S = TypeVar("S", bound=Section)
 DEFAULT_PARAMS = PARAMS_PATH
+S = TypeVar("S", bound=Section)  # coerce: the section model asked for, typed as such
 PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
 BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay", "anthropic", "gemini")
 class FetchParams(Section):
@@ -346,9 +346,10 @@ def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str
     try:
         section = model.model_validate(data[where])
     except ValidationError as exc:
-        # Validated alone, the section's errors are located from its own key.
+        # Validated alone, the section's errors are located from its own key. (errors()' dicts
+        # carry msg and url too, which InitErrorDetails does not declare; pydantic ignores them.)
         wrapped = ValidationError.from_exception_data(exc.title, [
-            {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[misc]
+            {**e, "loc": (where, *e["loc"])} for e in exc.errors()])  # type: ignore[typeddict-unknown-key]
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, wrapped, problems)) from None
     if problems:
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from rimo_eval.core.artifacts import ITEM_FILES, ITEMS_DIR, items_path  # noqa: F401
+# Re-exported: the stages and tests take the items' paths from here.
+from rimo_eval.core.artifacts import ITEM_FILES as ITEM_FILES
+from rimo_eval.core.artifacts import ITEMS_DIR as ITEMS_DIR
+from rimo_eval.core.artifacts import items_path as items_path
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from rimo_eval.core.artifacts import BREAKDOWN_PATH, METRICS_PATH, PROVENANCE_PATH
 from rimo_eval.core.json_object import read_object
@@ -47,7 +47,7 @@ LOW, HIGH = "_ci_low", "_ci_high"
 LEGACY_N = {"ci_low": "accuracy" + LOW, "ci_high": "accuracy" + HIGH}
 
 
-def _is_interval(value: Any) -> bool:
+def _is_interval(value: Any) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(value, Mapping) and set(value) == {"low", "high"}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rimo_eval.core.artifacts import PREDICTION_FILES, PREDICTIONS_DIR, predictions_path  # noqa: F401
+# Re-exported: the stages and tests take the predictions' paths from here.
+from rimo_eval.core.artifacts import PREDICTION_FILES as PREDICTION_FILES
+from rimo_eval.core.artifacts import PREDICTIONS_DIR as PREDICTIONS_DIR
+from rimo_eval.core.artifacts import predictions_path as predictions_path
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.hashing import canonical_json, fingerprint
 from rimo_eval.core.items import Item
@@ -189,7 +192,7 @@ def lone_surrogate(value: str | list[str] | None) -> tuple[str, int] | None:
     return None
 
 
-def run_id(fp: str, sample: dict[str, Sequence[Item]], samples: int = 1) -> str:
+def run_id(fp: str, sample: Mapping[str, Sequence[Item]], samples: int = 1) -> str:
     """One predict run: the backend fingerprint, k and every requested item of both tracks.
 
     The fingerprint alone does not change with ``limit``, ``sample_seed`` or

@@ -24,7 +24,8 @@ from rimo_eval.core.numbers import rounded
 
 # (numerator, denominator) per item; the statistic is sum(num) / sum(den) over a resample.
 Ratio = tuple[np.ndarray, np.ndarray]
-Interval = dict[str, float]
+# {"low", "high"}; null bounds where there is none (wilson of no items).
+Interval = dict[str, float | None]
 
 
 def wilson(successes: int, n: int, confidence: float) -> dict[str, float | None]:

@@ -6,12 +6,15 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rimo_eval.core.atomic import write_with
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COMPRESSION = "zstd"
 
@@ -50,3 +53,9 @@ def table_from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.
         parse_options=pa_json.ParseOptions(explicit_schema=schema,
                                            unexpected_field_behavior="error"))
     return table.select(schema.names).replace_schema_metadata(schema.metadata)
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """``frame.to_dict("records")``, typed as what it is here: our tables' columns are named by
+    strings (pandas-stubs can only say Hashable)."""
+    return cast(list[dict[str, Any]], frame.to_dict("records"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,7 @@ def proof_scores(table: pd.DataFrame) -> pd.DataFrame:
         flags = [v == CORRECT for v in group["verdict"]]
         parts = int(group["number_of_parts"].iloc[0])
         prefix = leading_matches(flags)
-        rows.append({"problem_id": pid, "sample": int(sample), "parts": parts,
+        rows.append({"problem_id": pid, "sample": int(cast(int, sample)), "parts": parts,
                      "correct": sum(flags), "prefix_len": prefix,
                      "strict": parts > 0 and prefix == parts,
                      "prefix_score": prefix / parts if parts else 0.0})
@@ -120,7 +120,8 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, A
         return []
     rows = []
     for key in (*RATES, "agreement_with_exact_match", *COUNTS, "model", "fingerprint"):
-        va, vb = ja.get(key), jb.get(key)
+        va: Any = ja.get(key)  # JSON values, numbers or not
+        vb: Any = jb.get(key)
         numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
         rows.append({"name": f"{TRACK_P}.judge.{key}", "a": va, "b": vb,
                      "delta": rounded(vb - va) if numbers and key not in COUNTS

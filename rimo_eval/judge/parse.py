@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 VERSION = 1  # bump when what is accepted changes: it is part of the judge fingerprint
 
@@ -39,7 +40,7 @@ def final_text(raw: str) -> str:
     return _THINK.sub("", raw, count=1).strip()
 
 
-def _as_object(text: str) -> dict | None:
+def _as_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except ValueError:
@@ -47,7 +48,7 @@ def _as_object(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _first_embedded(text: str) -> dict | None:
+def _first_embedded(text: str) -> dict[str, Any] | None:
     start = text.find("{")
     while start != -1:
         try:
@@ -60,7 +61,7 @@ def _first_embedded(text: str) -> dict | None:
     return None
 
 
-def _verdict(obj: dict, how: str) -> Verdict:
+def _verdict(obj: dict[str, Any], how: str) -> Verdict:
     verdict = obj.get("verdict")
     reason = obj.get("reason")
     reason = reason.strip() if isinstance(reason, str) else ""

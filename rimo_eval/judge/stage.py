@@ -31,6 +31,7 @@ from rimo_eval.core.errors import DataError, StageError
 from rimo_eval.core.items import ITEMS_DIR, Item, load_items
 from rimo_eval.core.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
 from rimo_eval.core.statistics import bootstrap_params
+from rimo_eval.core.tables import records
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.judge import chat
 from rimo_eval.judge.judging import Job, judge_fingerprint, judge_jobs
@@ -93,7 +94,7 @@ def build_rows(cfg: JudgeParams, items_dir: Path, preds_dir: Path, scores_dir: P
     exact = _exact(scores)
     fp = judge_fingerprint(cfg)
     rows, jobs, ungradable = [], [], 0
-    for row in sorted(preds.to_dict("records"), key=lambda r: (r["problem_id"],
+    for row in sorted(records(preds), key=lambda r: (r["problem_id"],
                                                                r.get("sample", 0))):
         item = items[row["problem_id"]]
         if not item.gradable:
@@ -125,8 +126,7 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
           table_path: Path = JUDGE_TABLE, metrics_path: Path = JUDGE_METRICS_PATH
           ) -> dict[str, Any]:
     # The typed sections from the CLI, or a plain mapping (tests) validated here.
-    typed = isinstance(params, Params)
-    cfg = params.judge if typed else chat.settings(params.get("judge"))
+    cfg = params.judge if isinstance(params, Params) else chat.settings(params.get("judge"))
     if not cfg.enabled:
         write_table([], table_path)
         write_json(metrics_path, judge_record.to_file(DISABLED))
@@ -135,7 +135,8 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
     _fail_if_every_request_failed(rows)
     frame = pd.DataFrame(rows, columns=JUDGE_SCHEMA.names)
-    boot = bootstrap_params(params.score if typed else params.get("score"))
+    boot = bootstrap_params(params.score if isinstance(params, Params)
+                            else params.get("score"))
     block = {**judge_metrics(frame, boot),
              "ungradable": ungradable, "model": cfg.model, "fingerprint": judge_fingerprint(cfg)}
     report = {"enabled": True, TRACK_P: {"judge": block},

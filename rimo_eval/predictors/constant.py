@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from rimo_eval.core.config import ConstantParams, Section, coerce
+from rimo_eval.core.config import ConstantParams, coerce
 from rimo_eval.core.items import Item
+from rimo_eval.core.section import Section
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.base import Prediction, Predictor
 
@@ -17,7 +18,7 @@ class ConstantPredictor(Predictor):
     def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         params = coerce(ConstantParams, config, "predict.constant")
-        self.answer, self.solution = params.answer, params.solution  # type: ignore[attr-defined]
+        self.answer, self.solution = params.answer, params.solution
 
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
         for item in items:

@@ -28,5 +28,5 @@ def extraction_kind(box: str | None, finish_reason: str | None) -> str:
 
 def extract_boxed(text: str | None) -> str | None:
     """The stripped content of the last top-level balanced ``\\boxed{...}``, or ``None``."""
-    found = (boxes(text) or [None])[-1]
-    return None if found is None else found.strip()
+    found = boxes(text)
+    return found[-1].strip() if found else None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from typing import Any
 
 from rimo_eval.core.config import PREDICTOR_GROUP, PredictParams
 from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.section import Section
 from rimo_eval.predictors.base import Predictor
 
 GROUP = PREDICTOR_GROUP  # defined with the params models, which admit plugin sections
@@ -44,7 +46,8 @@ def predictor_class(name: str) -> type[Predictor]:
     return cls
 
 
-def create_predictor(name: str, config: dict[str, Any] | None = None) -> Predictor:
+def create_predictor(name: str, config: Section | Mapping[str, Any] | None = None
+                     ) -> Predictor:
     return predictor_class(name)(config)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.items import Item
 from rimo_eval.core.jsonl import iter_lines, noting_repeats, parse_line
 from rimo_eval.core.predictions import lone_surrogate
+from rimo_eval.core.section import Section
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predictors.base import STATUS_MISSING, Prediction, Predictor
 
@@ -74,7 +75,7 @@ Row = tuple[str, str, int, str | list[str], str]
 
 
 def _sample(rec: dict[str, Any], where: str) -> int:
-    j = rec.get("sample", 0)
+    j: object = rec.get("sample", 0)
     # bool is an int in Python; true must not quietly become sample 1.
     if isinstance(j, bool) or not isinstance(j, int) or j < 0:
         raise StageError(f"{where}: rule replay.sample: sample must be an integer >= 0, "
@@ -174,7 +175,7 @@ def load_replay(path: Path, known: frozenset[tuple[str, str]], samples: int = 1
 class ReplayPredictor(Predictor):
     name = "replay"
 
-    def __init__(self, config: dict | None = None) -> None:
+    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         path = self.config.get("path")
         if not path:

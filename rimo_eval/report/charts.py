@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -24,7 +24,13 @@ DOMAIN_COLOUR = "#4878a8"
 PARTS_SERIES = (("strict", "#4878a8"), ("sub_problem_accuracy", "#e0823d"),
                 ("prefix_score", "#6aa84f"))
 LENIENT_COLOUR = "#9b9b9b"  # a diagnostic, drawn apart from the benchmark's metrics
-ERROR_BAR = {"capsize": 4, "ecolor": "#222222", "error_kw": {"elinewidth": 1.2}}
+class ErrorBar(TypedDict):
+    capsize: float
+    ecolor: str
+    error_kw: dict[str, float]
+
+
+ERROR_BAR: ErrorBar = {"capsize": 4, "ecolor": "#222222", "error_kw": {"elinewidth": 1.2}}
 
 
 def bounds(ci: Any) -> Bounds:

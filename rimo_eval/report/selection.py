@@ -20,6 +20,7 @@ from rimo_eval.core.flags import EXPLAINING_N
 from rimo_eval.core.numbers import absent, pct
 from rimo_eval.core.predictions import parse_details
 from rimo_eval.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
+from rimo_eval.core.tables import records
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 
 # The view stage's site, relative to reports/report.html.
@@ -143,8 +144,8 @@ def _item_texts(items: pd.DataFrame) -> dict[str, str]:
 
 
 def _pred_rows(predictions: pd.DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
-    out = {}
-    for r in predictions.to_dict("records"):
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records(predictions):
         sample = r.get("sample", 0)
         out[(str(r["problem_id"]), 0 if absent(sample) else int(sample))] = r
     return out
@@ -186,7 +187,7 @@ def lenient_differs(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.D
     if not has_flags(scores):
         return pd.DataFrame(columns=N_COLUMNS)
     preds, problems = _pred_rows(predictions), _item_texts(items)
-    rows = [r for r in scores.to_dict("records")
+    rows = [r for r in records(scores)
             if bool(r["lenient_match"]) != bool(r["correct"])]
     rows.sort(key=lambda r: (str(r["problem_id"]), int(r["sample"])))
     return pd.DataFrame([_n_row(r, preds.get((str(r["problem_id"]), int(r["sample"])), {}),
@@ -204,7 +205,7 @@ def flagged(scores: pd.DataFrame, predictions: pd.DataFrame, items: pd.DataFrame
     if not has_flags(scores):
         return pd.DataFrame(columns=N_COLUMNS), 0
     preds, problems = _pred_rows(predictions), _item_texts(items)
-    wrong = [r for r in scores.to_dict("records")
+    wrong = [r for r in records(scores)
              if not bool(r["correct"]) and any(_flag(r, f) for f in FLAGS)]
     wrong.sort(key=lambda r: (str(r["problem_id"]), int(r["sample"])))
     # Round robin over the flags, so a run with 300 cut-off replies still shows its empty box.
@@ -259,18 +260,18 @@ def parts_side_by_side(scores: pd.DataFrame, predictions: pd.DataFrame, items: p
     """Up to ``limit`` gradable items not fully right (lowest prefix score first), one row per
     part: the sub-problem, the reference sub-solution and the model's text side by side."""
     preds = _pred_rows(predictions)
-    by_id = {str(r["problem_id"]): r for r in items.to_dict("records")}
-    bad = [r for r in scores.to_dict("records")
+    by_id = {str(r["problem_id"]): r for r in records(items)}
+    bad = [r for r in records(scores)
            if bool(r["gradable"]) and not bool(r["strict"]) and int(r.get("sample", 0)) == 0]
     bad.sort(key=lambda r: (float(r["prefix_score"]), int(r["n_matched"]), str(r["problem_id"])))
     rows = []
     for r in bad[:max(limit, 0)]:
         pid = str(r["problem_id"])
         item = by_id.get(pid, {})
-        subs = list(item.get("sub_problems") if item.get("sub_problems") is not None else [])
-        refs = list(item.get("sub_solutions") if item.get("sub_solutions") is not None else [])
+        subs = list(s if (s := item.get("sub_problems")) is not None else [])
+        refs = list(s if (s := item.get("sub_solutions")) is not None else [])
         parts = int(r["number_of_parts"])
-        matched = list(r.get("matched") if r.get("matched") is not None else [])
+        matched = list(m if (m := r.get("matched")) is not None else [])
         texts = _part_texts(preds.get((pid, 0), {}), parts)
         for k in range(parts):
             rows.append({

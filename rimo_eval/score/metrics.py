@@ -41,7 +41,7 @@ def status_counts(df: pd.DataFrame) -> dict[str, int]:
 
 
 def intervals(ratios: Mapping[str, tuple[np.ndarray, np.ndarray]], boot: Mapping[str, Any]
-              ) -> dict[str, Interval | dict[str, None]]:
+              ) -> dict[str, Interval]:
     """The ``ci`` block: an interval per metric, nulls where there is none."""
     found = bootstrap(ratios, int(boot["samples"]), int(boot["seed"]),
                       float(boot["confidence"]))
@@ -140,10 +140,10 @@ def sample_spec(predict_cfg: PredictParams | Mapping[str, Any] | None) -> dict[s
 
 
 def single_interval(boot: Mapping[str, Any]
-                    ) -> Callable[[np.ndarray, np.ndarray | None], Interval | dict[str, None]]:
+                    ) -> Callable[[np.ndarray, np.ndarray | None], Interval]:
     """One metric's interval: sum(num)/sum(den) (den None: the mean). Per-item 0/1 outcomes
     with no denominator (pass@k, maj@k) are a proportion: Wilson; anything else the bootstrap."""
-    def ci(num: np.ndarray, den: np.ndarray | None) -> Interval | dict[str, None]:
+    def ci(num: np.ndarray, den: np.ndarray | None) -> Interval:
         if den is None and len(num):
             found = proportion(num, float(boot["confidence"]))
             if found is not None:

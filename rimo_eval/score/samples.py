@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,9 @@ def with_sample(frame: pd.DataFrame) -> pd.DataFrame:
     if "sample" in frame.columns:
         return frame
     out = frame.copy()
-    out.insert(out.columns.get_loc("problem_id") + 1, "sample", 0)
+    position = out.columns.get_loc("problem_id")
+    assert isinstance(position, int)  # a unique column (get_loc gives a mask for duplicates)
+    out.insert(position + 1, "sample", 0)
     return out
 
 
@@ -113,7 +115,7 @@ def metrics_n_samples(scores: pd.DataFrame, ci: Bootstrap, js: Sequence[int], k:
         "mean_at_k": {"accuracy": rounded(per_sample.mean()) if n else None,
                       "std": rounded(per_sample.std()) if n else None},
         "pass_at_k": rounded(pass_k.mean()) if n else None,
-        "pass_at": {str(j): rounded(np.mean([pass_at(k, int(c), j) for c in right]))
+        "pass_at": {str(j): rounded(float(np.mean([pass_at(k, int(c), j) for c in right])))
                     if n else None for j in js},
         "maj_at_k": rounded(maj.mean()) if n else None,
         "ci": {"mean_at_k": {"accuracy": ci(correct.mean(axis=1), None)},
@@ -230,13 +232,14 @@ def price(params: Params | Mapping[str, Any] | None, preds: pd.DataFrame
         batch = coerce(MessageBatchParams, {k: batch[k] for k in ("enabled", "discount")
                                             if k in batch}, f"predict.{backend}.batch")
     checked = coerce(PricePerMtok, per_mtok, f"predict.{backend}.price_per_mtok")
-    return applied_price(cast(PricePerMtok, checked),
+    return applied_price(checked,
                          batch if isinstance(batch, MessageBatchParams) else None)
 
 
 def usage(preds: pd.DataFrame, per_mtok: dict[str, float] | None) -> dict[str, Any]:
     """Deterministic usage of one track, summed over every sample of the predictions table."""
-    total = dict.fromkeys(("requests", *USAGE_KEYS, "truncated", "context_errors"), 0)
+    total: dict[str, Any] = dict.fromkeys(
+        ("requests", *USAGE_KEYS, "truncated", "context_errors"), 0)
     for details, status in zip(preds["details"], preds["status"], strict=True):
         parsed = json.loads(details) if isinstance(details, str) and details else {}
         for key, value in sample_usage(parsed if isinstance(parsed, dict) else {},

@@ -87,7 +87,7 @@ class Erratum:
                 and (self.action != "set" or finding.field == self.field))
 
     def summary(self) -> dict[str, Any]:
-        out = {"id": self.id, "track": self.track, "problem_id": self.problem_id,
+        out: dict[str, Any] = {"id": self.id, "track": self.track, "problem_id": self.problem_id,
                "action": self.action, "covers": list(self.covers), "reason": self.reason}
         if self.action == "set":
             out |= {"field": self.field, "value": self.value}

@@ -121,7 +121,8 @@ def is_empty(value: Any) -> bool:
 @cache
 def schema(track: str) -> dict[str, Any]:
     ref = resources.files("rimo_eval") / "schemas" / SCHEMA_FILES[track]
-    return json.loads(ref.read_text(encoding="utf-8"))
+    doc: dict[str, Any] = json.loads(ref.read_text(encoding="utf-8"))
+    return doc
 
 
 # JSON Schema counts 2.0 as an integer; a JSONL "number_of_parts": 2.0 is not one (and would
@@ -136,7 +137,8 @@ _STRICT = validators.extend(Draft202012Validator, type_checker=(
 def _validator(track: str) -> Draft202012Validator:
     doc = schema(track)
     Draft202012Validator.check_schema(doc)
-    return _STRICT(doc)
+    validator: Draft202012Validator = _STRICT(doc)
+    return validator
 
 
 def schema_errors(track: str, record: Any) -> list[tuple[str, str | None, str]]:
@@ -244,8 +246,9 @@ def _nested(rec: dict[str, Any]) -> list[Issue]:
 # --- cross-check JSONL against CSV ---------------------------------------------------------------
 
 
-def as_csv_text(value: Any) -> str:
-    """How a JSONL value is written in the CSV: null is '', an integer its digits."""
+def as_csv_text(value: Any) -> Any:
+    """How a JSONL value is written in the CSV: null is '', an integer its digits; any other
+    value as it is (compare calls a non-string a mismatch)."""
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -290,7 +290,7 @@ def run(params: Params | dict[str, Any], *, raw_dir: Path = RAW_DIR,
         items_dir: Path = ITEMS_DIR, report_path: Path = REPORT_PATH) -> None:
     """The DVC stage: write both item tables and the report, or nothing at all."""
     section = params.validate_ if isinstance(params, Params) else (params or {}).get("validate")
-    cfg: ValidateParams = coerce(ValidateParams, section, "validate")  # type: ignore[assignment]
+    cfg = coerce(ValidateParams, section, "validate")
     result = validate(Path(raw_dir), Path(cfg.errata))
     if not result.ok:
         raise DataError(result.failure_message())

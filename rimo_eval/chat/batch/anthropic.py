@@ -34,7 +34,7 @@ batch); the reads are.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.anthropic.transport import AnthropicTransport
@@ -44,6 +44,9 @@ from rimo_eval.chat.errors import EngineError, MalformedResponse, error_for
 from rimo_eval.core.chat_params import AnthropicParams
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.hashing import canonical_json
+
+if TYPE_CHECKING:
+    from anthropic.types.messages import MessageBatchRequestCounts
 
 PROVIDER = "anthropic"  # its records: <cache_dir>/batches/anthropic
 SKEW_S = 60.0  # how far the provider's clock may run behind ours
@@ -60,7 +63,7 @@ def batch_request(key: str, request: dict[str, Any]) -> dict[str, Any]:
     return {"custom_id": key, "params": params}
 
 
-def _total(counts: Any) -> int:
+def _total(counts: MessageBatchRequestCounts) -> int:
     return (counts.processing + counts.succeeded + counts.errored + counts.canceled
             + counts.expired)
 

@@ -16,22 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Final
 
 import openai
 
+from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.batch.records import BatchRecord
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
 from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse, retryable_status
 from rimo_eval.chat.openai.replies import parse_completion
-from rimo_eval.chat.openai.transport import OpenAITransport, resolve_api_key
-from rimo_eval.core.chat_params import OpenAIParams
+from rimo_eval.chat.openai.transport import OpenAITransport
+from rimo_eval.core.chat_params import BatchParams, OpenAIParams
 from rimo_eval.core.errors import StageError
 
 __all__ = ["OpenAIBatchTransport", "batch_line", "make_client", "records_root"]
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
-ENDPOINT = "/v1/chat/completions"
+ENDPOINT: Final = "/v1/chat/completions"
 
 
 def batch_line(key: str, request: dict[str, Any]) -> bytes:
@@ -78,11 +79,15 @@ class OpenAIBatchTransport(BatchRounds):
         # same requests: each create is sent once, and after a failure the batch list says
         # whether it went through before it is sent again.
         once = self.client.with_options(max_retries=0)
+        settings = self.settings
+        assert isinstance(settings, BatchParams)  # this transport gets predict.openai.batch
+        # The SDK types the window as "24h" only; a compatible server may offer others.
+        window: Any = settings.completion_window
         for attempt in range(self._create_tries):
             try:
                 batch = await once.batches.create(
-                    input_file_id=file.id, endpoint=ENDPOINT,  # type: ignore[arg-type]
-                    completion_window=self.settings.completion_window,  # type: ignore[arg-type]
+                    input_file_id=file.id, endpoint=ENDPOINT,
+                    completion_window=window,
                     metadata={"rimo_record": record.id})
                 return batch.id
             except (openai.APIConnectionError, openai.APIStatusError) as exc:

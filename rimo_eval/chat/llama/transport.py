@@ -108,7 +108,7 @@ class LlamaTransport(ChatTransport):
         self.model_path, self.model_sha256 = model_path, model_sha256
         self.n_ctx = params.n_ctx
         self.n_threads = params.n_threads or default_threads()
-        self._sampling = {"max_tokens": params.max_tokens,
+        self._sampling: dict[str, Any] = {"max_tokens": params.max_tokens,
                           "temperature": float(params.temperature),
                           "seed": params.seed, **_SAMPLER}
         self._llm: Any = None

@@ -35,7 +35,7 @@ def rejected_parameter(exc: HTTPStatusError, request: dict[str, Any]) -> str | N
         return None
     sent = {k for k in request if k not in ("messages", "model", "extra_body")}
     sent |= set(request.get("extra_body") or {})
-    param = exc.param
+    param: str | None = exc.param
     if param is not None and param in sent:
         return param
     message = exc.message

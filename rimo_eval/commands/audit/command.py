@@ -153,23 +153,25 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
 
     results: list[MetricResult] = []
     if all(scores[t] is not None for t in TRACKS):
-        totals = {t: len(items[t]) if items[t] is not None else 0 for t in TRACKS}
-        fresh = recompute_metrics({t: scores[t] for t in TRACKS}, totals, boot,
-                                  preds if all(preds[t] is not None for t in TRACKS) else None,
+        totals = {t: len(i) if (i := items[t]) is not None else 0 for t in TRACKS}
+        fresh = recompute_metrics({t: s for t in TRACKS if (s := scores[t]) is not None},
+                                  totals, boot,
+                                  {t: p for t in TRACKS if (p := preds[t]) is not None}
+                                  if all(preds[t] is not None for t in TRACKS) else None,
                                   params)
         # Each file against its part of the fresh block, so a break names the file.
         fresh_metrics, fresh_breakdown = split(fresh)
-        sources = {t: shown[t]["scores"] for t in TRACKS}
-        results = check_metrics(ledger, metrics, fresh_metrics, metrics_shown, sources)
+        score_files = {t: shown[t]["scores"] for t in TRACKS}
+        results = check_metrics(ledger, metrics, fresh_metrics, metrics_shown, score_files)
         if breakdown is None:
             ledger.broke("metrics.recompute", breakdown_shown, f"{breakdown_shown}: not found "
                          f"(written by the score stage: rerun `dvc repro -f -s score`)")
         else:
             results += check_metrics(ledger, breakdown, fresh_breakdown, breakdown_shown,
-                                     sources)
+                                     score_files)
         check_plots(ledger, root, fresh)
     check_judge(ledger, root, boot)
-    identities = {t: predictions_identity(preds[t]) for t in TRACKS if preds[t] is not None}
+    identities = {t: predictions_identity(p) for t in TRACKS if (p := preds[t]) is not None}
     _check_pointer(ledger, root, metrics, prov is not None)
     check_provenance(ledger, root, prov, prov_shown,
                      expected_inputs=[shown[t][k] for k in ("items", "predictions")

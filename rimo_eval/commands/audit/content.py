@@ -73,7 +73,7 @@ def expected_fingerprint(root: Path, backend: str, predict_cfg: Mapping[str, Any
 
     params = coerce(PredictParams, predict_cfg, "predict")
     with contextlib.chdir(root):
-        return fingerprint(build_predictor(params, backend).identity())  # type: ignore[arg-type]
+        return fingerprint(build_predictor(params, backend).identity())
 
 
 def check_fingerprint(ledger: Ledger, root: Path, preds: pd.DataFrame, shown: str,

@@ -98,7 +98,7 @@ def producer(lock: Mapping[str, Any], path: str) -> str | None:
     """The lock stage whose outputs include ``path`` (or a folder holding it)."""
     for name, stage in lock["stages"].items():
         if any(covers(o["path"], path) for o in stage.get("outs") or []):
-            return name
+            return str(name)
     return None
 
 

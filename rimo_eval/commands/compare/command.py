@@ -111,7 +111,7 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
                   f"comparing on the shared items only", file=sys.stderr)
             sides = [shared_inputs(f, s) for f, s in zip(files, sides, strict=True)]
         extras = [run_extras(f) for f in files]
-    result = compare_sides(*sides, samples=samples, seed=seed, confidence=confidence,
+    result = compare_sides(sides[0], sides[1], samples=samples, seed=seed, confidence=confidence,
                            params=(extras[0]["params"], extras[1]["params"]))
     attach_p_texts(result["tracks"][TRACK_P]["flips"], extras[0]["items"],
                    extras[0]["predictions"], extras[1]["predictions"])

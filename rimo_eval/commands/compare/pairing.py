@@ -29,6 +29,7 @@ from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.statistics import bootstrap, mcnemar_exact
+from rimo_eval.core.tables import records
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.judge.metrics import compare_rows as judge_rows
 from rimo_eval.score.samples import with_sample
@@ -112,7 +113,7 @@ def ratio_specs(track: str, paired: pd.DataFrame) -> dict[str, PairedRatio]:
 def flips(track: str, paired: pd.DataFrame) -> list[dict[str, Any]]:
     col = TESTED[track]
     out = []
-    for r in paired.to_dict("records"):
+    for r in records(paired):
         a, b = bool(r[f"{col}_a"]), bool(r[f"{col}_b"])
         if a != b:
             row = {"problem_id": r["problem_id"], "domain": _domain(r["domain_a"]), "a": a,
@@ -210,7 +211,8 @@ def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
             rows.append({"name": name, "a": d["a"], "b": d["b"], "rate": True,
                          "delta": d["delta"], "ci": d["ci"]})
             continue
-        a, b = fa.get(name), fb.get(name)
+        a: Any = fa.get(name)  # JSON values, numbers or not
+        b: Any = fb.get(name)
         rows.append({"name": name, "a": a, "b": b, "rate": False,
                      "delta": round(b - a, 6) if _number(a) and _number(b) else None,
                      "ci": None})

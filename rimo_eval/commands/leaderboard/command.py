@@ -68,7 +68,10 @@ def leaderboard(root: Path, names: list[str], every: bool = False, label: str = 
 def write(out: Path, files: Mapping[str, str | bytes]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
-        (write_text if isinstance(content, str) else write_bytes)(out / name, content)
+        if isinstance(content, str):
+            write_text(out / name, content)
+        else:
+            write_bytes(out / name, content)
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:

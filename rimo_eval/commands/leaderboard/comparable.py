@@ -10,6 +10,7 @@ reason it was left out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rimo_eval.commands.leaderboard.loading import LeftOut, Run
 from rimo_eval.commands.runs import WORKSPACE
@@ -30,7 +31,7 @@ def _describe(run: Run) -> str:
     return f"{run.label} evaluates {counts} {'/'.join(TRACKS)} items ({what})"
 
 
-def _upstream(run: Run) -> dict | None:
+def _upstream(run: Run) -> dict[str, Any] | None:
     return run.provenance.get("upstream")
 
 

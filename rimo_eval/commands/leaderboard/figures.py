@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -22,10 +22,14 @@ from rimo_eval.commands.leaderboard.years import year_heatmap
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 WIDTH = 3.4  # inches: one column of a two-column paper
-RC = {"svg.hashsalt": "rimo-eval-leaderboard", "svg.fonttype": "path", "font.size": 7,
-      "font.family": "DejaVu Sans", "axes.titlesize": 7, "axes.labelsize": 7,
-      "xtick.labelsize": 6, "ytick.labelsize": 6, "path.simplify": False}
+RC: dict[RcKeyType, Any] = {
+    "svg.hashsalt": "rimo-eval-leaderboard", "svg.fonttype": "path", "font.size": 7,
+    "font.family": "DejaVu Sans", "axes.titlesize": 7, "axes.labelsize": 7,
+    "xtick.labelsize": 6, "ytick.labelsize": 6, "path.simplify": False}
 NAMES = {"accuracy": "accuracy", "strict": "strict", "sub_problem_accuracy": "sub-problem acc.",
          "prefix_score": "prefix score"}
 LEADER, OTHER, BELOW = "#1f4e9c", "#5a5a5a", "#b03030"

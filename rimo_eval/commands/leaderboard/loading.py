@@ -7,6 +7,7 @@ every point value the leaderboard shows is taken from it, never recomputed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ class Run(RunAt):
     provenance: dict[str, Any]
     scores: dict[str, pd.DataFrame]
     params: dict[str, Any]  # params.yaml at the revision ({} when it has none)
-    judge: dict[str, Any] | None = None  # RIMO-P.judge block of judge.json, where it ran
+    judge: Mapping[str, Any] | None = None  # RIMO-P.judge block of judge.json, where it ran
     date: str | None = None
     label: str = field(default="")
 

@@ -123,7 +123,8 @@ def draw(n: int, samples: int, seed: int) -> np.ndarray:
 
 def ranks_of(values: np.ndarray) -> np.ndarray:
     """Competition ranks along the last axis: 1 + how many runs score strictly higher."""
-    return 1 + (values[..., None, :] > values[..., :, None]).sum(axis=-1)
+    ranks: np.ndarray = 1 + (values[..., None, :] > values[..., :, None]).sum(axis=-1)
+    return ranks
 
 
 def rank_ranges(num: np.ndarray, den: np.ndarray, points: np.ndarray, idx: np.ndarray,

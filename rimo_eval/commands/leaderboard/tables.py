@@ -110,12 +110,12 @@ def columns(board: Mapping[str, Any]) -> list[Column]:
     ]
     for t in TRACKS:
         for m in HEADLINE[t]:
-            cols.append((f"{t} {SHORT[m]}", lambda r, n=f"{t}.{m}": with_ci(r, n), True))
+            cols.append((f"{t} {SHORT[m]}", functools.partial(with_ci, name=f"{t}.{m}"), True))
     if board["k"] > 1:
         for t in TRACKS:
             for m in HEADLINE[t]:
                 cols.append((f"{t} {SHORT[m]} mean@k",
-                             lambda r, n=f"{t}.mean_at_k.{m}": with_ci(r, n), True))
+                             functools.partial(with_ci, name=f"{t}.mean_at_k.{m}"), True))
         cols += [(f"{TRACK_N} pass@k", lambda r: with_ci(r, f"{TRACK_N}.pass_at_k"), True),
                  (f"{TRACK_N} maj@k", lambda r: with_ci(r, f"{TRACK_N}.maj_at_k"), True),
                  (f"{TRACK_P} pass@k", lambda r: with_ci(r, f"{TRACK_P}.pass_at_k"), True)]
@@ -145,13 +145,13 @@ def year_columns(board: Mapping[str, Any]) -> list[Column]:
     track's slope where a run has one, and the unseen subset where a run's cutoff is known."""
     cols: list[Column] = []
     if _has_lens(board, "trend"):
-        cols += [(f"{t} year slope (breakdown)", lambda r, t=t: slope_cell(r, t), True)
+        cols += [(f"{t} year slope (breakdown)", functools.partial(slope_cell, track=t), True)
                  for t in TRACKS]
     if _has_lens(board, "unseen"):
         cols.append(("training cutoff", lambda r: str((r.get("years") or {}).get("cutoff")
                                                       or "-"), False))
         cols += [(f"{t} unseen {SHORT[OUTCOME[t]]} (breakdown)",
-                  lambda r, t=t: unseen_cell(r, t), True) for t in TRACKS]
+                  functools.partial(unseen_cell, track=t), True) for t in TRACKS]
     return cols
 
 

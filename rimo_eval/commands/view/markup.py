@@ -122,7 +122,8 @@ def page_text(value: str | None) -> str | dict[str, Any]:
     the rest, as text), ``ends`` (the character offset where each block ends) and ``chars``."""
     if not value or len(value) <= FOLD_CHARS:
         return render(value)
-    rendered, done = [], 0
+    rendered: list[str] = []
+    done = 0
     for part in blocks(value, FOLD_CHARS, 0, min(len(value), RENDER_CHARS + FOLD_CHARS)):
         if rendered and done + len(part) > RENDER_CHARS:
             break  # the rendered blocks end at a cut of their own, not mid-paragraph

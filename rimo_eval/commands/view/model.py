@@ -22,6 +22,7 @@ from rimo_eval.commands.view.markup import page_text
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
 from rimo_eval.core.flags import FLAGS_N
 from rimo_eval.core.metrics_files import interval
+from rimo_eval.core.tables import records
 from rimo_eval.core.text_quality import WARNING_RULES, text_warnings
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
@@ -135,7 +136,7 @@ def outcome(track: str, row: dict[str, Any], flags: Iterable[str]) -> str:
 def rows_by_item(scores: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     frame = scores if "sample" in scores.columns else scores.assign(sample=0)
-    for r in frame.sort_values(["problem_id", "sample"], kind="stable").to_dict("records"):
+    for r in records(frame.sort_values(["problem_id", "sample"], kind="stable")):
         out.setdefault(str(r["problem_id"]), []).append(r)
     return out
 
@@ -166,7 +167,7 @@ def _sample_n(row: dict[str, Any], details: dict[str, Any], present: Sequence[st
 def _sample_p(row: dict[str, Any], details: dict[str, Any], prediction: list[str],
               judged: dict[int, dict[str, Any]], present: Sequence[str]) -> dict[str, Any]:
     flags = _flags(row, details, present)
-    parts_d = details.get("parts") if isinstance(details.get("parts"), list) else []
+    parts_d = found if isinstance(found := details.get("parts"), list) else []
     matched = [bool(m) for m in _list(row.get("matched"))]
     count = max(int(row.get("number_of_parts") or 0), len(prediction))
     parts = []
@@ -267,7 +268,7 @@ def _judge_index(run: Run) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
     out: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
     if run.judge is None:
         return out
-    for r in run.judge.to_dict("records"):
+    for r in records(run.judge):
         out.setdefault((str(r["problem_id"]), int(r["sample"])), {})[int(r["part"])] = r
     return out
 
@@ -307,7 +308,7 @@ class Site:
         items: dict[tuple[str, str], dict[str, Any]] = {}
         for run in runs:
             for track in TRACKS:
-                for r in run.items[track].to_dict("records"):
+                for r in records(run.items[track]):
                     items.setdefault((track, str(r["problem_id"])), r)
         self._items = items
         # The tables' own order (track, then problem id): the texts are read forward in it.
@@ -321,7 +322,8 @@ class Site:
         self.words: list[str] = []
 
     def payloads(self) -> Iterator[dict[str, Any]]:
-        runs, no_judge = self.runs, [{} for _ in self.runs]
+        runs = self.runs
+        no_judge: list[dict[tuple[str, int], dict[int, dict[str, Any]]]] = [{} for _ in runs]
         self.index_items, self.words = [], []
         for n, (track, pid) in enumerate(self._order):
             item, rows, preds = self._items[(track, pid)], self._rows[track], self._preds[track]
