@@ -78,7 +78,8 @@ repro: setup
 # limits, DVC's queue workers. Flaky is worse than slow.
 # PYTEST_ARGS goes to both passes (`make test PYTEST_ARGS=--durations=20`).
 PYTEST_WORKERS ?= 2
-PYTEST_ARGS ?=
+# --durations: every CI log names its slowest tests, where the time budget goes.
+PYTEST_ARGS ?= --durations=30
 PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The docs site (mkdocs.yml) builds strictly, offline, into the git-ignored build/site: a
