@@ -72,7 +72,10 @@ def year_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run], width: float
         ax.set_xticks(range(len(columns)), columns, rotation=30, fontsize=5)
         ax.set_yticks(range(len(rows)), [row["label"][:28] for row in rows])
         ax.tick_params(length=0)
-        ax.set_title(f"{track} {name} by competition year (%)", fontsize=6)
+        ax.set_title(f"{track} {name} (%)", fontsize=6)
+    # The shared words go once above both panels: in a one-column figure two full titles ran
+    # into each other (tests/report/test_leaderboard_figures.py).
+    fig.suptitle("By competition year", fontsize=6)
     fig.colorbar(image, ax=axes, shrink=0.9, pad=0.02, ticks=[0, 25, 50, 75, 100])
     return fig
 
