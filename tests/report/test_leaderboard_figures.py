@@ -23,8 +23,10 @@ from rimo_eval.commands.leaderboard.figures import (
     RC,
     WIDTH,
     domain_heatmap,
+    encode,
     figures,
     forest,
+    label,
 )
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.statistics import find_metric
@@ -182,3 +184,19 @@ def test_year_heatmap_titles_do_not_overlap() -> None:
         assert page.x0 <= box.x0 and box.x1 <= page.x1, (text, box, page)  # not cut
     for (a, box_a), (b, box_b) in itertools.combinations(boxes.items(), 2):
         assert not box_a.overlaps(box_b), (a, box_a, b, box_b)
+
+
+def test_year_heatmap_draws_a_mathtext_run_label_as_text() -> None:
+    """A run label is untrusted: "$\\nosuch$" in the year heatmap's row labels once made
+    mathtext raise and the whole leaderboard fail (its labels were cut, not escaped)."""
+    rng = np.random.default_rng(0)
+    parts = rng.integers(1, 5, 60)
+    evil = r"$\nosuch{x}$ and $\frac{1}{$"
+    runs = [make_run(name, rng.random((80, 1)) < p, rng.random((60, 1)) < p, parts, years=True)
+            for name, p in (("plain", 0.3), (evil, 0.6))]
+    board = board_of(runs)
+    with matplotlib.rc_context(RC):
+        fig = year_heatmap(board, {r.label: r for r in runs}, WIDTH)
+        png = encode(fig)["png"]  # draws every label
+    assert mpimg.imread(io.BytesIO(png)).shape[1] == round(WIDTH * 300)
+    assert label(evil) in [t.get_text() for t in fig.axes[0].get_yticklabels()]
