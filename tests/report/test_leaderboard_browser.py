@@ -56,12 +56,14 @@ def test_leaderboard_page_keeps_labels_inert(driver: Any, tmp_path: Path) -> Non
 
 # Five runs as a researcher has them: experiment names, long model names and replay paths,
 # tokens and costs, every headline interval, the commit date (issue 29 §5: 1,613 px wide, it
-# scrolled in a 1,400 px window).
+# scrolled in a 1,400 px window), and the year lens of a real run's breakdown.json (issue 32's
+# slope columns made it scroll again), two of them with a training cutoff (its unseen subset).
 WIDE = (("const-full", "constant", {"answer": "0"}, 0.05),
         ("model-a", "local", {}, 0.3),
         ("model-b", "replay", {"path": "runs/model_b_with_a_rather_longer_name.jsonl"}, 0.5),
         ("claude-full", "anthropic", {"model": "claude-sonnet-4-5-20250929"}, 0.6),
         ("workspace", "openai", {"model": "Qwen/Qwen3-235B-A22B-Instruct-2507"}, 0.55))
+CUTOFFS = {"claude-full": "2016-12", "workspace": "2019-06"}
 FITS = """
 const wide = document.querySelector('div.wide'), table = wide.querySelector('table');
 const names = [...table.querySelectorAll('td.name')].map(td => td.getBoundingClientRect().width);
@@ -76,8 +78,11 @@ def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) ->
     parts = rng.integers(1, 5, 456)
     runs = []
     for name, backend, section, p in WIDE:
-        run = make_run(name, rng.random((335, 1)) < p, rng.random((456, 1)) < p, parts)
+        run = make_run(name, rng.random((335, 1)) < p, rng.random((456, 1)) < p, parts,
+                       years=True)
         run.params = {"predict": {"backend": backend, backend: section}}
+        if name in CUTOFFS:
+            run.params["score"] = {"training_cutoff": CUTOFFS[name]}
         for track in ("RIMO-N", "RIMO-P"):
             block = run.metrics[track]
             block["usage"] = {"prompt_tokens": 4_567_890, "completion_tokens": 23_456_789,
@@ -103,3 +108,19 @@ def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) ->
             assert f"{100 * row[key]:.1f}" in text, (key, text)
             assert f"[{100 * row[key + '_ci_low']:.1f}, {100 * row[key + '_ci_high']:.1f}]" \
                 in text, (key, text)
+        for track in ("RIMO-N", "RIMO-P"):  # each year slope with its interval
+            trend = row["years"][track]["trend"]
+            assert trend["slope"] is not None, trend  # a real run's finite estimate
+            assert f"{trend['slope']:+.3f}" in text, (track, text)
+            assert f"[{trend['slope_ci_low']:+.3f}, {trend['slope_ci_high']:+.3f}]" in text, \
+                (track, text)
+            unseen = row["years"][track]["unseen"]
+            if row["label"] in CUTOFFS:  # the unseen rate with its interval, and the cutoff
+                cell, name = unseen["unseen"], "strict" if track == "RIMO-P" else "accuracy"
+                assert cell[name] is not None, cell
+                assert f"{100 * cell[name]:.1f}" in text, (track, text)
+                assert f"[{100 * cell[name + '_ci_low']:.1f}, " \
+                       f"{100 * cell[name + '_ci_high']:.1f}]" in text, (track, text)
+                assert CUTOFFS[row["label"]] in text, text
+            else:
+                assert unseen is None, unseen

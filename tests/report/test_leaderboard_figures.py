@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 from typing import Any
 
 import matplotlib
@@ -10,6 +11,9 @@ import numpy as np
 import pytest
 from matplotlib import colors as mcolors
 from matplotlib import image as mpimg
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 
 from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.figures import (
@@ -19,11 +23,14 @@ from rimo_eval.commands.leaderboard.figures import (
     RC,
     WIDTH,
     domain_heatmap,
+    encode,
     figures,
     forest,
+    label,
 )
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.commands.leaderboard.years import year_heatmap
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.support.leaderboard_runs import make_run
@@ -141,3 +148,55 @@ def test_domain_heatmap_colour_bar_is_in_percent_like_its_cells(costed: list[Run
         assert image.to_rgba(data[i, j]) == image.cmap(image.norm(shown), alpha=None) or \
             np.allclose(image.to_rgba(data[i, j]), image.cmap(image.norm(shown)), atol=0.01)
     assert len(cells) == 12
+
+
+# --- the year heatmap's panel titles -------------------------------------------------------
+
+
+def text_boxes(fig: Figure) -> dict[str, Bbox]:
+    """Each non-empty title (axes titles, the figure's suptitle) -> its box in the drawn figure
+    (constrained layout placed, at the PNG's 300 dpi)."""
+    canvas = FigureCanvasAgg(fig)
+    fig.set_dpi(300)
+    fig.draw_without_rendering()
+    renderer = canvas.get_renderer()
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    if fig._suptitle is not None:
+        titles.append(fig._suptitle)
+    return {t.get_text(): t.get_window_extent(renderer) for t in titles if t.get_text()}
+
+
+def test_year_heatmap_titles_do_not_overlap() -> None:
+    """Both panels' titles (and any figure title) are whole in the one-column figure and none
+    covers another; before, "RIMO-N accuracy by competition year (%)" ran into RIMO-P's."""
+    rng = np.random.default_rng(0)
+    parts = rng.integers(1, 5, 120)
+    runs = [make_run(f"model-{i}", rng.random((150, 1)) < p, rng.random((120, 1)) < p, parts,
+                     years=True) for i, p in enumerate((0.3, 0.6))]
+    board = board_of(runs)
+    with matplotlib.rc_context(RC):
+        fig = year_heatmap(board, {r.label: r for r in runs}, WIDTH)
+        boxes = text_boxes(fig)
+    assert len(boxes) >= 2, boxes  # a title per panel at least
+    assert any(TRACK_N in t for t in boxes) and any(TRACK_P in t for t in boxes), boxes
+    page = fig.bbox
+    for text, box in boxes.items():
+        assert page.x0 <= box.x0 and box.x1 <= page.x1, (text, box, page)  # not cut
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes.items(), 2):
+        assert not box_a.overlaps(box_b), (a, box_a, b, box_b)
+
+
+def test_year_heatmap_draws_a_mathtext_run_label_as_text() -> None:
+    """A run label is untrusted: "$\\nosuch$" in the year heatmap's row labels once made
+    mathtext raise and the whole leaderboard fail (its labels were cut, not escaped)."""
+    rng = np.random.default_rng(0)
+    parts = rng.integers(1, 5, 60)
+    evil = r"$\nosuch{x}$ and $\frac{1}{$"
+    runs = [make_run(name, rng.random((80, 1)) < p, rng.random((60, 1)) < p, parts, years=True)
+            for name, p in (("plain", 0.3), (evil, 0.6))]
+    board = board_of(runs)
+    with matplotlib.rc_context(RC):
+        fig = year_heatmap(board, {r.label: r for r in runs}, WIDTH)
+        png = encode(fig)["png"]  # draws every label
+    assert mpimg.imread(io.BytesIO(png)).shape[1] == round(WIDTH * 300)
+    assert label(evil) in [t.get_text() for t in fig.axes[0].get_yticklabels()]

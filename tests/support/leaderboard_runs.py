@@ -20,6 +20,9 @@ import pandas as pd
 from rimo_eval.commands.compare.revisions import Revision
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.score.samples import first_sample
+from rimo_eval.score.trend import year_trend
+from rimo_eval.score.years import year_blocks
 from tests.support.pipeline_repo import make_repo, sh
 
 # name -> (strength, noise seed); the workspace run is "base".
@@ -100,16 +103,25 @@ def build(dest: Path, mirror: Path) -> Path:
 # --- runs without DVC: score frames in the score stage's schema, for the unit tests ----------
 
 
-def frames(correct: np.ndarray, strict: np.ndarray, parts: np.ndarray, k: int = 1
-           ) -> dict[str, pd.DataFrame]:
-    """Score frames: correct is items x k (RIMO-N), strict items x k (RIMO-P)."""
+def dated_id(i: int, items: int) -> str:
+    """The real ids' form (``1959p2`` ... ``2023p6``): item i of ``items`` gets a year from
+    1959 to 2023 in order, so every band of the year lens holds items."""
+    return f"{1959 + (2023 - 1959) * i // max(1, items - 1)}p{i}"
+
+
+def frames(correct: np.ndarray, strict: np.ndarray, parts: np.ndarray, k: int = 1,
+           dated: bool = False) -> dict[str, pd.DataFrame]:
+    """Score frames: correct is items x k (RIMO-N), strict items x k (RIMO-P); ``dated`` gives
+    the items year-dated ids, as the real ones are (the year lens reads the year from them)."""
     n_items, p_items = correct.shape[0], strict.shape[0]
-    n = pd.DataFrame([{"problem_id": f"n{i:04d}", "sample": j, "domain": "algebra",
+    n_id = (lambda i: dated_id(i, n_items)) if dated else (lambda i: f"n{i:04d}")
+    p_id = (lambda i: dated_id(i, p_items)) if dated else (lambda i: f"p{i:04d}")
+    n = pd.DataFrame([{"problem_id": n_id(i), "sample": j, "domain": "algebra",
                        "item_hash": f"h{i}", "status": "ok", "gold": "1",
                        "prediction": "1" if correct[i, j] else str(j + 2),
                        "correct": bool(correct[i, j])}
                       for i in range(n_items) for j in range(k)])
-    p = pd.DataFrame([{"problem_id": f"p{i:04d}", "sample": j, "item_hash": f"q{i}",
+    p = pd.DataFrame([{"problem_id": p_id(i), "sample": j, "item_hash": f"q{i}",
                        "number_of_parts": int(parts[i]), "gradable": True, "status": "ok",
                        "n_matched": int(parts[i]) if strict[i, j] else 0,
                        "strict": bool(strict[i, j]), "prefix_score": float(strict[i, j])}
@@ -137,11 +149,21 @@ def metrics_of(scores: dict[str, pd.DataFrame], k: int) -> dict[str, Any]:
     return m
 
 
-def make_run(name: str, correct: np.ndarray, strict: np.ndarray, parts: np.ndarray, k: int = 1
-             ) -> Run:
-    scores = frames(correct, strict, parts, k)
-    run = Run(Revision(name, "experiment", "0" * 40), metrics_of(scores, k), {}, {}, scores,
-              {"predict": {"backend": "replay", "replay": {"path": f"{name}.jsonl"}}})
+def year_breakdown(scores: dict[str, pd.DataFrame], confidence: float = 0.95
+                   ) -> dict[str, Any]:
+    """breakdown.json's year lens (``by_year_band``, ``year_trend``) of each track, by the score
+    stage's own functions (rimo_eval.score.metrics.compute does the same)."""
+    return {t: {**year_blocks(first_sample(df), t, confidence),
+                "year_trend": year_trend(df, t, confidence)} for t, df in scores.items()}
+
+
+def make_run(name: str, correct: np.ndarray, strict: np.ndarray, parts: np.ndarray, k: int = 1,
+             years: bool = False) -> Run:
+    """A run from score frames; ``years``: dated ids and the year breakdown a real run has."""
+    scores = frames(correct, strict, parts, k, dated=years)
+    breakdown = year_breakdown(scores) if years else {}
+    run = Run(Revision(name, "experiment", "0" * 40), metrics_of(scores, k), breakdown, {},
+              scores, {"predict": {"backend": "replay", "replay": {"path": f"{name}.jsonl"}}})
     run.label = name
     return run
 

@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from rimo_eval.commands.leaderboard.labels import label
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.statistics import find_metric, item_table, rank
 from rimo_eval.commands.leaderboard.years import year_heatmap
@@ -33,13 +34,6 @@ RC: dict[RcKeyType, Any] = {
 NAMES = {"accuracy": "accuracy", "strict": "strict", "sub_problem_accuracy": "sub-problem acc.",
          "prefix_score": "prefix score"}
 LEADER, OTHER, BELOW = "#1f4e9c", "#5a5a5a", "#b03030"
-
-
-def label(text: str, limit: int = 28) -> str:
-    text = " ".join(str(text).split())
-    if len(text) > limit:
-        text = text[:limit - 1] + "…"
-    return text.replace("\\", "\\\\").replace("$", r"\$")
 
 
 def encode(fig: Figure) -> dict[str, bytes]:

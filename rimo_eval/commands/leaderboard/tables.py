@@ -140,18 +140,29 @@ def _has_lens(board: Mapping[str, Any], key: str) -> bool:
     return any(_lens(r, t, key) for r in board["runs"] for t in TRACKS)
 
 
+CUTOFF = "training cutoff"
+
+
+def slope_header(track: str) -> str:
+    return f"{track} year slope (breakdown)"
+
+
+def unseen_header(track: str) -> str:
+    return f"{track} unseen {SHORT[OUTCOME[track]]} (breakdown)"
+
+
 def year_columns(board: Mapping[str, Any]) -> list[Column]:
     """The year lens (docs/accuracy_by_year.md), breakdowns, never a metric: each
     track's slope where a run has one, and the unseen subset where a run's cutoff is known."""
     cols: list[Column] = []
     if _has_lens(board, "trend"):
-        cols += [(f"{t} year slope (breakdown)", functools.partial(slope_cell, track=t), True)
+        cols += [(slope_header(t), functools.partial(slope_cell, track=t), True)
                  for t in TRACKS]
     if _has_lens(board, "unseen"):
-        cols.append(("training cutoff", lambda r: str((r.get("years") or {}).get("cutoff")
-                                                      or "-"), False))
-        cols += [(f"{t} unseen {SHORT[OUTCOME[t]]} (breakdown)",
-                  functools.partial(unseen_cell, track=t), True) for t in TRACKS]
+        cols.append((CUTOFF, lambda r: str((r.get("years") or {}).get("cutoff") or "-"),
+                     False))
+        cols += [(unseen_header(t), functools.partial(unseen_cell, track=t), True)
+                 for t in TRACKS]
     return cols
 
 
@@ -243,40 +254,55 @@ def _template() -> jinja2.Template:
 
 # Untrusted names of any length (a run, a served model, a replay path): they wrap in HTML.
 WRAPPED = ("run", "model")
-# In HTML, this column's cell goes under that one's, one column for both.
-STACKED = {"date": "commit"}
+# In HTML, these columns' cells go under that one's, one column for all, under this header:
+# with the year lens's RIMO-P column and the cutoff under its RIMO-N one, a real run's table
+# (year slopes, unseen subsets) stays in a 1,280 px window.
+STACKED = {"date": (("commit",), "date / commit"), "tokens": (("cost",), "tokens / cost"),
+           "errors N/P": (("missing N/P",), "errors / missing N/P"),
+           slope_header(TRACK_N): ((slope_header(TRACK_P),),
+                                   f"{TRACK_N} / {TRACK_P} year slope (breakdown)"),
+           unseen_header(TRACK_N): ((unseen_header(TRACK_P), CUTOFF),
+                                    f"{TRACK_N} / {TRACK_P} unseen (breakdown) / {CUTOFF}")}
+Line = tuple[str, str]  # text, CSS class of its own line under the cell's value
+Cell = tuple[str, list[Line], str]  # value, lines under it, CSS classes
 
 
-def _html_cell(column: Column, row: Row) -> tuple[str, str, str]:
-    """(text, interval, CSS classes): the interval of ``with_ci`` goes on its own line, so a
+def _html_cell(column: Column, row: Row) -> Cell:
+    """(text, lines, CSS classes): the interval of ``with_ci`` goes on its own line, so a
     column is as wide as its value, not value and interval side by side."""
     header, cell, numeric = column
-    text, interval = cell(row), ""
+    text, lines = cell(row), []
     value, sep, rest = text.rpartition(" [")
     if numeric and sep and rest.endswith("]"):
-        text, interval = value, f"[{rest}"
+        text, lines = value, [(f"[{rest}", "ci")]
     classes = ["num"] if numeric else ["name"] if header in WRAPPED else []
     if header.startswith("vs leader"):
         classes.append("test")
-    return text, interval, " ".join(classes)
+    return text, lines, " ".join(classes)
 
 
 def render_html(board: Mapping[str, Any], figures: Mapping[str, Mapping[str, bytes]]) -> str:
     """One offline page: no script, nothing fetched (a CSP says so), figures as data: URIs.
     The same cells as the Markdown, laid out to fit a laptop's window: intervals under their
-    values, the commit under its date."""
+    values, the commit under its date, the cost under the tokens, the missing under the
+    errors, each RIMO-P year-lens value (and the cutoff) under its RIMO-N one."""
     cols = columns(board)
-    stacked = {below: above for above, below in STACKED.items()}
+    names = {c[0] for c in cols}
+    pairs = {above: below for above, (below, _) in STACKED.items()
+             if above in names and set(below) <= names}
+    stacked = {c for below in pairs.values() for c in below}
     rows = []
     for r in board["runs"]:
         cells = {c[0]: _html_cell(c, r) for c in cols}
-        for below, above in stacked.items():
-            text, _, cls = cells[above]
-            cells[above] = (text, cells[below][0], cls)
+        for above, below in pairs.items():
+            text, lines, cls = cells[above]
+            for column in below:
+                under, under_lines, _ = cells[column]
+                lines = [*lines, (under, "sub"), *under_lines]
+            cells[above] = (text, lines, cls)
         rows.append({"below": bool((r.get("vs_leader") or {}).get("below_leader")),
                      "cells": [v for k, v in cells.items() if k not in stacked]})
-    head = [f"{c[0]} / {STACKED[c[0]]}" if c[0] in STACKED else c[0] for c in cols
-            if c[0] not in stacked]
+    head = [STACKED[c[0]][1] if c[0] in pairs else c[0] for c in cols if c[0] not in stacked]
     figs = [{"name": name, "data": base64.b64encode(f["png"]).decode("ascii")}
             for name, f in figures.items()]
     return _template().render(head=head, rows=rows, notes=notes(board) + left_out(board),

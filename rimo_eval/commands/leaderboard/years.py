@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from rimo_eval.commands.leaderboard.labels import label
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.core.cutoff import known_cutoff
 from rimo_eval.core.tracks import TRACKS
@@ -70,9 +71,12 @@ def year_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run], width: float
                 ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=5,
                         color="white" if v < 0.6 else "black")
         ax.set_xticks(range(len(columns)), columns, rotation=30, fontsize=5)
-        ax.set_yticks(range(len(rows)), [row["label"][:28] for row in rows])
+        ax.set_yticks(range(len(rows)), [label(row["label"]) for row in rows])
         ax.tick_params(length=0)
-        ax.set_title(f"{track} {name} by competition year (%)", fontsize=6)
+        ax.set_title(f"{track} {name} (%)", fontsize=6)
+    # The shared words go once above both panels: in a one-column figure two full titles ran
+    # into each other (tests/report/test_leaderboard_figures.py).
+    fig.suptitle("By competition year", fontsize=6)
     fig.colorbar(image, ax=axes, shrink=0.9, pad=0.02, ticks=[0, 25, 50, 75, 100])
     return fig
 
