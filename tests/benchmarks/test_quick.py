@@ -16,13 +16,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.support.chat_server import ChatServer, request_log
+from tests.support.chat_server import ChatServer, Record, request_log
 from tests.support.paths import REPO_ROOT, find_mirror
 
 BENCH = REPO_ROOT / "benchmarks"
@@ -124,6 +126,18 @@ def _post(base_url: str, body: dict[str, object]) -> int:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def test_server_log_waits_for_a_reply_still_being_logged(server: ChatServer) -> None:
+    """A reply is logged ok just after its bytes went out: a client that reads it and asks for
+    the log at once must still find it (a race seen once in CI's parallel pass)."""
+    mark = request_log(server.base_url)["next"]
+    body = {"model": "m", "messages": [{"role": "user", "content": "late"}]}
+    rec = Record(body, "k", "late", {}, time.monotonic())
+    with server._lock:
+        server.records.append(rec)
+    threading.Timer(0.2, lambda: server._finish(rec, "ok", "x")).start()
+    assert request_log(server.base_url, mark) == {"next": mark + 1, "requests": [body]}
 
 
 def test_server_log_gives_back_the_bodies_a_run_sent(server: ChatServer) -> None:

@@ -151,12 +151,20 @@ class ChatServer(RecordingFake):
 
     # -- inspection ------------------------------------------------------------------------
     def answered_since(self, since: int | None) -> dict[str, Any]:
-        """``GET /_requests``: the bodies answered among records ``since``.. (None: none)."""
-        with self._lock:
-            end = len(self.records)
-            start = end if since is None else min(max(since, 0), end)
-            return {"next": end, "requests": [r.body for r in self.records[start:end]
-                                              if r.outcome == "ok"]}
+        """``GET /_requests``: the bodies answered among records ``since``.. (None: none).
+
+        A reply is logged ``ok`` just after its bytes went out, so a client can read it and ask
+        for the log first: a record still ``pending`` is waited for (briefly), not left out."""
+        deadline = time.monotonic() + 2.0
+        while True:
+            with self._lock:
+                end = len(self.records)
+                start = end if since is None else min(max(since, 0), end)
+                window = self.records[start:end]
+                if time.monotonic() > deadline or all(r.outcome != "pending" for r in window):
+                    return {"next": end, "requests": [r.body for r in window
+                                                      if r.outcome == "ok"]}
+            time.sleep(0.005)
 
     # -- behaviour -------------------------------------------------------------------------
     def _die_now(self) -> bool:
