@@ -115,11 +115,15 @@ def _section(sweep: SweepFile, key: str, allowed: set[str]) -> dict[str, Any]:
     value = sweep.data.get(key) or {}
     if not isinstance(value, dict):
         raise ConfigError(f"{sweep.path}: {key}: must be a mapping")
+    _known_keys(sweep, key, value, allowed)
+    return value
+
+
+def _known_keys(sweep: SweepFile, where: str, value: dict[str, Any], allowed: set[str]) -> None:
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise ConfigError(f"{sweep.path}: {key}.{unknown[0]}: unknown key (known: "
+        raise ConfigError(f"{sweep.path}: {where}.{unknown[0]}: unknown key (known: "
                           f"{', '.join(sorted(allowed))})")
-    return value
 
 
 def _strings(sweep: SweepFile, where: str, value: Any) -> list[str]:
@@ -204,10 +208,7 @@ def resolve(sweep: SweepFile, *, repo: Path, rev: str, git_url: str, python: str
         where = f"models.{index}"
         if not isinstance(model, dict):
             raise ConfigError(f"{sweep.path}: {where}: a mapping with name, path, params")
-        extra = sorted(set(model) - _MODEL)
-        if extra:
-            raise ConfigError(f"{sweep.path}: {where}.{extra[0]}: unknown key (known: "
-                              f"{', '.join(sorted(_MODEL))})")
+        _known_keys(sweep, where, model, _MODEL)
         name = model.get("name")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ConfigError(f"{sweep.path}: {where}.name: {name!r}: an experiment name "
