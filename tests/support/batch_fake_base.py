@@ -21,10 +21,10 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.support.loopback import LoopbackFake
+from tests.support.loopback import LoopbackFake, LoopbackHandler
 
 _FIVEXX = re.compile(r"\[\[batch5xx:(\d+)\]\]")
 
@@ -156,24 +156,12 @@ def forward(url: str, data: bytes | None, headers: dict[str, str] | None = None
             return exc.code, {"error": {"message": raw.decode(errors="replace")}}
 
 
-class JSONHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
+class JSONHandler(LoopbackHandler):
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length", 0)))
 
     def _json(self, code: int, obj: Any) -> None:
         self._send(code, json.dumps(obj).encode(), "application/json")
-
-    def _send(self, code: int, data: bytes, ctype: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _missing(self) -> None:
         self._json(404, {"error": {"message": f"not found: {self.path}"}})

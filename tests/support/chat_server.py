@@ -55,7 +55,6 @@ import contextlib
 import hashlib
 import json
 import socket
-import sys
 import threading
 import time
 import urllib.request
@@ -65,7 +64,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.loopback import RecordingFake, bind_loopback, directives, first_k
+from tests.support.loopback import (
+    LoopbackHandler,
+    RecordingFake,
+    bind_loopback,
+    directives,
+    first_k,
+    serve_until_interrupted,
+)
 
 # What ``ChatServer.shape`` may return instead of the completion: a body, or (status, body).
 Shaped = dict[str, Any] | bytes | tuple[int, dict[str, Any] | bytes] | None
@@ -185,12 +191,8 @@ class ChatServer(RecordingFake):
 
 
 def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+    class Handler(LoopbackHandler):
         disable_nagle_algorithm = True  # else Nagle + delayed ACK add 40 ms to every reply
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
 
         def do_POST(self) -> None:
             self._serve(*self._read_request())
@@ -332,19 +334,6 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
         def _json(self, code: int, obj: dict[str, Any]) -> None:
             self._send(code, json.dumps(obj).encode(), "application/json")
 
-        def _send(self, code: int, data: bytes, ctype: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self._headers_buffer.append(b"\r\n")  # headers and body in one write
-            self._headers_buffer.append(data)
-            self.flush_headers()
-
-        def _drop(self) -> None:
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
-
     return Handler
 
 
@@ -432,12 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = ChatServer(latency_s=args.latency, reasoning_bytes=args.reasoning_bytes,
                         answer_bytes=args.answer_bytes).start()
-    print(server.base_url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.stop()
-        sys.exit(0)
+    serve_until_interrupted(server.base_url, server.stop)
 
 
 if __name__ == "__main__":

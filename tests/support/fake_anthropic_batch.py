@@ -26,10 +26,8 @@ took effect), ``retrieve``, ``results``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import socket
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
@@ -164,11 +162,6 @@ def _handler(fake: FakeMessageBatches) -> type[BaseHTTPRequestHandler]:
             else:
                 fake.keys_seen.append(key)
             return key
-
-        def _drop(self) -> None:
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
 
         def _passed_on(self) -> dict[str, str]:
             """The headers the fake model reads: the key and the API version."""

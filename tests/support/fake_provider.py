@@ -28,12 +28,8 @@ until killed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
-import socket
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +37,13 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.loopback import RecordingFake, directives, first_k
+from tests.support.loopback import (
+    LoopbackHandler,
+    RecordingFake,
+    directives,
+    first_k,
+    serve_until_interrupted,
+)
 
 __all__ = ["FakeProvider", "Record", "Reply", "body_fingerprint", "serve_main"]
 
@@ -162,12 +164,8 @@ class FakeProvider(RecordingFake):
 
 
 def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(LoopbackHandler):
         disable_nagle_algorithm = True
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -211,20 +209,7 @@ def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
             server._finish(rec, outcome, reply.text)
 
         def _reply(self, reply: Reply) -> None:
-            data = reply.data()
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self._headers_buffer.append(b"\r\n")
-            self._headers_buffer.append(data)
-            self.flush_headers()
-
-        def _drop(self) -> None:
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
+            self._send(reply.status, reply.data(), "application/json", reply.headers)
 
     return Handler
 
@@ -234,9 +219,4 @@ def serve_main(cls: type[FakeProvider], argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
     args = parser.parse_args(argv)
     server = cls(latency_s=args.latency).start()
-    print(server.base_url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.stop()
-        sys.exit(0)
+    serve_until_interrupted(server.base_url, server.stop)

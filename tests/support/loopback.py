@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypeVar
@@ -95,6 +95,42 @@ class LoopbackServer(ThreadingHTTPServer):
         # session close) is routine, not a server error worth a traceback.
         if not isinstance(sys.exc_info()[1], ConnectionResetError):
             super().handle_error(request, client_address)
+
+
+def serve_until_interrupted(base_url: str, stop: Callable[[], None]) -> None:
+    """A fake run as a process (benchmarks): print its URL, serve until Ctrl-C, then stop."""
+    print(base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        stop()
+        sys.exit(0)
+
+
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """What the fakes' request handlers share: keep-alive as real servers do, no access log, a
+    reply in one write, and a dropped connection."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, code: int, data: bytes, ctype: str,
+              headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self._headers_buffer.append(b"\r\n")  # headers and body in one write
+        self._headers_buffer.append(data)
+        self.flush_headers()
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
 
 class LoopbackFake:
