@@ -17,13 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.support.key_forms import key_forms
 from tests.support.pipeline_repo import copy_repo, env
-from tests.support.replay_files import replay_rows, write_jsonl
+from tests.support.replay_files import replay_rows, repo_gold, write_jsonl
 from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.slow
@@ -56,11 +55,7 @@ def cached_outputs(repo: Path) -> dict[str, str]:
 
 def make_replays(repo: Path) -> None:
     """Two replays that differ from the gold answers (and each other) in known items."""
-    items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
-    items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
-    gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
-    graded = items_p[items_p["gradable"]]
-    gold_p = {r.problem_id: list(r.sub_solutions) for r in graded.itertuples()}
+    gold_n, gold_p = repo_gold(repo)
     ids_n, ids_p = sorted(gold_n), sorted(gold_p)
     write_jsonl(repo / "replay_y.jsonl", replay_rows(
         gold_n, gold_p, wrong_n=set(ids_n[:6]), missing_n=set(), wrong_p=set(ids_p[:2])))

@@ -10,7 +10,6 @@ strength on a shared latent item difficulty, so the solved grid and the ranks ha
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from rimo_eval.score.samples import first_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import year_blocks
 from tests.support.pipeline_repo import make_repo, sh
+from tests.support.replay_files import repo_gold, write_jsonl
 
 # name -> (strength, noise seed); the workspace run is "base".
 MODELS = {"base": 0.30, "m-weak": 0.15, "m-mid": 0.45, "m-mid2": 0.47, "m-strong": 0.70}
@@ -60,21 +60,12 @@ def replay_rows(name: str, strength: float, gold_n: dict[str, str],
     return rows
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
 def build(dest: Path, mirror: Path) -> Path:
     """The repo: workspace = "base" (committed), experiments for every other run."""
     repo = make_repo(dest, mirror, predict={"backend": "replay", "limit": None,
                                             "replay": {"path": "runs/base.jsonl"}})
     sh(repo, "dvc", "repro", "validate")
-    items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
-    items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
-    gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
-    graded = items_p[items_p["gradable"]]
-    gold_p = {r.problem_id: list(r.sub_solutions) for r in graded.itertuples()}
+    gold_n, gold_p = repo_gold(repo)
     for name, strength in MODELS.items():
         write_jsonl(repo / "runs" / f"{name}.jsonl", replay_rows(name, strength, gold_n, gold_p))
     write_jsonl(repo / "runs" / f"{K4}.jsonl", replay_rows(K4, 0.5, gold_n, gold_p, samples=4))

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 
 ReplayRows = list[dict[str, Any]]
@@ -25,4 +27,15 @@ def replay_rows(gold_n: dict[str, str], gold_p: dict[str, list[str]], wrong_n: s
 
 
 def write_jsonl(path: Path, rows: ReplayRows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def repo_gold(repo: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The gold answers in a repo's validated item tables (``dvc repro validate`` ran there):
+    RIMO-N's answer per item, RIMO-P's sub-solutions per gradable item."""
+    items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
+    items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
+    gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
+    graded = items_p[items_p["gradable"]]
+    return gold_n, {r.problem_id: list(r.sub_solutions) for r in graded.itertuples()}

@@ -17,6 +17,7 @@ import pandas as pd
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.support.pipeline_repo import copy_repo, make_repo, sh
+from tests.support.replay_files import write_jsonl
 
 HOSTILE = [
     "<script>window.__pwned = 1; alert('script')</script>",
@@ -66,10 +67,6 @@ FUZZ: dict[str, str] = {
                  "bell\x07 $x\u202e^2\x00$ \u061c\u2067end"),
     "reply_10mb": ("A paragraph with $x_i^2$ and **words**.\n\n" * 250_000)[:10_000_000],
 }
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def build_runs(root: Path, mirror: Path) -> dict[str, Any]:
