@@ -18,7 +18,8 @@ import pandas as pd
 from rimo_eval.commands.compare.pairing import TESTED, flips, pair
 from rimo_eval.commands.compare.samples import per_item, sample_count
 from rimo_eval.commands.view.load import Run
-from rimo_eval.commands.view.markup import page_text
+from rimo_eval.commands.view.packing import source
+from rimo_eval.commands.view.packing import text as shown
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
 from rimo_eval.core.flags import FLAGS_N
 from rimo_eval.core.metrics_files import interval
@@ -158,8 +159,8 @@ def _sample_n(row: dict[str, Any], details: dict[str, Any], present: Sequence[st
     return {"s": int(row["sample"]), "status": _text(row.get("status")),
             "error": _text(details.get("error")) or None, "pred": _value(row.get("prediction")),
             "ok": bool(row.get("correct")), "o": outcome(TRACK_N, row, flags), "flags": flags,
-            "text": page_text(reply if isinstance(reply, str) else None),
-            "reasoning": page_text(_text(details.get("reasoning")) or None),
+            "text": shown(reply if isinstance(reply, str) else None),
+            "reasoning": shown(_text(details.get("reasoning"))),
             "usage": _usage(details), "finish": _finish(details) or None,
             "extraction": _text(details.get("extraction")) or None}
 
@@ -174,13 +175,13 @@ def _sample_p(row: dict[str, Any], details: dict[str, Any], prediction: list[str
     for i in range(count):
         d = parts_d[i] if i < len(parts_d) and isinstance(parts_d[i], dict) else {}
         j = judged.get(i + 1)
-        parts.append({"text": page_text(prediction[i]) if i < len(prediction) else None,
+        parts.append({"text": shown(prediction[i]) if i < len(prediction) else None,
                       "m": matched[i] if i < len(matched) else None,
                       "finish": _finish(d) or None,
-                      "reasoning": page_text(_text(d.get("reasoning")) or None),
+                      "reasoning": shown(_text(d.get("reasoning"))),
                       "judge": None if j is None else {
                           "verdict": _text(j.get("verdict")),
-                          "reason": page_text(_text(j.get("reason")) or None)}})
+                          "reason": shown(_text(j.get("reason")))}})
     return {"s": int(row["sample"]), "status": _text(row.get("status")),
             "error": _text(details.get("error")) or None, "o": outcome(TRACK_P, row, flags),
             "strict": bool(row.get("strict")), "n_matched": int(row.get("n_matched") or 0),
@@ -198,7 +199,7 @@ def item_texts(track: str, item: dict[str, Any]) -> tuple[dict[str, Any], list[d
         hits = text_warnings(value)
         for rule, _message in hits:
             found.setdefault(rule, []).append(label)
-        return {"source": value} if hits else page_text(value)
+        return source(value) if hits else shown(value)
 
     out: dict[str, Any] = {"problem": show("problem", _text(item.get("problem")))}
     if track == TRACK_N:

@@ -2,9 +2,8 @@
 
 The data are ``<script src>`` files, not JSON, because Chromium blocks fetch()/XHR of
 ``file://`` pages: ``data/index.js`` (the grid, headers and flips, loaded at once),
-``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens),
-``data/rest/NNNNN-KKKK.js`` (a block of the plain rest of a long text: markup.page_text, loaded
-when it is unfolded, so a 10 MB reply costs its item nothing) and ``data/search/NNN.js``
+``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens: its texts
+compressed once, packing.py, rendered in the page when shown) and ``data/search/NNN.js``
 (each item's distinct words, loaded at the first search). JSON is
 written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
 a byte-identical site. The folder is built beside DIR and swapped in whole.
@@ -20,10 +19,27 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.commands.view.packing import pack
+from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.katex import FILES as KATEX_FILES
 from rimo_eval.core.katex import katex_dir
 
-ASSETS = ("index.html", "text.js", "app.js", "app.css")
+ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
+# The page's Markdown parser and sanitiser, from node_modules beside KaTeX's (package-lock.json
+# pins them with their integrity hashes): site path -> path under node_modules.
+VENDOR = {"vendor/markdown-it.min.js": "markdown-it/dist/browser/markdown-it.umd.min.js",
+          "vendor/purify.min.js": "dompurify/dist/purify.min.js"}
+
+
+def vendor_files(katex: Path) -> dict[str, Path]:
+    """VENDOR's files, found in the node_modules that holds ``katex`` (its dist folder)."""
+    modules = katex.parents[1]
+    found = {name: modules / rel for name, rel in VENDOR.items()}
+    missing = [str(p) for p in found.values() if not p.is_file()]
+    if missing:
+        raise ConfigError(f"view: {', '.join(missing)} not found: run `make setup` (it runs "
+                          f"`npm ci` from package-lock.json)")
+    return found
 SEARCH_CHUNK = 64
 
 
@@ -31,27 +47,6 @@ def script(call: str, *args: Any) -> bytes:
     body = ",".join(json.dumps(a, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
                     for a in args)
     return f"RIMO.{call}({body});\n".encode("ascii")
-
-
-def spill(n: int, payload: Any) -> tuple[Any, list[tuple[str, bytes]]]:
-    """Item ``n``'s payload with the plain blocks of each folded text (``plain``) moved to
-    files of their own, named in ``rest``; and those files."""
-    files: list[tuple[str, bytes]] = []
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            if "fold" in value and "plain" in value:
-                names = [f"data/rest/{n:05d}-{len(files) + i:04d}.js"
-                         for i in range(len(value["plain"]))]
-                files.extend((name, script("rest", name, text))
-                             for name, text in zip(names, value["plain"], strict=True))
-                return {**{k: v for k, v in value.items() if k != "plain"}, "rest": names}
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
-
-    return walk(payload), files
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -78,16 +73,16 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
         for name in ASSETS:
             _write(tmp / name, resources.files("rimo_eval.commands.view").joinpath(
                 "assets", name).read_bytes())
+        for name, path in vendor_files(katex).items():
+            _write(tmp / name, path.read_bytes())
         for name in KATEX_FILES:
             _write(tmp / "katex" / name, (katex / name).read_bytes())
         for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
             _write(tmp / "katex/fonts" / font.name, font.read_bytes())
         count = 0
         for n, payload in enumerate(payloads):
-            payload, rest = spill(n, payload)
-            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
-            for name, data in rest:
-                _write(tmp / name, data)
+            payload, blob = pack(payload)
+            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob))
             count += 1
         index, words = finish()
         chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
@@ -115,4 +110,4 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
             "bytes": size}
 
 
-__all__ = ["katex_dir", "script", "spill", "write_site", "write_stream"]
+__all__ = ["VENDOR", "katex_dir", "script", "vendor_files", "write_site", "write_stream"]
