@@ -20,8 +20,10 @@ rendered).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -51,6 +53,88 @@ def reply(rng: random.Random, chars: int, answer: str) -> str:
     return "".join(parts) + f"\n\nSo the answer is $\\boxed{{{answer}}}$."
 
 
+SYLLABLES = ["ta", "ne", "ri", "so", "lu", "ka", "mi", "po", "de", "va", "sha", "gro", "ex",
+             "in", "or", "al", "um", "ber", "tri", "con"]
+
+
+class Prose:
+    """Prose-like reasoning that compresses like real text, not one repeated phrase: sentences
+    drawn from a seeded, Zipf-weighted vocabulary of 6,000 words (common words short), with
+    inline and display math of random symbols and numbers."""
+
+    def __init__(self, seed: int) -> None:
+        rng = random.Random(seed)
+        words: list[str] = ["the", "of", "and", "so", "is", "we", "that", "a", "to", "it"]
+        while len(words) < 6000:
+            w = "".join(rng.choice(SYLLABLES) for _ in range(1 + min(4, len(words) // 600)))
+            words.append(w)
+        self.words = words
+        self.weights = [1 / (r + 1) for r in range(len(words))]
+        self.rng = rng
+
+    def sentence(self) -> str:
+        rng = self.rng
+        body = rng.choices(self.words, self.weights, k=rng.randint(6, 22))
+        a, b, v = rng.randint(1, 99), rng.randint(2, 999), rng.choice("xyznkpq")
+        math = rng.choice([f"${v}_{{{a}}} = {b}$", f"$\\frac{{{v}}}{{{b}}}$",
+                           f"$({v} + {a})^2 \\equiv {b} \\pmod{{{a + 2}}}$", "",
+                           f"\\[\\sum_{{i=1}}^{{{a}}} {v}_i = {b}.\\]", ""])
+        if math:
+            body.insert(rng.randint(0, len(body)), math)
+        return " ".join(body).capitalize() + rng.choice([".", ".", ".", ":", "?"])
+
+    def text(self, chars: int, answer: str | None = None) -> str:
+        parts: list[str] = []
+        size = 0
+        while size < chars:
+            p = " ".join(self.sentence() for _ in range(self.rng.randint(2, 6))) + "\n\n"
+            parts.append(p)
+            size += len(p)
+        end = f"So the answer is $\\boxed{{{answer}}}$." if answer is not None else ""
+        return "".join(parts)[:max(0, chars - len(end))] + end
+
+
+def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, seed: int
+                  ) -> tuple[Any, int]:
+    """A run of k samples per item, each reply ``answer`` characters with ``reasoning``
+    characters of reasoning (RIMO-P: split over the parts), made by the real replay predict
+    and score stages; and the UTF-8 bytes of its reply texts (answers, reasoning, RIMO-P parts
+    written by the model)."""
+    import pandas as pd
+
+    from tests.support.view_runs import small_run
+
+    items = work / "data/items"
+    n = pd.read_parquet(items / "rimo_n.parquet")
+    p = pd.read_parquet(items / "rimo_p.parquet")
+    prose, rng = Prose(seed), random.Random(seed)
+    rows, details = [], {}
+    for pid, gold in zip(n["problem_id"], n["answer"], strict=True):
+        for j in range(k):
+            ans = gold if rng.random() < 0.4 else str(rng.randint(0, 999))
+            rows.append({"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": ans})
+            details[(TRACK_N, pid, j)] = {
+                "text": prose.text(answer, ans), "reasoning": prose.text(reasoning),
+                "finish_reason": "stop", "extraction": "boxed",
+                "usage": {"completion_tokens": (reasoning + answer) // 4, "prompt_tokens": 200}}
+    for r in p[p["gradable"]].itertuples():
+        m = len(r.sub_solutions)
+        for j in range(k):
+            pred = [s if rng.random() < 0.5 else prose.text(answer // m) for s in r.sub_solutions]
+            rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
+                         "prediction": pred})
+            details[(TRACK_P, r.problem_id, j)] = {
+                "parts": [{"reasoning": prose.text(reasoning // m), "finish_reason": "stop"}
+                          for _ in range(m)]}
+    size = sum(len(v.encode("utf-8")) for d in details.values()
+               for v in (d.get("text"), d.get("reasoning"),
+                         *(x["reasoning"] for x in d.get("parts", [])))
+               if isinstance(v, str))
+    size += sum(len(x.encode("utf-8")) for r in rows if r["track"] == TRACK_P
+                for x in r["prediction"])
+    return small_run(work, name, items, rows, k, details), size
+
+
 def synthetic_run(work: Path, k: int, chars: int) -> Any:
     import pandas as pd
 
@@ -77,7 +161,11 @@ def synthetic_run(work: Path, k: int, chars: int) -> Any:
     return small_run(work, f"k{k}", items, rows, k, details)
 
 
-def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int, int]]:
+def first_grid_ms(site: Path, first_item: str, loads: int = 3
+                  ) -> list[tuple[int, int, int | None]]:
+    """Per cold load: navigation start to the grid (ms), then opening ``first_item`` (all its
+    k samples, histogram) from the grid, then its sample's reasoning opened and rendered (None
+    when the sample has none)."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     from tests.support.browser import chromium  # the tests' hermetic headless Chromium
@@ -99,22 +187,151 @@ def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int
             WebDriverWait(driver, 60).until(lambda d: d.execute_script(
                 "const i = document.getElementById('item');"
                 "return i && i.dataset.key === arguments[0]", first_item))
-            out.append((ms, round(1000 * (time.perf_counter() - t0))))
+            item_ms = round(1000 * (time.perf_counter() - t0))
+            # Then one sample's reasoning, opened: its first block rendered, math and all.
+            reasoning_ms = driver.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "const d = document.querySelector('details.reasoning');"
+                "if (!d) return done(null);"
+                "const t0 = performance.now(); d.open = true;"
+                "const check = () => d.querySelector('.fold-first, .fold > p, .fold')"
+                " && (d.querySelector('.katex') || !d.querySelector('.math'))"
+                " ? requestAnimationFrame(() => done(Math.round(performance.now() - t0)))"
+                " : setTimeout(check, 5);"
+                "check();")
+            out.append((ms, item_ms, reasoning_ms))
     return out
+
+
+def _build_child(spec: dict[str, Any], out: Path, queue: Any) -> None:
+    """The build alone, in a fresh process, so its peak RSS is its own."""
+    runs = [load_small(**r) for r in spec["runs"]]
+    t0 = time.perf_counter()
+    index = build_streamed(runs, out)
+    built = time.perf_counter() - t0
+    status = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
+    hwm = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    queue.put((built, index, hwm / 1024))
+
+
+def load_small(base: str, items: str, name: str) -> Any:
+    """A run small_run made, loaded again from its files (as ``small_run`` returns it)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from rimo_eval.commands.compare.revisions import Revision
+    from rimo_eval.commands.view.load import Run
+    from rimo_eval.commands.view.texts import DetailsCursor
+    from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
+
+    b, tracks = Path(base), (TRACK_N, TRACK_P)
+    metrics = json.loads((b / "metrics.json").read_text(encoding="utf-8"))
+    return Run(Revision(name, "git", "0" * 40), metrics,
+               {t: pd.read_parquet(items_path(t, Path(items))) for t in tracks},
+               {t: pd.read_parquet(predictions_path(t, b / "preds")) for t in tracks},
+               {t: pd.read_parquet(scores_path(t, b / "scores")) for t in tracks},
+               None, {t: DetailsCursor(pq.ParquetFile(predictions_path(t, b / "preds")), t)
+                      for t in tracks})
+
+
+def build_streamed(runs: list[Any], out: Path) -> dict[str, Any]:
+    """As ``rimo-eval view`` builds: item by item, written as made."""
+    from rimo_eval.commands.view.model import Site
+    from rimo_eval.commands.view.site import write_stream
+
+    site = Site(runs)
+    index: dict[str, Any] = {}
+
+    def finish() -> tuple[dict[str, Any], list[str]]:
+        index.update(site.index())
+        return index, site.words
+
+    write_stream(out, site.payloads(), finish)
+    return index
+
+
+def build_in_child(spec: dict[str, Any], out: Path) -> tuple[float, dict[str, Any], float]:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_build_child, args=(spec, out, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
+def reasoning_main(args: argparse.Namespace) -> None:
+    """The reasoning workload (issue 33): per k, one run (and with ``--pair`` two runs side by
+    side), build in a child process (its peak RSS), site size against the reply text."""
+    print("| k | runs | replies | reply text | prepare | build | peak RSS (build) | site on disk "
+          "| site / text | largest file | data/index.js | first grid (median) | item, all k "
+          "samples | one reasoning rendered | load |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: | ---: | ---: |")
+    with tempfile.TemporaryDirectory(prefix="rimo-view-bench-") as tmp:
+        work = Path(tmp)
+        prepare_items(work)
+        for k in args.k:
+            t0 = time.perf_counter()
+            names = [f"k{k}"] + ([f"k{k}b"] if args.pair else [])
+            made = [reasoning_run(work, nm, k, args.reasoning_chars, args.answer_chars,
+                                  seed=k + 1000 * i) for i, nm in enumerate(names)]
+            prep = time.perf_counter() - t0
+            runs, text = [m[0] for m in made], sum(m[1] for m in made)
+            replies = sum(len(s) for r in runs for s in r.scores.values())
+            for r in runs:
+                for c in r.cursors.values():
+                    c.close()
+            del runs, made
+            for count in ([1, 2] if args.pair else [1]):
+                spec = {"runs": [{"base": str(work / nm), "items": str(work / "data/items"),
+                                  "name": nm} for nm in names[:count]]}
+                site = work / f"site{k}-{count}"
+                built, index, rss = build_in_child(spec, site)
+                size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+                largest = max(f.stat().st_size for f in site.rglob("*") if f.is_file())
+                index_mb = (site / "data/index.js").stat().st_size / 1e6
+                timings = first_grid_ms(site, index["items"][0]["key"], args.loads)
+                grid = statistics.median(t[0] for t in timings)
+                item = statistics.median(t[1] for t in timings)
+                rs = [t[2] for t in timings if t[2] is not None]
+                share = text if count == len(names) else text // len(names)
+                print(f"| {k} | {count} | {replies * count // len(names):,} | "
+                      f"{share / 2**20:,.0f} MiB | {prep:.1f} s | {built:.1f} s | {rss:,.0f} MiB | "
+                      f"{size / 2**20:,.0f} MiB | {size / share:.2f} | {largest / 1e6:.2f} MB | "
+                      f"{index_mb:.2f} MB | {grid:.0f} ms | {item:.0f} ms | "
+                      f"{statistics.median(rs) if rs else '-'} ms | "
+                      f"{os.getloadavg()[0]:.2f} |", flush=True)
+                shutil.rmtree(site)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--chars", type=int, default=1500, help="characters per reply")
+    parser.add_argument("--reasoning-chars", type=int, default=0,
+                        help="the reasoning workload: characters of reasoning per reply "
+                             "(prose-like, with math; e.g. 32000), built in a child process")
+    parser.add_argument("--answer-chars", type=int, default=2000,
+                        help="with --reasoning-chars: characters of the answer per reply")
+    parser.add_argument("--pair", action="store_true",
+                        help="with --reasoning-chars: also two runs side by side")
     parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
     parser.add_argument("--quick", action="store_true",
-                        help="tiny: k = 1, 200 characters per reply, one page load")
+                        help="tiny: k = 1, 200 characters per reply, one page load; with "
+                             "--reasoning-chars, k = 1, 2,000 characters of reasoning")
     args = parser.parse_args()
     if args.quick:
         args.k, args.chars, args.loads = [1], 200, 1
+        args.reasoning_chars = min(args.reasoning_chars, 2000)
+        args.answer_chars = min(args.answer_chars, 200)
     print(f"{os.cpu_count()} cores, load average "
           f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
+    if args.reasoning_chars:
+        reasoning_main(args)
+        return
     print(f"| k | samples | prepare (predict + score) | build | files | MB on disk | largest file "
           f"| data/index.js | first grid, file:// (median of {args.loads}) | open one item | "
           "load |")
@@ -135,7 +352,7 @@ def main() -> None:
             index_mb = (site / "data/index.js").stat().st_size / 1e6
             timings = first_grid_ms(site, index["items"][0]["key"], args.loads)
             ms = [t[0] for t in timings]
-            item_ms = statistics.median(t[1] for t in timings)
+            item_ms = statistics.median(t[1] for t in timings)  # (grid, item, reasoning)
             samples = sum(len(s) for s in run.scores.values())
             print(f"| {k} | {samples} | {prep:.1f} s | {built:.1f} s | {counts['files']} | "
                   f"{counts['bytes'] / 1e6:.1f} | {largest / 1e6:.2f} MB | {index_mb:.2f} MB | "
