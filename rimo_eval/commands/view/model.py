@@ -31,6 +31,8 @@ from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 # (FLAGS_P) are among them.
 FLAGS = FLAGS_N
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# An ASCII text's word characters kept, every other byte a space (WORD, for ASCII).
+_ASCII_WORD = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
 
 
 def _value(x: Any) -> Any:
@@ -252,8 +254,13 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
 def search_text(raw: Iterable[str]) -> str:
     """The item's distinct words, lower case: problem and every model text, for the search."""
     words: set[str] = set()
-    for text in raw:
-        words.update(w.lower() for w in WORD.findall(text))
+    ascii_words: set[bytes] = set()
+    for text in dict.fromkeys(raw):  # k samples often repeat a text: each is read once
+        if text.isascii():  # WORD is [A-Za-z0-9]+ there: 3x faster as bytes
+            ascii_words.update(text.lower().encode("ascii").translate(_ASCII_WORD).split())
+        else:
+            words.update(WORD.findall(text.lower()))
+    words.update(w.decode("ascii") for w in ascii_words)
     return " ".join(sorted(words))
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ def vendor_files(katex: Path) -> dict[str, Path]:
                           f"`npm ci` from package-lock.json)")
     return found
 SEARCH_CHUNK = 64
+IN_FLIGHT = 2  # items being compressed and written while the next is made
 
 
 def script(call: str, *args: Any) -> bytes:
@@ -52,6 +55,11 @@ def script(call: str, *args: Any) -> bytes:
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+def _write_item(tmp: Path, n: int, payload: dict[str, Any]) -> None:
+    payload, blob = pack(payload)
+    _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob))
 
 
 def write_site(out: Path, index: dict[str, Any], payloads: Iterable[dict[str, Any]],
@@ -80,10 +88,17 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
         for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
             _write(tmp / "katex/fonts" / font.name, font.read_bytes())
         count = 0
-        for n, payload in enumerate(payloads):
-            payload, blob = pack(payload)
-            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob))
-            count += 1
+        # Each item is compressed and written on a thread (zlib and the write let go of the
+        # GIL) while the next one is read and made; at most IN_FLIGHT items are held.
+        with ThreadPoolExecutor(IN_FLIGHT) as pool:
+            pending: deque[Future[None]] = deque()
+            for n, payload in enumerate(payloads):
+                pending.append(pool.submit(_write_item, tmp, n, payload))
+                while len(pending) > IN_FLIGHT:
+                    pending.popleft().result()
+                count += 1
+            for done in pending:
+                done.result()
         index, words = finish()
         chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
         _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,

@@ -83,11 +83,14 @@ const RIMO_MARKDOWN = (() => {
   }
   const CLEAN = { ALLOWED_TAGS: TAGS, ALLOWED_ATTR: ["class"], ALLOW_DATA_ATTR: false,
                   ALLOW_ARIA_ATTR: false, ALLOWED_URI_REGEXP: /^$/, KEEP_CONTENT: true };
+  function clean(html) {
+    parser();  // its hook on DOMPurify
+    return window.DOMPurify.sanitize(html, CLEAN);
+  }
   function render(text) {
     // Markdown and math of `text` as inert HTML.
     if (!text) return "";
-    const html = parser().render(text);
-    return window.DOMPurify.sanitize(html, CLEAN);
+    return clean(parser().render(text));
   }
 
   async function unpack(blob) {
@@ -97,5 +100,5 @@ const RIMO_MARKDOWN = (() => {
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
     return JSON.parse(await new Response(stream).text());
   }
-  return { render, unpack };
+  return { clean, render, unpack };
 })();
