@@ -8,8 +8,17 @@ model backend records it in ``details``), so the item files are as heavy as real
     .venv/bin/python benchmarks/view_build.py              # k = 1 and k = 8
     .venv/bin/python benchmarks/view_build.py --k 1 8 64   # k = 64: 50,624 samples
     .venv/bin/python benchmarks/view_build.py --quick      # k = 1, short replies, one load
+    .venv/bin/python benchmarks/view_build.py --k 16 64 --reasoning-chars 32000 --pair
 
-Per k it prints: the build (site from the loaded run: index, markdown + nh3 of every text,
+The reasoning workload (``--reasoning-chars``, issue 33): every reply (a RIMO-N sample, a
+RIMO-P part) is ``--answer-chars`` (2,000) of answer plus that much reasoning, prose-like
+text with math that compresses like real text (``Prose``: it prints how deflate does on it
+and on the benchmark's real reference solutions). Per k it builds one run's site (and with
+``--pair`` two runs' side by side) in a fresh process, so the peak RSS printed is the build's,
+and prints the reply text against the site on disk, the first grid, an item with all its k
+samples and one sample's reasoning opened and rendered (Chromium, file://).
+
+Per k it prints: the build (site from the loaded run: index, each item's texts packed,
 files written), the site's files and MB, the largest file, the size of data/index.js (what
 the page loads at once), and the time from navigation start to the grid in the DOM in
 headless Chromium from file:// (median of ``--loads`` cold loads, fresh profile each), and the
@@ -20,6 +29,7 @@ rendered).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -69,12 +79,12 @@ class Prose:
             w = "".join(rng.choice(SYLLABLES) for _ in range(1 + min(4, len(words) // 600)))
             words.append(w)
         self.words = words
-        self.weights = [1 / (r + 1) for r in range(len(words))]
+        self.cum = list(itertools.accumulate(1 / (r + 1) for r in range(len(words))))
         self.rng = rng
 
     def sentence(self) -> str:
         rng = self.rng
-        body = rng.choices(self.words, self.weights, k=rng.randint(6, 22))
+        body = rng.choices(self.words, cum_weights=self.cum, k=rng.randint(6, 22))
         a, b, v = rng.randint(1, 99), rng.randint(2, 999), rng.choice("xyznkpq")
         math = rng.choice([f"${v}_{{{a}}} = {b}$", f"$\\frac{{{v}}}{{{b}}}$",
                            f"$({v} + {a})^2 \\equiv {b} \\pmod{{{a + 2}}}$", "",
@@ -84,10 +94,15 @@ class Prose:
         return " ".join(body).capitalize() + rng.choice([".", ".", ".", ":", "?"])
 
     def text(self, chars: int, answer: str | None = None) -> str:
+        # Paragraphs of sentences drawn from a pool of 50,000 (made once: drawing words for
+        # each of 1.7 GB of text takes minutes); a 32 KB reply holds about 300 of them, so
+        # within deflate's 32 KB window a sentence rarely repeats.
+        if not hasattr(self, "pool"):
+            self.pool = [self.sentence() for _ in range(50_000)]
         parts: list[str] = []
         size = 0
         while size < chars:
-            p = " ".join(self.sentence() for _ in range(self.rng.randint(2, 6))) + "\n\n"
+            p = " ".join(self.rng.choices(self.pool, k=self.rng.randint(2, 6))) + "\n\n"
             parts.append(p)
             size += len(p)
         end = f"So the answer is $\\boxed{{{answer}}}$." if answer is not None else ""
@@ -95,11 +110,12 @@ class Prose:
 
 
 def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, seed: int
-                  ) -> tuple[Any, int]:
+                  ) -> tuple[Any, int, int]:
     """A run of k samples per item, each reply ``answer`` characters with ``reasoning``
-    characters of reasoning (RIMO-P: split over the parts), made by the real replay predict
+    characters of reasoning (RIMO-P: each part is a reply; a right part copies the reference
+    sub-solution), made by the real replay predict
     and score stages; and the UTF-8 bytes of its reply texts (answers, reasoning, RIMO-P parts
-    written by the model)."""
+    written by the model) and how many replies (RIMO-N samples, RIMO-P parts)."""
     import pandas as pd
 
     from tests.support.view_runs import small_run
@@ -120,11 +136,11 @@ def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, se
     for r in p[p["gradable"]].itertuples():
         m = len(r.sub_solutions)
         for j in range(k):
-            pred = [s if rng.random() < 0.5 else prose.text(answer // m) for s in r.sub_solutions]
+            pred = [s if rng.random() < 0.5 else prose.text(answer) for s in r.sub_solutions]
             rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
                          "prediction": pred})
             details[(TRACK_P, r.problem_id, j)] = {
-                "parts": [{"reasoning": prose.text(reasoning // m), "finish_reason": "stop"}
+                "parts": [{"reasoning": prose.text(reasoning), "finish_reason": "stop"}
                           for _ in range(m)]}
     size = sum(len(v.encode("utf-8")) for d in details.values()
                for v in (d.get("text"), d.get("reasoning"),
@@ -132,7 +148,10 @@ def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, se
                if isinstance(v, str))
     size += sum(len(x.encode("utf-8")) for r in rows if r["track"] == TRACK_P
                 for x in r["prediction"])
-    return small_run(work, name, items, rows, k, details), size
+    replies = sum(len(d.get("parts", [None])) for d in details.values())
+    if (work / name / "metrics.json").is_file():  # prepared before (--work): the same bytes
+        return load_small(str(work / name), str(items), name), size, replies
+    return small_run(work, name, items, rows, k, details), size, replies
 
 
 def synthetic_run(work: Path, k: int, chars: int) -> Any:
@@ -223,12 +242,18 @@ def load_small(base: str, items: str, name: str) -> Any:
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
     from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
+    from rimo_eval.core.predictions import TEXT_COLUMNS
+
+    def light(path: Path) -> Any:  # as load.py reads it: no texts, no details
+        names = pq.ParquetFile(path).schema_arrow.names
+        return pd.read_parquet(path, columns=[c for c in names
+                                              if c not in (*TEXT_COLUMNS, "details")])
 
     b, tracks = Path(base), (TRACK_N, TRACK_P)
     metrics = json.loads((b / "metrics.json").read_text(encoding="utf-8"))
     return Run(Revision(name, "git", "0" * 40), metrics,
                {t: pd.read_parquet(items_path(t, Path(items))) for t in tracks},
-               {t: pd.read_parquet(predictions_path(t, b / "preds")) for t in tracks},
+               {t: light(predictions_path(t, b / "preds")) for t in tracks},
                {t: pd.read_parquet(scores_path(t, b / "scores")) for t in tracks},
                None, {t: DetailsCursor(pq.ParquetFile(predictions_path(t, b / "preds")), t)
                       for t in tracks})
@@ -262,6 +287,24 @@ def build_in_child(spec: dict[str, Any], out: Path) -> tuple[float, dict[str, An
     return result
 
 
+def deflate_ratio(text: str) -> float:
+    import zlib
+
+    raw = text.encode("utf-8")[: 1 << 20]
+    return len(zlib.compress(raw, 6)) / len(raw)
+
+
+def solutions(work: Path) -> str:
+    """The benchmark's own reference solutions (real olympiad prose with math), joined: how
+    real text of this kind compresses."""
+    import pandas as pd
+
+    n = pd.read_parquet(work / "data/items/rimo_n.parquet")
+    p = pd.read_parquet(work / "data/items/rimo_p.parquet")
+    return "\n\n".join([*map(str, n["solution"]),
+                         *(str(x) for xs in p["sub_solutions"] for x in xs)])
+
+
 def reasoning_main(args: argparse.Namespace) -> None:
     """The reasoning workload (issue 33): per k, one run (and with ``--pair`` two runs side by
     side), build in a child process (its peak RSS), site size against the reply text."""
@@ -271,8 +314,12 @@ def reasoning_main(args: argparse.Namespace) -> None:
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
           "| ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory(prefix="rimo-view-bench-") as tmp:
-        work = Path(tmp)
-        prepare_items(work)
+        work = Path(args.work or tmp)
+        if not (work / "data/items/rimo_n.parquet").is_file():
+            prepare_items(work)
+        synthetic = deflate_ratio(Prose(0).text(1 << 20))
+        print(f"deflate -6 of 1 MB: the synthetic reasoning {synthetic:.3f} of its size, the "
+              f"real reference solutions {deflate_ratio(solutions(work)):.3f}")
         for k in args.k:
             t0 = time.perf_counter()
             names = [f"k{k}"] + ([f"k{k}b"] if args.pair else [])
@@ -280,7 +327,7 @@ def reasoning_main(args: argparse.Namespace) -> None:
                                   seed=k + 1000 * i) for i, nm in enumerate(names)]
             prep = time.perf_counter() - t0
             runs, text = [m[0] for m in made], sum(m[1] for m in made)
-            replies = sum(len(s) for r in runs for s in r.scores.values())
+            replies = sum(m[2] for m in made)
             for r in runs:
                 for c in r.cursors.values():
                     c.close()
@@ -318,6 +365,9 @@ def main() -> None:
                         help="with --reasoning-chars: characters of the answer per reply")
     parser.add_argument("--pair", action="store_true",
                         help="with --reasoning-chars: also two runs side by side")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="with --reasoning-chars: keep the prepared runs in this folder "
+                             "and reuse them when run again (a k = 64 pair takes minutes)")
     parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny: k = 1, 200 characters per reply, one page load; with "

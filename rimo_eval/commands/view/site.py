@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.commands.view.packing import pack
+from rimo_eval.commands.view.packing import encode, pack
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.katex import FILES as KATEX_FILES
 from rimo_eval.core.katex import katex_dir
@@ -104,8 +104,8 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
         _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,
                                                        "search_chunk": SEARCH_CHUNK}))
         for c in range(chunks):
-            _write(tmp / f"data/search/{c:03d}.js",
-                   script("search", c, words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK]))
+            _write(tmp / f"data/search/{c:03d}.js",  # compressed: items share their words
+                   script("search", c, encode(words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK])))
         for path in tmp.rglob("*"):  # readable by a static host, whatever mkdtemp chose
             path.chmod(0o755 if path.is_dir() else 0o644)
         tmp.chmod(0o755)

@@ -67,6 +67,7 @@ const RIMO = (() => {
     for (let c = 0; c < index.search_chunks; c++)
       loads.push(loadScript("data/search/" + String(c).padStart(3, "0") + ".js"));
     await Promise.all(loads);
+    while (wordChunks.size < index.search_chunks) await new Promise(r => setTimeout(r, 10));  // unpacking
     words = [];
     for (let c = 0; c < index.search_chunks; c++) words.push(...wordChunks.get(c));
     return words;
@@ -490,7 +491,7 @@ const RIMO = (() => {
       for (const resolve of waiting.get(n) || []) resolve(payload);
       waiting.delete(n);
     },
-    search(c, list) { wordChunks.set(c, list); },
+    async search(c, blob) { wordChunks.set(c, await RIMO_MARKDOWN.unpack(blob)); },
     loaded() { return { items: [...items.keys()], words: words !== null }; },
   };
 })();
