@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rimo_eval.commands.view.model import FLAGS, build, item_texts
+from rimo_eval.commands.view.model import FLAGS, WORD, build, item_texts, search_text
 from rimo_eval.commands.view.packing import Text, decode, encode, pack, source, text
 from rimo_eval.commands.view.site import write_site
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
@@ -61,6 +61,18 @@ def test_pack_compresses_an_items_texts_together() -> None:
     assert len(blob) < 0.5 * sum(len(s) for s in samples)
     assert encode(["a"]) == encode(["a"]) and pack({"x": 1}) == ({"x": 1}, "")
     assert isinstance(text("x"), Text) and text("") is None and text(None) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=60) | st.text(st.characters(max_codepoint=127), max_size=60),
+                max_size=5))
+def test_search_words_are_the_words_of_every_text(texts: list[str]) -> None:
+    """The ASCII fast path (bytes) finds the words the Unicode rule finds in the lower-cased
+    text (as the page splits a query: lower case first, 'İ' is 'i' and a combining dot)."""
+    want = {w for t in texts for w in WORD.findall(t.lower())}
+    assert search_text(texts).split() == sorted(want)
+    assert search_text(["İstanbul x_1 ÉTÉ", "plain ASCII Words_2"]).split() == [
+        "1", "2", "ascii", "i", "plain", "stanbul", "words", "x", "été"]
 
 
 def small_items(root: Path) -> Path:

@@ -12,7 +12,8 @@ Markdown and math are rendered in the page (text.js: markdown-it with raw HTML o
 DOMPurify), only when a text is shown, never at build time: a k = 64 reasoning run is 3.4 GB of
 text, most of which nobody opens.
 
-The bytes are deterministic: a fixed zlib level and strategy, no header, no time in them.
+The bytes are deterministic: a fixed level and strategy (zlib-ng, pinned), no header, no time
+in them.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ import json
 import zlib
 from typing import Any
 
+from zlib_ng import zlib_ng
+
 from rimo_eval.core.surrogates import valid_text
 
-# zlib level: on k = 16 reasoning text here (base64 included) level 6 gave 0.47 of the text at
-# 4 MB/s, level 5 0.49 at 10 MB/s, level 3 0.51 at 20 MB/s, level 1 0.56 at 33 MB/s.
-LEVEL = 5
+# zlib-ng level 3: on an item's k = 16 reasoning texts here (base64 included) it gave 0.49 of
+# the text at 21-53 MB/s; zlib 0.49 at 10 MB/s (level 5), 0.47 at 4 MB/s (level 6); ISA-L 0.53
+# at 300 MB/s (over the size goal). zlib-ng gives the same bytes for the same input and level
+# (its match finder does not depend on the CPU since 2.1), and any inflate reads them.
+LEVEL = 3
 
 
 class Text(str):
@@ -92,7 +97,7 @@ def pack(payload: Any) -> tuple[Any, str]:
 def encode(texts: list[str]) -> str:
     """The base64 of the raw deflate of ``texts`` as a UTF-8 JSON array (valid text only)."""
     raw = json.dumps(texts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    deflate = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY)
+    deflate = zlib_ng.compressobj(LEVEL, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_DEFAULT_STRATEGY)
     return base64.b64encode(deflate.compress(raw) + deflate.flush()).decode("ascii")
 
 
