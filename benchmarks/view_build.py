@@ -149,9 +149,56 @@ def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, se
     size += sum(len(x.encode("utf-8")) for r in rows if r["track"] == TRACK_P
                 for x in r["prediction"])
     replies = sum(len(d.get("parts", [None])) for d in details.values())
-    if (work / name / "metrics.json").is_file():  # prepared before (--work): the same bytes
-        return load_small(str(work / name), str(items), name), size, replies
-    return small_run(work, name, items, rows, k, details), size, replies
+    if not (work / name / "metrics.json").is_file():  # else prepared before (--work)
+        small_run(work, name, items, rows, k, details)
+    del details
+    for track in (TRACK_N, TRACK_P):
+        as_predict_writes(work / name / "preds", track)
+    return load_small(str(work / name), str(items), name), size, replies
+
+
+def as_predict_writes(preds: Path, track: str) -> None:
+    """The predictions table laid out as the predict stage writes it: reasoning and raw text
+    in columns of their own, row groups ending at ``ROW_GROUP_TEXT_CHARS`` of text (small_run
+    leaves the texts in ``details``, one row group: a reader would decode 1 GB at once)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rimo_eval.core.artifacts import predictions_path
+    from rimo_eval.core.hashing import canonical_json
+    from rimo_eval.core.predictions import (
+        RAW_TEXT,
+        REASONING,
+        ROW_GROUP_ROWS,
+        ROW_GROUP_TEXT_CHARS,
+        parse_details,
+        split_texts,
+    )
+
+    path = predictions_path(track, preds)
+    done = path.with_suffix(".relaid")
+    if done.exists():
+        return
+    source = pq.ParquetFile(path)
+    tmp = path.with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
+        rows: list[dict[str, Any]] = []
+        chars = 0
+        for batch in source.iter_batches(batch_size=256):
+            for row in batch.to_pylist():
+                light, reasoning, raw = split_texts(track, parse_details(row["details"]))
+                row |= {"details": canonical_json(light), REASONING: reasoning, RAW_TEXT: raw}
+                rows.append(row)
+                chars += sum(len(x) for x in ([reasoning] if isinstance(reasoning, str)
+                                              else reasoning or []) if isinstance(x, str))
+                if len(rows) == ROW_GROUP_ROWS or chars >= ROW_GROUP_TEXT_CHARS:
+                    writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
+                    rows, chars = [], 0
+        if rows:
+            writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
+    source.close()
+    tmp.replace(path)
+    done.write_text("")
 
 
 def synthetic_run(work: Path, k: int, chars: int) -> Any:
