@@ -157,6 +157,80 @@ def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, se
     return load_small(str(work / name), str(items), name), size, replies
 
 
+def expanded_run(work: Path, base: str, name: str, factor: int, size: int, replies: int
+                 ) -> tuple[Any, int, int]:
+    """Run ``base`` with each sample copied ``factor`` times (sample j + c * k), each copy's
+    texts starting with a mark of its own, then scored by the real score stage: a k = 64 run
+    from a k = 16 one without holding 3.2 GB of new text (preparing it fresh takes over 12 GB
+    here). Texts of an item are never equal (pack's dedup is not fooled) and a copy is at least
+    15 samples (500 KB) from its original, far past deflate's 32 KB window: it compresses as
+    fresh text does. The search words are the same set (an honest cost: each text is read)."""
+    import json as json_
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rimo_eval.core.artifacts import predictions_path
+    from rimo_eval.core.hashing import canonical_json
+    from rimo_eval.core.predictions import RAW_TEXT, REASONING, ROW_GROUP_TEXT_CHARS
+    from rimo_eval.score.stage import score
+
+    src, dst, items = work / base, work / name, work / "data/items"
+    extra = 0
+    if not (dst / "metrics.json").is_file():
+        (dst / "preds").mkdir(parents=True, exist_ok=True)
+        for track in (TRACK_N, TRACK_P):
+            source = pq.ParquetFile(predictions_path(track, src / "preds"))
+            schema = source.schema_arrow
+            k = int(base[1:].rstrip("b"))  # "k16", "k16b"
+
+            def mark(v: Any, c: int) -> Any:
+                if isinstance(v, str):
+                    return f"(copy {c}) {v}" if c else v
+                if isinstance(v, list):
+                    return [mark(x, c) for x in v]
+                return v
+
+            with pq.ParquetWriter(predictions_path(track, dst / "preds"), schema) as writer:
+                out: list[dict[str, Any]] = []
+                chars = 0
+
+                def flush(group: list[dict[str, Any]]) -> None:
+                    nonlocal out, chars
+                    for c in range(factor):
+                        for row in group:
+                            new = dict(row, sample=row["sample"] + c * k)  # noqa: B023
+                            d = json_.loads(row["details"] or "{}")
+                            if isinstance(d.get("text"), str):
+                                d["text"] = mark(d["text"], c)
+                            new["details"] = canonical_json(d)
+                            new[REASONING] = mark(row[REASONING], c)
+                            new[RAW_TEXT] = mark(row[RAW_TEXT], c)
+                            out.append(new)
+                            chars += len(json_.dumps(new[REASONING] or ""))
+                    if chars >= ROW_GROUP_TEXT_CHARS:
+                        writer.write_table(pa.Table.from_pylist(out, schema=schema))  # noqa: B023
+                        out, chars = [], 0
+
+                group: list[dict[str, Any]] = []
+                for batch in source.iter_batches(batch_size=256):
+                    for row in batch.to_pylist():
+                        if group and row["problem_id"] != group[0]["problem_id"]:
+                            flush(group)
+                            group = []
+                        group.append(row)
+                if group:
+                    flush(group)
+                if out:
+                    writer.write_table(pa.Table.from_pylist(out, schema=schema))
+            source.close()
+        score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items,
+              dst / "preds", dst / "scores", dst / "metrics.json", dst / "plots")
+    # The marks add a few bytes per text (counted as reply text, to be fair to the ratio).
+    extra = replies * sum(len(f"(copy {c}) ") for c in range(1, factor))
+    return load_small(str(dst), str(items), name), size * factor + extra, replies * factor
+
+
 def as_predict_writes(preds: Path, track: str) -> None:
     """The predictions table laid out as the predict stage writes it: reasoning and raw text
     in columns of their own, row groups ending at ``ROW_GROUP_TEXT_CHARS`` of text (small_run
@@ -370,8 +444,16 @@ def reasoning_main(args: argparse.Namespace) -> None:
         for k in args.k:
             t0 = time.perf_counter()
             names = [f"k{k}"] + ([f"k{k}b"] if args.pair else [])
-            made = [reasoning_run(work, nm, k, args.reasoning_chars, args.answer_chars,
-                                  seed=k + 1000 * i) for i, nm in enumerate(names)]
+            if args.expand_from:
+                base = args.expand_from
+                made = [expanded_run(work, f"k{base}" + ("b" if i else ""), nm, k // base,
+                                     *reasoning_run(work, f"k{base}" + ("b" if i else ""), base,
+                                                    args.reasoning_chars, args.answer_chars,
+                                                    seed=base + 1000 * i)[1:])
+                        for i, nm in enumerate(names)]
+            else:
+                made = [reasoning_run(work, nm, k, args.reasoning_chars, args.answer_chars,
+                                      seed=k + 1000 * i) for i, nm in enumerate(names)]
             prep = time.perf_counter() - t0
             runs, text = [m[0] for m in made], sum(m[1] for m in made)
             replies = sum(m[2] for m in made)
@@ -415,6 +497,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None,
                         help="with --reasoning-chars: keep the prepared runs in this folder "
                              "and reuse them when run again (a k = 64 pair takes minutes)")
+    parser.add_argument("--expand-from", type=int, default=0,
+                        help="with --reasoning-chars: make each k-sample run from the run of "
+                             "this k (prepared first), every sample copied and marked "
+                             "(expanded_run): k = 64 without 12 GB of preparation")
     parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny: k = 1, 200 characters per reply, one page load; with "
