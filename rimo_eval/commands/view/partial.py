@@ -139,6 +139,7 @@ def _run(revision: Revision, params: dict[str, Any],
             mask = [(track, p, int(s)) in found.pending
                     for p, s in zip(full["problem_id"], full["sample"], strict=True)]
             full.loc[mask, "status"] = PENDING
+            full.loc[mask, "error"] = None  # not an error: the page says pending
             preds[track] = full.drop(columns=["details"])
             scores[track] = scored
     except BaseException:
