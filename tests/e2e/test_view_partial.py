@@ -22,6 +22,7 @@ from rimo_eval.core.errors import StageError
 from tests.support import partial_run as pr
 from tests.support.browser import chromium, renderer_alive
 from tests.support.chat_server import ChatServer
+from tests.support.pipeline_repo import sh
 
 pytestmark = pytest.mark.slow
 
@@ -158,6 +159,33 @@ def test_partial_view_errors_name_the_cause(tmp_path: Path, monkeypatch: pytest.
         with pytest.raises(StageError, match=r"predict\.backend is oracle, which calls no"):
             view(Path("."), [], tmp_path / "s", partial=True)
     assert not (tmp_path / "s").exists()  # nothing half-written
+
+
+def test_partial_view_of_a_queued_experiment_reads_its_own_params(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished k = 1 predict in the workspace, then an experiment queued with k = 2 (no
+    worker yet): its partial view is its sample 0 of every item, from the k = 1 replies
+    (sample 0's key is a k = 1 run's key), the rest pending."""
+    with ChatServer() as server:
+        root = pr.project(tmp_path / "proj", server, 1)
+        pr.commit_pipeline(root)
+        pr.cli(root, "predict")
+        sh(root, "dvc", "exp", "run", "--queue", "--name", "q2", "-S", "predict.samples=2")
+        monkeypatch.chdir(root)
+        view(Path("."), [], tmp_path / "ws", partial=True)
+        view(Path("."), ["q2"], tmp_path / "q2", partial=True)
+        sent = len(server.ok_records())
+    requests = len(pr.N_ITEMS) + sum(PARTS.values())
+    assert sent == requests
+    whole = pr.site_index(tmp_path / "ws")["runs"][0]["partial"]
+    assert (whole["answered"], whole["requests"]) == (requests, requests)
+    assert whole["samples_answered"] == whole["samples"] == len(pr.N_ITEMS) + len(PARTS)
+    index = pr.site_index(tmp_path / "q2")
+    queued = index["runs"][0]
+    assert (queued["partial"]["answered"], queued["partial"]["requests"]) == (requests,
+                                                                            2 * requests)
+    assert queued["k"] == 2 and queued["kind"] == "queued experiment"
+    assert all(it["o"][0][1] == "-" and it["o"][0][0] != "-" for it in index["items"])
 
 
 def test_partial_banner_and_pending_samples_in_chromium(caught: dict[str, Any]) -> None:

@@ -58,6 +58,17 @@ def project(root: Path, server: ChatServer, samples: int) -> Path:
     return root
 
 
+def commit_pipeline(root: Path) -> None:
+    """A predict stage over the items and params, all committed: what ``dvc exp run --queue``
+    stashes an experiment on."""
+    (root / "dvc.yaml").write_text(
+        "stages:\n  predict:\n    cmd: rimo-eval predict\n    deps: [data/items]\n"
+        "    params: [predict]\n    outs: [data/predictions]\n")
+    (root / ".gitignore").write_text("/.rimo_cache/\n/data/predictions/\n/reports/\n")
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "commit", "-qm", "pipeline")
+
+
 def cli(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run([sys.executable, "-m", "rimo_eval.cli", *args], cwd=cwd, env=env,

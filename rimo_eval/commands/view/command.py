@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.commands.runs import WORKSPACE, Revision, resolve
+from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_stream
@@ -69,7 +69,7 @@ def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | N
     runs: list[Run] = []
     try:
         for name in names:
-            runs.append(_load(root, resolve(root, name), partial))
+            runs.append(_load(root, name, partial))
         site = Site(runs, cutoffs)
         return write_stream(out, site.payloads(), lambda: (marked(site.index(), runs),
                                                             site.words))
@@ -78,12 +78,14 @@ def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | N
             run.close()
 
 
-def _load(root: Path, revision: Revision, partial: bool) -> Run:
+def _load(root: Path, name: str, partial: bool) -> Run:
     if partial:
         # By name, as cli.py loads each command: the view stage (`rimo-eval view`, no
         # --partial) never runs predict's code, so dvc.yaml does not rerun it when that changes.
-        loaded: Run = importlib.import_module(PARTIAL).load_partial(root, revision)
+        module = importlib.import_module(PARTIAL)
+        loaded: Run = module.load_partial(root, module.resolve_partial(root, name))
         return loaded
+    revision = resolve(root, name)
     try:
         return load_run(root, revision)
     except StageError as exc:

@@ -19,6 +19,7 @@ built by the same code, an item at a time, as a finished run's.
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import tempfile
 import time
@@ -29,7 +30,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
-from rimo_eval.commands.runs import Revision, open_run
+from rimo_eval.commands.runs import Revision, open_run, resolve
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.core.config import PredictParams, coerce
@@ -53,6 +54,37 @@ from rimo_eval.predictors.registry import build_predictor
 from rimo_eval.score.stage import score_n, score_p
 
 PENDING = "pending"  # a sample's status in a partial view: no reply in the cache yet
+
+
+def resolve_partial(root: Path, name: str) -> Revision:
+    """RUN as ``rimo-eval compare`` resolves it, or else an experiment of DVC's queue that is
+    queued, running or failed (``dvc exp run --queue``, ``--temp``), by its name or stash
+    sha: it has no commit of its own before it ends, so its params are those it was queued
+    with (its stash commit), and its items are the baseline's."""
+    try:
+        return resolve(root, name)
+    except ConfigError:
+        found = _queued(root, name)
+        if found is None:
+            raise
+        return found
+
+
+def _queued(root: Path, name: str) -> Revision | None:
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    try:
+        with Repo(os.fspath(root)) as repo:
+            for queue in (repo.experiments.celery_queue, repo.experiments.tempdir_queue):
+                entry = queue.match_queue_entry_by_name(
+                    [name], queue.iter_queued(), queue.iter_active(),
+                    queue.iter_failed()).get(name)
+                if entry is not None:
+                    return Revision(name, "queued experiment", entry.stash_rev)
+    except DvcException:
+        return None
+    return None
 
 
 def load_partial(root: Path, revision: Revision) -> Run:
@@ -161,4 +193,4 @@ def stored_at(when: float | None) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
 
 
-__all__ = ["PENDING", "load_partial", "stored_at"]
+__all__ = ["PENDING", "load_partial", "resolve_partial", "stored_at"]
