@@ -135,46 +135,36 @@ def test_partial_view_writes_nothing_to_the_cache_and_rebuilds_byte_identical(
     assert not (caught["root"] / "reports/view").exists()
 
 
-def test_partial_view_errors_name_the_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                           ) -> None:
+def test_partial_view_of_a_queued_experiment_and_the_errors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors that name their cause, before anything is in the cache; then a finished k = 1
+    predict in the workspace and an experiment queued with k = 2 (no worker yet): its partial
+    view is its sample 0 of every item, from the k = 1 replies (sample 0's key is a k = 1
+    run's key), the rest pending."""
     with ChatServer() as server:
         root = pr.project(tmp_path / "proj", server, 1)
+        pr.commit_pipeline(root)
         monkeypatch.chdir(root)
         # Nothing sent yet: no cache file.
         with pytest.raises(StageError, match=r"no response cache at .*\.rimo_cache/r "
                                              r"\(predict\.openai\.cache_dir"):
             view(Path("."), [], tmp_path / "s", partial=True)
-        # One run at a time.
         with pytest.raises(StageError, match="one run at a time"):
             view(Path("."), [WORKSPACE, "HEAD"], tmp_path / "s", partial=True)
         # A plain view of a run whose predictions are not there yet says --partial.
-        (root / "dvc.yaml").write_text(
-            "stages:\n  predict:\n    cmd: rimo-eval predict\n    outs:\n"
-            "      - data/predictions/rimo_n.parquet\n")
         with pytest.raises(StageError, match=r"view --partial"):
             view(Path("."), [], tmp_path / "s")
+        assert not (tmp_path / "s").exists()  # nothing half-written
+        pr.cli(root, "predict")
+        sh(root, "dvc", "exp", "run", "--queue", "--name", "q2", "-S", "predict.samples=2")
+        view(Path("."), [], tmp_path / "ws", partial=True)
+        view(Path("."), ["q2"], tmp_path / "q2", partial=True)
+        sent = len(server.ok_records())
         # A backend that calls no model has nothing in a cache.
         (root / "params.yaml").write_text((root / "params.yaml").read_text().replace(
             "backend: openai", "backend: oracle"))
         with pytest.raises(StageError, match=r"predict\.backend is oracle, which calls no"):
             view(Path("."), [], tmp_path / "s", partial=True)
-    assert not (tmp_path / "s").exists()  # nothing half-written
-
-
-def test_partial_view_of_a_queued_experiment_reads_its_own_params(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A finished k = 1 predict in the workspace, then an experiment queued with k = 2 (no
-    worker yet): its partial view is its sample 0 of every item, from the k = 1 replies
-    (sample 0's key is a k = 1 run's key), the rest pending."""
-    with ChatServer() as server:
-        root = pr.project(tmp_path / "proj", server, 1)
-        pr.commit_pipeline(root)
-        pr.cli(root, "predict")
-        sh(root, "dvc", "exp", "run", "--queue", "--name", "q2", "-S", "predict.samples=2")
-        monkeypatch.chdir(root)
-        view(Path("."), [], tmp_path / "ws", partial=True)
-        view(Path("."), ["q2"], tmp_path / "q2", partial=True)
-        sent = len(server.ok_records())
     requests = len(pr.N_ITEMS) + sum(PARTS.values())
     assert sent == requests
     whole = pr.site_index(tmp_path / "ws")["runs"][0]["partial"]
