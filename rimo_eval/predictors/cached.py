@@ -23,6 +23,7 @@ from rimo_eval.chat.session import lookup
 from rimo_eval.chat.transport import ChatTransport
 from rimo_eval.core.items import Item
 from rimo_eval.core.predictions import STATUS_MISSING, Prediction
+from rimo_eval.core.text_spool import TextSpool
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.chat_predictor import (
     ChatPredictor,
@@ -53,13 +54,16 @@ class Cached:
 
 
 def cached_predictions(predictor: ChatPredictor[Any], items: Sequence[Item],
-                       cache: ResponseCache) -> Cached:
+                       cache: ResponseCache, spool: TextSpool | None = None) -> Cached:
+    """``spool``: where each prediction's long texts wait for the table (as in predict)."""
     transport = predictor.offline_transport()
     out = Cached({}, set(), calls_needed(items, predictor.samples))
     for item in items:
         for sample in range(predictor.samples):
             pred = _one(predictor, transport, cache, item, sample, out)
             pred.sample = sample
+            if spool is not None:
+                spool.park(pred)
             out.predictions[pred.sample_key] = pred
             if pred.status == STATUS_MISSING:
                 out.pending.add(pred.sample_key)

@@ -46,6 +46,7 @@ from rimo_eval.core.predictions import (
     table_schema,
     write_groups,
 )
+from rimo_eval.core.text_spool import TextSpool
 from rimo_eval.core.tracks import TRACK_N, TRACKS
 from rimo_eval.predict import select_sample
 from rimo_eval.predictors.cached import Cached, cached_predictions
@@ -111,18 +112,22 @@ def load_partial(root: Path, revision: Revision) -> Run:
     del tables
     sample = {t: select_sample(all_items[t], cfg.limit, cfg.sample_seed) for t in TRACKS}
     requested = [it for t in TRACKS for it in sample[t]]
-    cache = ResponseCache(cache_dir, readonly=True)
-    try:
-        found = cached_predictions(predictor, requested, cache)
-    finally:
-        cache.close()
-    if not found.answered:
-        raise DataError(f"view --partial: none of the {found.requests} requests of the run "
-                        f"that {where} describes (backend {cfg.backend}) is in the response "
-                        f"cache {cache_dir} yet: has its predict started, with these params?")
     tmp = Path(tempfile.mkdtemp(prefix="rimo-view-partial-"))
     try:
-        return _run(revision, params, frames, sample, predictor, found, tmp)
+        # Each prediction's long texts wait in a spool, as in predict: a k = 64 reasoning
+        # run's replies are gigabytes.
+        with TextSpool(tmp) as spool:
+            cache = ResponseCache(cache_dir, readonly=True)
+            try:
+                found = cached_predictions(predictor, requested, cache, spool)
+            finally:
+                cache.close()
+            if not found.answered:
+                raise DataError(f"view --partial: none of the {found.requests} requests of "
+                                f"the run that {where} describes (backend {cfg.backend}) is in "
+                                f"the response cache {cache_dir} yet: has its predict "
+                                "started, with these params?")
+            return _run(revision, params, frames, sample, predictor, found, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
