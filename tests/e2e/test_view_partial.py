@@ -6,6 +6,7 @@ and in real Chromium."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -90,6 +91,7 @@ def test_partial_view_shows_exactly_the_replies_in_the_cache(caught: dict[str, A
     assert head["partial"]["answered"] == len(entries)
     assert head["partial"]["requests"] == REQUESTS
     assert head["partial"]["at"] == time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(newest))
+    assert head["k"] == K and head["is_sample"] is False
     # No metrics: the header shows none (metrics.json does not exist for this run).
     assert all(m["value"] is None for t in head["tracks"].values() for m in t["metrics"])
     # RIMO-N: every sample in the cache graded as an independent regex over its reply says;
@@ -156,8 +158,11 @@ def test_partial_view_of_a_queued_experiment_and_the_errors(
             view(Path("."), [], tmp_path / "s")
         assert not (tmp_path / "s").exists()  # nothing half-written
         pr.cli(root, "predict")
+        pr.cli(root, "score")
         sh(root, "dvc", "exp", "run", "--queue", "--name", "q2", "-S", "predict.samples=2")
         view(Path("."), [], tmp_path / "ws", partial=True)
+        view(Path("."), [], tmp_path / "full")  # the finished run, from score's tables
+        metrics = json.loads((root / "reports/metrics.json").read_text())
         view(Path("."), ["q2"], tmp_path / "q2", partial=True)
         sent = len(server.ok_records())
         # A backend that calls no model has nothing in a cache.
@@ -167,7 +172,15 @@ def test_partial_view_of_a_queued_experiment_and_the_errors(
             view(Path("."), [], tmp_path / "s", partial=True)
     requests = len(pr.N_ITEMS) + sum(PARTS.values())
     assert sent == requests
-    whole = pr.site_index(tmp_path / "ws")["runs"][0]["partial"]
+    # Every reply in the cache: the partial view's grid is the finished run's, code for code,
+    # and its right / strict counts are metrics.json's.
+    ws, full = pr.site_index(tmp_path / "ws"), pr.site_index(tmp_path / "full")
+    assert [it["o"] for it in ws["items"]] == [it["o"] for it in full["items"]]
+    right = {t: sum(it["o"][0] in ("R", "S") for it in ws["items"] if it["track"] == t)
+             for t in ("RIMO-N", "RIMO-P")}
+    assert right["RIMO-N"] == metrics["RIMO-N"]["correct"] == 1
+    assert right["RIMO-P"] == round(metrics["RIMO-P"]["strict"] * metrics["RIMO-P"]["n"])
+    whole = ws["runs"][0]["partial"]
     assert (whole["answered"], whole["requests"]) == (requests, requests)
     assert whole["samples_answered"] == whole["samples"] == len(pr.N_ITEMS) + len(PARTS)
     index = pr.site_index(tmp_path / "q2")

@@ -127,7 +127,11 @@ def load_partial(root: Path, revision: Revision) -> Run:
                                 f"the run that {where} describes (backend {cfg.backend}) is in "
                                 f"the response cache {cache_dir} yet: has its predict "
                                 "started, with these params?")
-            return _run(revision, params, frames, sample, predictor, found, tmp)
+            run = _run(revision, params, frames, sample, predictor, found, tmp)
+            # No metrics yet; whether the items are a sample (predict.limit) is known.
+            run.metrics = {"sample": {"is_sample": any(
+                len(sample[t]) < len(all_items[t]) for t in TRACKS)}}
+            return run
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
