@@ -133,8 +133,9 @@ def test_partial_view_writes_nothing_to_the_cache_and_rebuilds_byte_identical(
     assert caught["after"] == caught["before"]
     # Same cache contents (predict stalled, then killed), same site, byte for byte.
     assert pr.tree_bytes(caught["again"]) == pr.tree_bytes(caught["site"])
-    # Never the view stage's own site.
+    # Never the view stage's own site; its scratch tables are gone.
     assert not (caught["root"] / "reports/view").exists()
+    assert not list((caught["root"] / ".dvc/tmp").glob("rimo-view-partial-*"))
 
 
 def test_partial_view_of_a_queued_experiment_and_the_errors(

@@ -112,7 +112,11 @@ def load_partial(root: Path, revision: Revision) -> Run:
     del tables
     sample = {t: select_sample(all_items[t], cfg.limit, cfg.sample_seed) for t in TRACKS}
     requested = [it for t in TRACKS for it in sample[t]]
-    tmp = Path(tempfile.mkdtemp(prefix="rimo-view-partial-"))
+    # On the project's disk (DVC's own scratch folder), not a tmpfs: the tables hold every
+    # reply so far.
+    scratch = root / ".dvc" / "tmp"
+    tmp = Path(tempfile.mkdtemp(prefix="rimo-view-partial-",
+                                dir=scratch if scratch.is_dir() else None))
     try:
         # Each prediction's long texts wait in a spool, as in predict: a k = 64 reasoning
         # run's replies are gigabytes.
@@ -191,8 +195,9 @@ def _run(revision: Revision, params: dict[str, Any],
     partial = {"requests": found.requests, "answered": found.answered,
                "samples": len(found.predictions), "samples_answered": answered,
                "at": stored_at(found.newest)}
-    return Run(revision, {}, frames, preds, scores, None, cursors, None, params,
-               partial=partial, tmp=tmp)
+    return Run(revision=revision, metrics={}, items=frames, predictions=preds, scores=scores,
+               judge=None, cursors=cursors, files=None, params=params, partial=partial,
+               tmp=tmp)
 
 
 def stored_at(when: float | None) -> str | None:
