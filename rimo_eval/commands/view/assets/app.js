@@ -342,6 +342,7 @@ const RIMO = (() => {
     return bits.length ? `<div class="usage">${bits.join(" · ")}</div>` : "";
   }
   function histogram(samples, gold) {
+    samples = samples.filter(x => x.status !== "pending");  // a partial view: no reply yet
     const counts = new Map();
     for (const x of samples) {
       const v = x.pred == null || x.pred === "" ? "(none)" : String(x.pred).trim();
