@@ -238,5 +238,3 @@ def add_part(answer: Answer, proved: list[str], parts: list[dict[str, Any]]) -> 
     """RIMO-P: one part's reply read; its text is what the next part's prompt shows proved."""
     parts.append(answer.details)
     proved.append(answer.text.strip())
-
-
