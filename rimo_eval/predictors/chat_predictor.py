@@ -57,7 +57,7 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.base import Predictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
-from rimo_eval.predictors.reply_reading import USAGE_KEYS, read_reply, sum_parts
+from rimo_eval.predictors.reply_reading import USAGE_KEYS, Answer, read_reply, sum_parts
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
 
@@ -205,9 +205,7 @@ class _Protocol:
                               {"request_sha256": exc.request_sha256, "error_kind": exc.kind,
                                "requests": 1, "usage": dict.fromkeys(USAGE_KEYS, 0),
                                **dict.fromkeys(exc.flags, True)})
-        answer = read_reply(reply, key, self.think)
-        return Prediction(item.track, item.problem_id,
-                          extract.extract_boxed(answer.text) or "", details=answer.details)
+        return n_prediction(item, read_reply(reply, key, self.think))
 
     async def rimo_p(self, item: Item, sample: int) -> Prediction:
         proved: list[str] = []
@@ -224,9 +222,19 @@ class _Protocol:
                                failed_part=index + 1, **dict.fromkeys(exc.flags, True))
                 return Prediction(item.track, item.problem_id, None, STATUS_ERROR,
                                   f"part {index + 1} of {total}: {exc}", details)
-            answer = read_reply(reply, key, self.think)
-            parts.append(answer.details)
-            proved.append(answer.text.strip())
+            add_part(read_reply(reply, key, self.think), proved, parts)
         return Prediction(item.track, item.problem_id, proved, details=sum_parts(parts, total))
 
 
+# How a reply becomes a prediction, in one place: a run (above) and what a run has in the
+# response cache so far (rimo_eval.predictors.cached, ``rimo-eval view --partial``).
+def n_prediction(item: Item, answer: Answer) -> Prediction:
+    """RIMO-N: the content of the answer text's last balanced box (``""``: none)."""
+    return Prediction(item.track, item.problem_id, extract.extract_boxed(answer.text) or "",
+                      details=answer.details)
+
+
+def add_part(answer: Answer, proved: list[str], parts: list[dict[str, Any]]) -> None:
+    """RIMO-P: one part's reply read; its text is what the next part's prompt shows proved."""
+    parts.append(answer.details)
+    proved.append(answer.text.strip())

@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve", action="store_true",
                         help="then serve the folder on 127.0.0.1 and print the URL")
     parser.add_argument("--port", type=int, default=PORT, help="port for --serve (0: any)")
+    parser.add_argument("--partial", action="store_true",
+                        help="a run whose predict is still going (or was killed): show the "
+                             "replies already in its response cache, marked partial (one "
+                             "RUN; its params.yaml says which requests; nothing is written "
+                             "to the cache)")
 
 
 __all__ = ["PORT", "add_arguments"]

@@ -1,8 +1,9 @@
-"""``rimo-eval view [RUN ...] [--out DIR] [--cutoff RUN=DATE] [--serve [--port P]]``: the
-transcript browser.
+"""``rimo-eval view [RUN ...] [--out DIR] [--cutoff RUN=DATE] [--serve [--port P]]
+[--partial]``: the transcript browser.
 
 RUNs are resolved as ``rimo-eval compare`` resolves them (workspace, git revision or branch,
 DVC experiment) and read through DVC at their revision; the site is static (see site.py).
+``--partial``: one run still in predict, from its response cache (partial.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import argparse
 import contextlib
 import functools
 import http.server
+import importlib
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
@@ -23,8 +26,10 @@ from rimo_eval.commands.view.site import write_stream
 from rimo_eval.core.artifacts import VIEW_DIR
 from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
-from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.core.hashing import sha256_bytes
+from rimo_eval.core.predictions import predictions_path
+from rimo_eval.core.tracks import TRACK_N
 
 # The default of --out: the workspace's run alone goes where the view stage writes it (the
 # site the report links to); named runs go beside it, so a two-run site never stands in for the
@@ -32,35 +37,71 @@ from rimo_eval.core.hashing import sha256_bytes
 DEFAULT_OUT = VIEW_DIR
 NAMED_OUT = VIEW_DIR.parent / "views"
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+PARTIAL = "rimo_eval.commands.view.partial"  # --partial: a run from its response cache
 
 
-def default_out(names: list[str]) -> Path:
+def default_out(names: list[str], partial: bool = False) -> Path:
     """``reports/view`` for the workspace alone, else ``reports/views/A+B`` (names made safe
-    for a folder; a long list is cut and told apart by a hash)."""
-    if set(names) <= {WORKSPACE}:
+    for a folder; a long list is cut and told apart by a hash); ``reports/views/A.partial``
+    for ``--partial``, which never replaces the view stage's site."""
+    if set(names) <= {WORKSPACE} and not partial:
         return DEFAULT_OUT
+    if partial:
+        base = WORKSPACE if set(names) <= {WORKSPACE} else default_out(names).name
+        return NAMED_OUT / f"{base}.partial"
     name = "+".join(UNSAFE.sub("_", n).strip(".") or "_" for n in names)
     if len(name) > 80:
         name = f"{name[:60]}-{sha256_bytes(chr(0).join(names).encode())[:12]}"
     return NAMED_OUT / name
 
 
-def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | None = None
-         ) -> dict[str, int]:
+def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | None = None,
+         partial: bool = False) -> dict[str, int]:
     """``cutoffs``: run -> training cutoff (``--cutoff``), over the run's own
-    score.training_cutoff: the unseen filter's."""
+    score.training_cutoff: the unseen filter's. ``partial``: the one run from its response
+    cache (``--partial``)."""
     names = names or [WORKSPACE]
     if len(set(names)) != len(names):
         raise ConfigError(f"view: a run is named twice in {names}")
+    if partial and len(names) > 1:
+        raise ConfigError(f"view --partial: one run at a time, got {names}: a partial run's "
+                          "pending samples are not wrong answers, so it is not compared")
     runs: list[Run] = []
     try:
         for name in names:
-            runs.append(load_run(root, resolve(root, name)))
+            runs.append(_load(root, name, partial))
         site = Site(runs, cutoffs)
-        return write_stream(out, site.payloads(), lambda: (site.index(), site.words))
+        return write_stream(out, site.payloads(), lambda: (marked(site.index(), runs),
+                                                            site.words))
     finally:
         for run in runs:
             run.close()
+
+
+def _load(root: Path, name: str, partial: bool) -> Run:
+    if partial:
+        # By name, as cli.py loads each command: the view stage (`rimo-eval view`, no
+        # --partial) never runs predict's code, so dvc.yaml does not rerun it when that changes.
+        module = importlib.import_module(PARTIAL)
+        loaded: Run = module.load_partial(root, module.resolve_partial(root, name))
+        return loaded
+    revision = resolve(root, name)
+    try:
+        return load_run(root, revision)
+    except StageError as exc:
+        if revision.rev is None and not (root / predictions_path(TRACK_N)).exists():
+            raise type(exc)(f"{exc}\n(a predict still running? `rimo-eval view --partial` "
+                            "shows what its response cache holds so far)") from None
+        raise
+
+
+def marked(index: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
+    """The index with each partial run's header saying how far its predict got (app.js's
+    banner; its counts are of the replies so far, never metrics.json's)."""
+    for head, run in zip(index["runs"], runs, strict=True):
+        if run.partial is not None:
+            head["partial"] = run.partial
+    return index
 
 
 def serve(folder: Path, port: int) -> None:
@@ -78,11 +119,13 @@ def serve(folder: Path, port: int) -> None:
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:
-    out = args.out if args.out is not None else default_out(list(args.runs))
+    partial = bool(getattr(args, "partial", False))
+    out = args.out if args.out is not None else default_out(list(args.runs), partial)
     counts = view(Path("."), list(args.runs), out,
-                  parse_cutoffs(getattr(args, "cutoff", None)))
+                  parse_cutoffs(getattr(args, "cutoff", None)), partial)
     entry = (out / "index.html").resolve()
-    print(f"view: wrote {counts['items']} items ({counts['files']} files, "
+    print(f"view: wrote {'a PARTIAL view of ' if partial else ''}{counts['items']} items "
+          f"({counts['files']} files, "
           f"{counts['bytes'] / 1e6:.1f} MB) to {out}; open {entry.as_uri()}",
           file=sys.stderr)
     if args.serve:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ class Run(RunAt):
     cursors: dict[str, DetailsCursor] = field(default_factory=dict)
     files: RunFiles | None = None  # held open while the cursors read from it
     params: dict[str, Any] = field(default_factory=dict)  # params.yaml at the revision
+    # A run still in predict, read from its response cache (view/partial.py): how far it is;
+    # its tables then live in ``tmp``, removed by ``close``.
+    partial: dict[str, Any] | None = None
+    tmp: Path | None = None
 
     @property
     def label(self) -> str:
@@ -58,6 +63,9 @@ class Run(RunAt):
         if self.files is not None:
             self.files.close()
             self.files = None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
 
 def needed() -> list[Path]:

@@ -123,6 +123,8 @@ def _finish(details: dict[str, Any]) -> str:
 
 def outcome(track: str, row: dict[str, Any], flags: Iterable[str]) -> str:
     status = _text(row.get("status"))
+    if status == "pending":  # a partial view's sample with no reply yet: not evaluated
+        return "-"
     if track == TRACK_P and not bool(row.get("gradable")):
         return "U"
     if status == "error":

@@ -232,6 +232,20 @@ const RIMO = (() => {
       return `<div class="run" data-run="${i}"><h2>${esc(r.label)}</h2><div class="meta">${esc(meta)}</div><table>${rows.join("")}</table></div>`;
     }).join("");
   }
+  function partialBanner() {
+    // rimo-eval view --partial: a run still in predict, read from its response cache. Its
+    // counts are of the replies so far (pending samples are not evaluated), not metrics.json.
+    for (const [i, r] of index.runs.entries()) {
+      const p = r.partial, card = $("runs").querySelector(`.run[data-run="${i}"]`);
+      if (!p || !card) continue;
+      const note = document.createElement("p");
+      note.className = "partial bad";
+      note.dataset.partial = String(i);
+      note.textContent = `partial: ${p.answered} of ${p.requests} requests answered, from the response cache at ${p.at}; ${p.samples_answered} of ${p.samples} samples whole, the rest pending. No metrics: the counts below are of the replies so far.`;
+      card.insertBefore(note, card.querySelector(".meta").nextSibling);
+      for (const cell of card.querySelectorAll("td.v[data-count]")) cell.previousElementSibling.textContent += " (partial, so far)";
+    }
+  }
   function renderFlips(s) {
     const box = $("flips");
     if (index.runs.length < 2) { box.innerHTML = ""; return; }
@@ -329,6 +343,7 @@ const RIMO = (() => {
     return bits.length ? `<div class="usage">${bits.join(" · ")}</div>` : "";
   }
   function histogram(samples, gold) {
+    samples = samples.filter(x => x.status !== "pending");  // a partial view: no reply yet
     const counts = new Map();
     for (const x of samples) {
       const v = x.pred == null || x.pred === "" ? "(none)" : String(x.pred).trim();
@@ -344,6 +359,7 @@ const RIMO = (() => {
   function verdict(x, track) {
     if (x.status === "error") return `<span class="bad">error</span>`;
     if (x.status === "missing") return `<span class="bad">missing</span>`;
+    if (x.status === "pending") return `<span class="muted">pending (no reply in the response cache yet)</span>`;
     if (track === "RIMO-N") return x.ok ? `<span class="ok">right</span>` : `<span class="bad">wrong</span>`;
     return x.strict ? `<span class="ok">strict ✓</span>` : `<span class="bad">${x.n_matched} part(s) matched</span>`;
   }
@@ -462,6 +478,7 @@ const RIMO = (() => {
       index = data;
       index.items.forEach((it, i) => byKey.set(it.key, i));
       renderRuns();
+      partialBanner();
       $("home").onclick = () => { location.hash = ""; };
       // On an item: left and right arrows step through the filtered list, Escape goes back.
       document.addEventListener("keydown", e => {
