@@ -136,8 +136,8 @@ const RIMO_TEXT = (() => {
   // source; {fixed: n}: n lone surrogates the site could not carry, shown as U+FFFD. A text
   // longer than FOLD_CHARS is folded: its first block is laid out, each next one on request;
   // blocks past RENDER_CHARS are plain text, PLAIN_CHARS at a time, so a 10 MB reply is never
-  // parsed whole. Cut as the build-time markup (markup.py, before issue 33) did: after the last blank
-  // line of a block's second half, else after its last line break, else at the size.
+  // parsed whole. Cut as the build-time markup.py did (before issue 33): after the last
+  // blank line of a block's second half, else after its last line break, else at the size.
   const FOLD_CHARS = 10000, RENDER_CHARS = 100000, PLAIN_CHARS = 100000;
   const folds = [];
   function cut(text, start, size, stop) {
