@@ -30,8 +30,9 @@ from rimo_eval.core.surrogates import valid_text
 # zlib-ng level 4: on 15 items' k = 16 reasoning texts here (base64 included) it gave 0.467 of
 # the text at 12-13 MB/s, level 3 0.486 at 17-19 MB/s (the site then went over half the text);
 # zlib 0.49 at 10 MB/s (level 5), 0.47 at 4 MB/s (level 6); ISA-L 0.53 at 300 MB/s. All under
-# a load average of 4-6 on 2 cores. zlib-ng gives the same bytes for the same input and level
-# (its match finder does not depend on the CPU since 2.1), and any inflate reads them.
+# a load average of 4-6 on 2 cores. The same input, level and zlib-ng release (pinned) give
+# the same bytes (tests/unit/test_view_site.py rebuilds a site byte for byte); any inflate
+# reads them.
 LEVEL = 4
 
 
