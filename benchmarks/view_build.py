@@ -8,8 +8,17 @@ model backend records it in ``details``), so the item files are as heavy as real
     .venv/bin/python benchmarks/view_build.py              # k = 1 and k = 8
     .venv/bin/python benchmarks/view_build.py --k 1 8 64   # k = 64: 50,624 samples
     .venv/bin/python benchmarks/view_build.py --quick      # k = 1, short replies, one load
+    .venv/bin/python benchmarks/view_build.py --k 16 64 --reasoning-chars 32000 --pair
 
-Per k it prints: the build (site from the loaded run: index, markdown + nh3 of every text,
+The reasoning workload (``--reasoning-chars``, issue 33): every reply (a RIMO-N sample, a
+RIMO-P part) is ``--answer-chars`` (2,000) of answer plus that much reasoning, prose-like
+text with math that compresses like real text (``Prose``: it prints how deflate does on it
+and on the benchmark's real reference solutions). Per k it builds one run's site (and with
+``--pair`` two runs' side by side) in a fresh process, so the peak RSS printed is the build's,
+and prints the reply text against the site on disk, the first grid, an item with all its k
+samples and one sample's reasoning opened and rendered (Chromium, file://).
+
+Per k it prints: the build (site from the loaded run: index, each item's texts packed,
 files written), the site's files and MB, the largest file, the size of data/index.js (what
 the page loads at once), and the time from navigation start to the grid in the DOM in
 headless Chromium from file:// (median of ``--loads`` cold loads, fresh profile each), and the
@@ -20,8 +29,11 @@ rendered).
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -51,6 +63,218 @@ def reply(rng: random.Random, chars: int, answer: str) -> str:
     return "".join(parts) + f"\n\nSo the answer is $\\boxed{{{answer}}}$."
 
 
+SYLLABLES = ["ta", "ne", "ri", "so", "lu", "ka", "mi", "po", "de", "va", "sha", "gro", "ex",
+             "in", "or", "al", "um", "ber", "tri", "con"]
+
+
+class Prose:
+    """Prose-like reasoning that compresses like real text, not one repeated phrase: sentences
+    drawn from a seeded, Zipf-weighted vocabulary of 6,000 words (common words short), with
+    inline and display math of random symbols and numbers."""
+
+    def __init__(self, seed: int) -> None:
+        rng = random.Random(seed)
+        words: list[str] = ["the", "of", "and", "so", "is", "we", "that", "a", "to", "it"]
+        while len(words) < 6000:
+            w = "".join(rng.choice(SYLLABLES) for _ in range(1 + min(4, len(words) // 600)))
+            words.append(w)
+        self.words = words
+        self.cum = list(itertools.accumulate(1 / (r + 1) for r in range(len(words))))
+        self.rng = rng
+
+    def sentence(self) -> str:
+        rng = self.rng
+        body = rng.choices(self.words, cum_weights=self.cum, k=rng.randint(6, 22))
+        a, b, v = rng.randint(1, 99), rng.randint(2, 999), rng.choice("xyznkpq")
+        math = rng.choice([f"${v}_{{{a}}} = {b}$", f"$\\frac{{{v}}}{{{b}}}$",
+                           f"$({v} + {a})^2 \\equiv {b} \\pmod{{{a + 2}}}$", "",
+                           f"\\[\\sum_{{i=1}}^{{{a}}} {v}_i = {b}.\\]", ""])
+        if math:
+            body.insert(rng.randint(0, len(body)), math)
+        return " ".join(body).capitalize() + rng.choice([".", ".", ".", ":", "?"])
+
+    def text(self, chars: int, answer: str | None = None) -> str:
+        # Paragraphs of sentences drawn from a pool of 50,000 (made once: drawing words for
+        # each of 1.7 GB of text takes minutes); a 32 KB reply holds about 300 of them, so
+        # within deflate's 32 KB window a sentence rarely repeats.
+        if not hasattr(self, "pool"):
+            self.pool = [self.sentence() for _ in range(50_000)]
+        parts: list[str] = []
+        size = 0
+        while size < chars:
+            p = " ".join(self.rng.choices(self.pool, k=self.rng.randint(2, 6))) + "\n\n"
+            parts.append(p)
+            size += len(p)
+        end = f"So the answer is $\\boxed{{{answer}}}$." if answer is not None else ""
+        return "".join(parts)[:max(0, chars - len(end))] + end
+
+
+def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, seed: int
+                  ) -> tuple[Any, int, int]:
+    """A run of k samples per item, each reply ``answer`` characters with ``reasoning``
+    characters of reasoning (RIMO-P: each part is a reply; a right part copies the reference
+    sub-solution), made by the real replay predict
+    and score stages; and the UTF-8 bytes of its reply texts (answers, reasoning, RIMO-P parts
+    written by the model) and how many replies (RIMO-N samples, RIMO-P parts)."""
+    import pandas as pd
+
+    from tests.support.view_runs import small_run
+
+    items = work / "data/items"
+    n = pd.read_parquet(items / "rimo_n.parquet")
+    p = pd.read_parquet(items / "rimo_p.parquet")
+    prose, rng = Prose(seed), random.Random(seed)
+    rows, details = [], {}
+    for pid, gold in zip(n["problem_id"], n["answer"], strict=True):
+        for j in range(k):
+            ans = gold if rng.random() < 0.4 else str(rng.randint(0, 999))
+            rows.append({"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": ans})
+            details[(TRACK_N, pid, j)] = {
+                "text": prose.text(answer, ans), "reasoning": prose.text(reasoning),
+                "finish_reason": "stop", "extraction": "boxed",
+                "usage": {"completion_tokens": (reasoning + answer) // 4, "prompt_tokens": 200}}
+    for r in p[p["gradable"]].itertuples():
+        m = len(r.sub_solutions)
+        for j in range(k):
+            pred = [s if rng.random() < 0.5 else prose.text(answer) for s in r.sub_solutions]
+            rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
+                         "prediction": pred})
+            details[(TRACK_P, r.problem_id, j)] = {
+                "parts": [{"reasoning": prose.text(reasoning), "finish_reason": "stop"}
+                          for _ in range(m)]}
+    size = sum(len(v.encode("utf-8")) for d in details.values()
+               for v in (d.get("text"), d.get("reasoning"),
+                         *(x["reasoning"] for x in d.get("parts", [])))
+               if isinstance(v, str))
+    size += sum(len(x.encode("utf-8")) for r in rows if r["track"] == TRACK_P
+                for x in r["prediction"])
+    replies = sum(len(d.get("parts", [None])) for d in details.values())
+    if not (work / name / "metrics.json").is_file():  # else prepared before (--work)
+        small_run(work, name, items, rows, k, details)
+    del details
+    for track in (TRACK_N, TRACK_P):
+        as_predict_writes(work / name / "preds", track)
+    return load_small(str(work / name), str(items), name), size, replies
+
+
+def expanded_run(work: Path, base: str, name: str, factor: int, size: int, replies: int
+                 ) -> tuple[Any, int, int]:
+    """Run ``base`` with each sample copied ``factor`` times (sample j + c * k), each copy's
+    texts starting with a mark of its own, then scored by the real score stage: a k = 64 run
+    from a k = 16 one without holding 3.2 GB of new text (preparing it fresh takes over 12 GB
+    here). Texts of an item are never equal (pack's dedup is not fooled) and a copy is at least
+    15 samples (500 KB) from its original, far past deflate's 32 KB window: it compresses as
+    fresh text does. The search words are the same set (an honest cost: each text is read)."""
+    import json as json_
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rimo_eval.core.artifacts import predictions_path
+    from rimo_eval.core.hashing import canonical_json
+    from rimo_eval.core.predictions import RAW_TEXT, REASONING, ROW_GROUP_TEXT_CHARS
+    from rimo_eval.score.stage import score
+
+    src, dst, items = work / base, work / name, work / "data/items"
+    extra = 0
+    if not (dst / "metrics.json").is_file():
+        (dst / "preds").mkdir(parents=True, exist_ok=True)
+        for track in (TRACK_N, TRACK_P):
+            source = pq.ParquetFile(predictions_path(track, src / "preds"))
+            schema = source.schema_arrow
+            k = int(base[1:].rstrip("b"))  # "k16", "k16b"
+
+            def mark(v: Any, c: int) -> Any:
+                if isinstance(v, str):
+                    return f"(copy {c}) {v}" if c else v
+                if isinstance(v, list):
+                    return [mark(x, c) for x in v]
+                return v
+
+            with pq.ParquetWriter(predictions_path(track, dst / "preds"), schema) as writer:
+                out: list[dict[str, Any]] = []
+                chars = 0
+
+                def flush(group: list[dict[str, Any]]) -> None:
+                    nonlocal out, chars
+                    for c in range(factor):
+                        for row in group:
+                            new = dict(row, sample=row["sample"] + c * k)  # noqa: B023
+                            d = json_.loads(row["details"] or "{}")
+                            if isinstance(d.get("text"), str):
+                                d["text"] = mark(d["text"], c)
+                            new["details"] = canonical_json(d)
+                            new[REASONING] = mark(row[REASONING], c)
+                            new[RAW_TEXT] = mark(row[RAW_TEXT], c)
+                            out.append(new)
+                            chars += len(json_.dumps(new[REASONING] or ""))
+                    if chars >= ROW_GROUP_TEXT_CHARS:
+                        writer.write_table(pa.Table.from_pylist(out, schema=schema))  # noqa: B023
+                        out, chars = [], 0
+
+                group: list[dict[str, Any]] = []
+                for batch in source.iter_batches(batch_size=256):
+                    for row in batch.to_pylist():
+                        if group and row["problem_id"] != group[0]["problem_id"]:
+                            flush(group)
+                            group = []
+                        group.append(row)
+                if group:
+                    flush(group)
+                if out:
+                    writer.write_table(pa.Table.from_pylist(out, schema=schema))
+            source.close()
+        score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items,
+              dst / "preds", dst / "scores", dst / "metrics.json", dst / "plots")
+    # The marks add a few bytes per text (counted as reply text, to be fair to the ratio).
+    extra = replies * sum(len(f"(copy {c}) ") for c in range(1, factor))
+    return load_small(str(dst), str(items), name), size * factor + extra, replies * factor
+
+
+def as_predict_writes(preds: Path, track: str) -> None:
+    """The predictions table laid out as the predict stage writes it: reasoning and raw text
+    in columns of their own, row groups ending at ``ROW_GROUP_TEXT_CHARS`` of text (small_run
+    leaves the texts in ``details``, one row group: a reader would decode 1 GB at once)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rimo_eval.core.artifacts import predictions_path
+    from rimo_eval.core.hashing import canonical_json
+    from rimo_eval.core.predictions import (
+        RAW_TEXT,
+        REASONING,
+        ROW_GROUP_ROWS,
+        ROW_GROUP_TEXT_CHARS,
+        parse_details,
+        split_texts,
+    )
+
+    path = predictions_path(track, preds)
+    done = path.with_suffix(".relaid")
+    if done.exists():
+        return
+    source = pq.ParquetFile(path)
+    tmp = path.with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
+        rows: list[dict[str, Any]] = []
+        chars = 0
+        for batch in source.iter_batches(batch_size=256):
+            for row in batch.to_pylist():
+                light, reasoning, raw = split_texts(track, parse_details(row["details"]))
+                row |= {"details": canonical_json(light), REASONING: reasoning, RAW_TEXT: raw}
+                rows.append(row)
+                chars += sum(len(x) for x in ([reasoning] if isinstance(reasoning, str)
+                                              else reasoning or []) if isinstance(x, str))
+                if len(rows) == ROW_GROUP_ROWS or chars >= ROW_GROUP_TEXT_CHARS:
+                    writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
+                    rows, chars = [], 0
+        if rows:
+            writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
+    source.close()
+    tmp.replace(path)
+    done.write_text("")
+
+
 def synthetic_run(work: Path, k: int, chars: int) -> Any:
     import pandas as pd
 
@@ -77,7 +301,11 @@ def synthetic_run(work: Path, k: int, chars: int) -> Any:
     return small_run(work, f"k{k}", items, rows, k, details)
 
 
-def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int, int]]:
+def first_grid_ms(site: Path, first_item: str, loads: int = 3
+                  ) -> list[tuple[int, int, int | None]]:
+    """Per cold load: navigation start to the grid (ms), then opening ``first_item`` (all its
+    k samples, histogram) from the grid, then its sample's reasoning opened and rendered (None
+    when the sample has none)."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     from tests.support.browser import chromium  # the tests' hermetic headless Chromium
@@ -99,22 +327,194 @@ def first_grid_ms(site: Path, first_item: str, loads: int = 3) -> list[tuple[int
             WebDriverWait(driver, 60).until(lambda d: d.execute_script(
                 "const i = document.getElementById('item');"
                 "return i && i.dataset.key === arguments[0]", first_item))
-            out.append((ms, round(1000 * (time.perf_counter() - t0))))
+            item_ms = round(1000 * (time.perf_counter() - t0))
+            # Then one sample's reasoning, opened: its first block rendered, math and all.
+            reasoning_ms = driver.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "const d = document.querySelector('details.reasoning');"
+                "if (!d) return done(null);"
+                "const t0 = performance.now(); d.open = true;"
+                "const check = () => d.querySelector('.fold-first, .fold > p, .fold')"
+                " && (d.querySelector('.katex') || !d.querySelector('.math'))"
+                " ? requestAnimationFrame(() => done(Math.round(performance.now() - t0)))"
+                " : setTimeout(check, 5);"
+                "check();")
+            out.append((ms, item_ms, reasoning_ms))
     return out
+
+
+def _build_child(spec: dict[str, Any], out: Path, queue: Any) -> None:
+    """The build alone, in a fresh process, so its peak RSS is its own."""
+    runs = [load_small(**r) for r in spec["runs"]]
+    t0 = time.perf_counter()
+    index = build_streamed(runs, out)
+    built = time.perf_counter() - t0
+    status = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
+    hwm = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    queue.put((built, index, hwm / 1024))
+
+
+def load_small(base: str, items: str, name: str) -> Any:
+    """A run small_run made, loaded again from its files (as ``small_run`` returns it)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from rimo_eval.commands.compare.revisions import Revision
+    from rimo_eval.commands.view.load import Run
+    from rimo_eval.commands.view.texts import DetailsCursor
+    from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
+    from rimo_eval.core.predictions import TEXT_COLUMNS
+
+    def light(path: Path) -> Any:  # as load.py reads it: no texts, no details
+        names = pq.ParquetFile(path).schema_arrow.names
+        return pd.read_parquet(path, columns=[c for c in names
+                                              if c not in (*TEXT_COLUMNS, "details")])
+
+    b, tracks = Path(base), (TRACK_N, TRACK_P)
+    metrics = json.loads((b / "metrics.json").read_text(encoding="utf-8"))
+    return Run(Revision(name, "git", "0" * 40), metrics,
+               {t: pd.read_parquet(items_path(t, Path(items))) for t in tracks},
+               {t: light(predictions_path(t, b / "preds")) for t in tracks},
+               {t: pd.read_parquet(scores_path(t, b / "scores")) for t in tracks},
+               None, {t: DetailsCursor(pq.ParquetFile(predictions_path(t, b / "preds")), t)
+                      for t in tracks})
+
+
+def build_streamed(runs: list[Any], out: Path) -> dict[str, Any]:
+    """As ``rimo-eval view`` builds: item by item, written as made."""
+    from rimo_eval.commands.view.model import Site
+    from rimo_eval.commands.view.site import write_stream
+
+    site = Site(runs)
+    index: dict[str, Any] = {}
+
+    def finish() -> tuple[dict[str, Any], list[str]]:
+        index.update(site.index())
+        return index, site.words
+
+    write_stream(out, site.payloads(), finish)
+    return index
+
+
+def build_in_child(spec: dict[str, Any], out: Path) -> tuple[float, dict[str, Any], float]:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_build_child, args=(spec, out, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
+def deflate_ratio(text: str) -> float:
+    import zlib
+
+    raw = text.encode("utf-8")[: 1 << 20]
+    return len(zlib.compress(raw, 6)) / len(raw)
+
+
+def solutions(work: Path) -> str:
+    """The benchmark's own reference solutions (real olympiad prose with math), joined: how
+    real text of this kind compresses."""
+    import pandas as pd
+
+    n = pd.read_parquet(work / "data/items/rimo_n.parquet")
+    p = pd.read_parquet(work / "data/items/rimo_p.parquet")
+    return "\n\n".join([*map(str, n["solution"]),
+                         *(str(x) for xs in p["sub_solutions"] for x in xs)])
+
+
+def reasoning_main(args: argparse.Namespace) -> None:
+    """The reasoning workload (issue 33): per k, one run (and with ``--pair`` two runs side by
+    side), build in a child process (its peak RSS), site size against the reply text."""
+    print("| k | runs | replies | reply text | prepare | build | peak RSS (build) | site on disk "
+          "| site / text | largest file | data/index.js | first grid (median) | item, all k "
+          "samples | one reasoning rendered | load |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: | ---: | ---: |")
+    with tempfile.TemporaryDirectory(prefix="rimo-view-bench-") as tmp:
+        work = Path(args.work or tmp)
+        if not (work / "data/items/rimo_n.parquet").is_file():
+            prepare_items(work)
+        synthetic = deflate_ratio(Prose(0).text(1 << 20))
+        print(f"deflate -6 of 1 MB: the synthetic reasoning {synthetic:.3f} of its size, the "
+              f"real reference solutions {deflate_ratio(solutions(work)):.3f}")
+        for k in args.k:
+            t0 = time.perf_counter()
+            names = [f"k{k}"] + ([f"k{k}b"] if args.pair else [])
+            if args.expand_from:
+                base = args.expand_from
+                made = [expanded_run(work, f"k{base}" + ("b" if i else ""), nm, k // base,
+                                     *reasoning_run(work, f"k{base}" + ("b" if i else ""), base,
+                                                    args.reasoning_chars, args.answer_chars,
+                                                    seed=base + 1000 * i)[1:])
+                        for i, nm in enumerate(names)]
+            else:
+                made = [reasoning_run(work, nm, k, args.reasoning_chars, args.answer_chars,
+                                      seed=k + 1000 * i) for i, nm in enumerate(names)]
+            prep = time.perf_counter() - t0
+            runs, text = [m[0] for m in made], sum(m[1] for m in made)
+            replies = sum(m[2] for m in made)
+            for r in runs:
+                for c in r.cursors.values():
+                    c.close()
+            del runs, made
+            for count in ([1, 2] if args.pair else [1]):
+                spec = {"runs": [{"base": str(work / nm), "items": str(work / "data/items"),
+                                  "name": nm} for nm in names[:count]]}
+                site = work / f"site{k}-{count}"
+                built, index, rss = build_in_child(spec, site)
+                size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+                largest = max(f.stat().st_size for f in site.rglob("*") if f.is_file())
+                index_mb = (site / "data/index.js").stat().st_size / 1e6
+                timings = first_grid_ms(site, index["items"][0]["key"], args.loads)
+                grid = statistics.median(t[0] for t in timings)
+                item = statistics.median(t[1] for t in timings)
+                rs = [t[2] for t in timings if t[2] is not None]
+                share = text if count == len(names) else text // len(names)
+                print(f"| {k} | {count} | {replies * count // len(names):,} | "
+                      f"{share / 2**20:,.0f} MiB | {prep:.1f} s | {built:.1f} s | {rss:,.0f} MiB | "
+                      f"{size / 2**20:,.0f} MiB | {size / share:.2f} | {largest / 1e6:.2f} MB | "
+                      f"{index_mb:.2f} MB | {grid:.0f} ms | {item:.0f} ms | "
+                      f"{statistics.median(rs) if rs else '-'} ms | "
+                      f"{os.getloadavg()[0]:.2f} |", flush=True)
+                shutil.rmtree(site)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--chars", type=int, default=1500, help="characters per reply")
+    parser.add_argument("--reasoning-chars", type=int, default=0,
+                        help="the reasoning workload: characters of reasoning per reply "
+                             "(prose-like, with math; e.g. 32000), built in a child process")
+    parser.add_argument("--answer-chars", type=int, default=2000,
+                        help="with --reasoning-chars: characters of the answer per reply")
+    parser.add_argument("--pair", action="store_true",
+                        help="with --reasoning-chars: also two runs side by side")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="with --reasoning-chars: keep the prepared runs in this folder "
+                             "and reuse them when run again (a k = 64 pair takes minutes)")
+    parser.add_argument("--expand-from", type=int, default=0,
+                        help="with --reasoning-chars: make each k-sample run from the run of "
+                             "this k (prepared first), every sample copied and marked "
+                             "(expanded_run): k = 64 without 12 GB of preparation")
     parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
     parser.add_argument("--quick", action="store_true",
-                        help="tiny: k = 1, 200 characters per reply, one page load")
+                        help="tiny: k = 1, 200 characters per reply, one page load; with "
+                             "--reasoning-chars, k = 1, 2,000 characters of reasoning")
     args = parser.parse_args()
     if args.quick:
         args.k, args.chars, args.loads = [1], 200, 1
+        args.reasoning_chars = min(args.reasoning_chars, 2000)
+        args.answer_chars = min(args.answer_chars, 200)
     print(f"{os.cpu_count()} cores, load average "
           f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
+    if args.reasoning_chars:
+        reasoning_main(args)
+        return
     print(f"| k | samples | prepare (predict + score) | build | files | MB on disk | largest file "
           f"| data/index.js | first grid, file:// (median of {args.loads}) | open one item | "
           "load |")
@@ -135,7 +535,7 @@ def main() -> None:
             index_mb = (site / "data/index.js").stat().st_size / 1e6
             timings = first_grid_ms(site, index["items"][0]["key"], args.loads)
             ms = [t[0] for t in timings]
-            item_ms = statistics.median(t[1] for t in timings)
+            item_ms = statistics.median(t[1] for t in timings)  # (grid, item, reasoning)
             samples = sum(len(s) for s in run.scores.values())
             print(f"| {k} | {samples} | {prep:.1f} s | {built:.1f} s | {counts['files']} | "
                   f"{counts['bytes'] / 1e6:.1f} | {largest / 1e6:.2f} MB | {index_mb:.2f} MB | "

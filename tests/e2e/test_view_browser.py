@@ -23,12 +23,21 @@ import pandas as pd
 import pytest
 
 from rimo_eval.commands.view.model import build
+from rimo_eval.commands.view.packing import decode, pack, text
 from rimo_eval.commands.view.site import write_site
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from tests.support.browser import chromium, renderer_alive
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.pipeline_repo import env, make_repo, sh
-from tests.support.view_runs import FUZZ, HOSTILE, HOSTILE_PROOF, HOSTILE_TEXT, copy_runs, small_run
+from tests.support.view_runs import (
+    FUZZ,
+    HOSTILE,
+    HOSTILE_PROOF,
+    HOSTILE_TEXT,
+    MXSS,
+    copy_runs,
+    small_run,
+)
 
 SPY = """
 window.__rimo_dialogs = [];
@@ -62,7 +71,7 @@ for (const el of document.querySelectorAll("#main [style]"))  // KaTeX's own, er
   if (!el.closest(".katex,.katex-error") && !el.matches(".strip,.bar"))
     hits.push("style " + show(el));
 const own =
-  /(katex\\.min|text|app|data\\/(index|items\\/\\d+|rest\\/\\d+-\\d+|search\\/\\d+))\\.js$/;
+  /(katex\\.min|vendor\\/(markdown-it|purify)\\.min|markdown|text|app|data\\/(index|items\\/\\d+|search\\/\\d+))\\.js$/;
 for (const s of document.scripts)
   if (!own.test(s.src)) hits.push("script " + (s.src || s.textContent.slice(0, 60)));
 if (getComputedStyle(document.body).display === "none") hits.push("body hidden by a payload's CSS");
@@ -282,6 +291,80 @@ def test_hostile_corpus_is_inert_from_file(driver: Any, runs: dict[str, Any]) ->
     assert driver.execute_script("return document.querySelectorAll('.model .katex').length") >= 2
     shot = runs["site"].parent / "view_hostile.png"
     assert driver.save_screenshot(str(shot))
+
+
+# What a rendered text may hold: the tags of markdown.js's allowlist, no attribute but the
+# math classes. Checked on the parsed DOM, as the page would get it.
+RENDERED = """
+const [texts, raw] = arguments;
+const out = [];
+const allowed = new Set(["P", "BR", "HR", "EM", "STRONG", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL",
+  "LI", "H1", "H2", "H3", "H4", "H5", "H6", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "SPAN",
+  "DIV", "S", "DEL"]);
+for (const t of texts) {
+  const html = raw ? RIMO_MARKDOWN.clean(t) : RIMO_MARKDOWN.render(t);
+  const box = document.createElement("template");
+  box.innerHTML = html;  // inert: a template's content never runs or loads
+  for (const el of box.content.querySelectorAll("*")) {
+    if (!allowed.has(el.tagName)) out.push("tag " + el.tagName + " of " + t.slice(0, 40));
+    for (const a of el.attributes)
+      if (a.name !== "class" || !/^math (inline|display)$/.test(a.value))
+        out.push("attribute " + a.name + "=" + a.value + " of " + t.slice(0, 40));
+  }
+}
+return out;
+"""
+
+
+@pytest.mark.slow
+def test_in_page_renderer_is_as_inert_as_the_build_time_one_was(driver: Any,
+                                                                runs: dict[str, Any]) -> None:
+    """markdown.js (markdown-it, raw HTML off, then DOMPurify) gives what nh3 gave at build
+    time: no tag off the allowlist, no attribute but the math classes, no URL; and DOMPurify
+    alone, fed the payloads as raw HTML (should the parser ever let some through), strips them
+    as well. Then every payload shown on an item page: no dialog, no element, no request."""
+    open_site(driver, runs["site"])
+    corpus = [*HOSTILE, *MXSS]
+    assert driver.execute_script(RENDERED, corpus, False) == []
+    assert driver.execute_script(RENDERED, corpus, True) == []
+    html = driver.execute_script("return RIMO_MARKDOWN.render(arguments[0])",
+                                 "Let $a_1 *b* c_2$ and \\[x_1 = y_2\\] be *so*; $$\\frac{1}{2}$$"
+                                 "\n\n\\[\na\n\nb\n\\]\n\n\\(y\\) costs \\$5 and \\$6.")
+    assert '<span class="math inline">a_1 *b* c_2</span>' in html
+    assert '<span class="math display">x_1 = y_2</span>' in html
+    assert "<em>so</em>" in html and '<span class="math display">\\frac{1}{2}</span>' in html
+    assert '<div class="math display">a\n\nb</div>' in html  # a block, blank line and all
+    assert '<span class="math inline">y</span>' in html and "$5 and $6" in html
+    assert driver.execute_script("return RIMO_MARKDOWN.render(arguments[0])",
+                                 "<b>bold</b> [x](javascript:alert(1))") == \
+        "<p>&lt;b&gt;bold&lt;/b&gt; [x](javascript:alert(1))</p>\n"
+    # The corpus on a page, through the site's own item files.
+    start = (runs["site"] / "index.html").as_uri()
+    for key in [f"{TRACK_P}:{runs['hostile_p']}", *(f"{TRACK_N}:{i}" for i in runs["hostile_n"])]:
+        open_item(driver, runs["site"], key)
+        driver.execute_script(  # every text rendered: reasoning and references too
+            "for (const d of document.querySelectorAll('#main details')) d.open = true")
+        time.sleep(0.2)
+        assert not driver.find_elements("css selector", "#main .fold:empty")
+        assert driver.current_url.startswith(start)
+        assert_inert(driver)
+
+
+@pytest.mark.slow
+def test_a_packed_text_round_trips_exactly_in_the_page(driver: Any, runs: dict[str, Any]
+                                                       ) -> None:
+    """What packing.py compresses, the page's DecompressionStream gives back character for
+    character: NUL, C0/C1 and bidi controls, astral characters, 100,000 characters; a lone
+    surrogate (which UTF-8 cannot carry) as U+FFFD, counted for the page's note."""
+    values = ["NUL\x00 bell\x07 C1\x85 \u202eevil\u202c zero\u200bwidth \ufeff",
+              "astral \U0001d49c \U0001f600 and math $\\mathbb{R}$", "lone \ud800 here",
+              "x" * 100_000 + "\u00e9"]
+    packed, blob = pack([text(v) for v in values])
+    got = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "RIMO_MARKDOWN.unpack(arguments[0]).then(done, e => done('failed: ' + e));", blob)
+    assert got == decode(blob) == [*values[:2], "lone \ufffd here", values[3]]
+    assert packed[2] == {"t": 2, "fixed": 1} and "fixed" not in packed[0]
 
 
 @pytest.mark.slow
@@ -506,7 +589,7 @@ def test_fuzz_corpus_opens_fast_and_the_tab_survives(driver: Any, fuzz_site: dic
     driver.get_screenshot_as_png()
     assert renderer_alive(driver)
     # A 10 MB reply: its first block, then the next ones on request: rendered up to 100,000
-    # characters, then plain text from a file of its own.
+    # characters, then plain text (the item's texts hold it, compressed: never parsed whole).
     open_item_timed(driver, site, f"{TRACK_N}:{ids['reply_10mb']}")
     assert "of 10,000,000 shown" in driver.find_element(By.CSS_SELECTOR, ".fold-more").text
     for n in range(1, 20):  # 10 blocks and a short one make the first 100,000 characters

@@ -134,7 +134,9 @@ def site_index(site: Path) -> dict[str, Any]:
 
 def site_item(site: Path, n: int) -> dict[str, Any]:
     text = (site / f"data/items/{n:05d}.js").read_text()
-    payload: dict[str, Any] = json.loads(text[text.index(",") + 1:-3])
+    assert text.startswith("RIMO.item(") and text.endswith(");\n")
+    # RIMO.item(n, payload, texts): the texts are packed apart (view/packing.py).
+    payload: dict[str, Any] = json.loads(f"[{text[len('RIMO.item('):-3]}]")[1]
     return payload
 
 

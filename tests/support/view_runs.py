@@ -40,6 +40,18 @@ HOSTILE = [
     " \\(\\htmlStyle{color:red}{x}\\) \\[\\includegraphics{http://127.0.0.1:9/i.png}\\]",
 ]
 HOSTILE_TEXT = "\n\n".join(HOSTILE)
+# Mutation XSS: markup a sanitiser passes that the browser re-parses into something live
+# (namespace confusion, <noscript>, <style> in foreign content); and raw HTML in Markdown blocks.
+MXSS = [
+    "<svg><p><style><img src=x onerror=\"window.__pwned=20\"></style></p></svg>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=\"window.__pwned=21\">",
+    "<noscript><p title=\"</noscript><img src=x onerror=window.__pwned=22>\"></noscript>",
+    "<form><math><mtext></form><form><mglyph><style></math><img src onerror=window.__pwned=23>",
+    "<template><img src=x onerror=window.__pwned=24></template><!--><img src=x onerror=x>-->",
+    "```html\n<img src=x onerror=window.__pwned=25>\n```\n\n<div>\n<b onmouseover=x>b</b>\n</div>",
+    "[a]: javascript:window.__pwned=26\n\n[a] <javascript:window.__pwned=27> "
+    "<http://127.0.0.1:9/x> www.example.com",
+]
 # A RIMO-P proof of run A, with some honest math around the payloads.
 HOSTILE_PROOF = ("We show $x^2 \\ge 0$ for all real $x$, so \\[\\sum_{i=1}^n a_i^2 \\ge 0.\\]\n\n"
                  + HOSTILE_TEXT)
@@ -114,8 +126,8 @@ def copy_runs(base: dict[str, Any], dest: Path) -> dict[str, Any]:
     return {**base, "repo": copy_repo(base["repo"], dest / "repo")}
 
 
-__all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "build_runs", "copy_runs", "nest",
-           "small_run", "write_jsonl"]
+__all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "MXSS", "build_runs", "copy_runs",
+           "nest", "small_run", "write_jsonl"]
 
 
 def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,

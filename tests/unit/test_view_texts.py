@@ -70,3 +70,25 @@ def test_each_sample_gets_its_own_texts_read_forward(
     p = DetailsCursor(pq.ParquetFile(predictions_path(TRACK_P, tables)), TRACK_P)
     parts = p.get("p01", 2)["parts"]
     assert [q.get("reasoning") for q in parts] == ["think p01/2 a", None]
+
+
+def test_the_cursor_drops_each_row_group_once_read(tmp_path: Path) -> None:
+    """Reading forward holds one row group's Arrow buffers, not every group read so far:
+    ParquetFile.iter_batches kept them all (300 MiB over a k = 16 reasoning run's RIMO-P
+    table, benchmarks/README.md)."""
+    import pyarrow as pa
+
+    text = "x" * 200_000
+    rows = [{"problem_id": f"p{i:03d}", "sample": 0, "details": "{}",
+             predictions.REASONING: text, predictions.RAW_TEXT: None} for i in range(40)]
+    path = tmp_path / "t.parquet"
+    with pq.ParquetWriter(path, pa.Table.from_pylist(rows[:1]).schema) as writer:
+        for row in rows:  # a row group each: 40 x 200 KB
+            writer.write_table(pa.Table.from_pylist([row]))
+    cursor = DetailsCursor(pq.ParquetFile(path), TRACK_N)
+    base, peak = pa.total_allocated_bytes(), 0
+    for row in rows:
+        assert cursor.get(row["problem_id"], 0)["reasoning"] == text
+        peak = max(peak, pa.total_allocated_bytes() - base)
+    cursor.close()
+    assert peak < 2_000_000, peak  # a few groups at most, not 8 MB

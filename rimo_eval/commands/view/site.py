@@ -2,9 +2,8 @@
 
 The data are ``<script src>`` files, not JSON, because Chromium blocks fetch()/XHR of
 ``file://`` pages: ``data/index.js`` (the grid, headers and flips, loaded at once),
-``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens),
-``data/rest/NNNNN-KKKK.js`` (a block of the plain rest of a long text: markup.page_text, loaded
-when it is unfolded, so a 10 MB reply costs its item nothing) and ``data/search/NNN.js``
+``data/items/NNNNN.js`` (one item with every run and sample, loaded when it opens: its texts
+compressed once, packing.py, rendered in the page when shown) and ``data/search/NNN.js``
 (each item's distinct words, loaded at the first search). JSON is
 written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
 a byte-identical site. The folder is built beside DIR and swapped in whole.
@@ -15,16 +14,36 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.commands.view.packing import encode, pack
+from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.katex import FILES as KATEX_FILES
 from rimo_eval.core.katex import katex_dir
 
-ASSETS = ("index.html", "text.js", "app.js", "app.css")
+ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
+# The page's Markdown parser and sanitiser, from node_modules beside KaTeX's (package-lock.json
+# pins them with their integrity hashes): site path -> path under node_modules.
+VENDOR = {"vendor/markdown-it.min.js": "markdown-it/dist/browser/markdown-it.umd.min.js",
+          "vendor/purify.min.js": "dompurify/dist/purify.min.js"}
+
+
+def vendor_files(katex: Path) -> dict[str, Path]:
+    """VENDOR's files, found in the node_modules that holds ``katex`` (its dist folder)."""
+    modules = katex.parents[1]
+    found = {name: modules / rel for name, rel in VENDOR.items()}
+    missing = [str(p) for p in found.values() if not p.is_file()]
+    if missing:
+        raise ConfigError(f"view: {', '.join(missing)} not found: run `make setup` (it runs "
+                          f"`npm ci` from package-lock.json)")
+    return found
 SEARCH_CHUNK = 64
+IN_FLIGHT = 2  # items being compressed and written while the next is made
 
 
 def script(call: str, *args: Any) -> bytes:
@@ -33,30 +52,14 @@ def script(call: str, *args: Any) -> bytes:
     return f"RIMO.{call}({body});\n".encode("ascii")
 
 
-def spill(n: int, payload: Any) -> tuple[Any, list[tuple[str, bytes]]]:
-    """Item ``n``'s payload with the plain blocks of each folded text (``plain``) moved to
-    files of their own, named in ``rest``; and those files."""
-    files: list[tuple[str, bytes]] = []
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            if "fold" in value and "plain" in value:
-                names = [f"data/rest/{n:05d}-{len(files) + i:04d}.js"
-                         for i in range(len(value["plain"]))]
-                files.extend((name, script("rest", name, text))
-                             for name, text in zip(names, value["plain"], strict=True))
-                return {**{k: v for k, v in value.items() if k != "plain"}, "rest": names}
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
-
-    return walk(payload), files
-
-
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+def _write_item(tmp: Path, n: int, payload: dict[str, Any]) -> None:
+    payload, blob = pack(payload)
+    _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob))
 
 
 def write_site(out: Path, index: dict[str, Any], payloads: Iterable[dict[str, Any]],
@@ -78,24 +81,31 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
         for name in ASSETS:
             _write(tmp / name, resources.files("rimo_eval.commands.view").joinpath(
                 "assets", name).read_bytes())
+        for name, path in vendor_files(katex).items():
+            _write(tmp / name, path.read_bytes())
         for name in KATEX_FILES:
             _write(tmp / "katex" / name, (katex / name).read_bytes())
         for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
             _write(tmp / "katex/fonts" / font.name, font.read_bytes())
         count = 0
-        for n, payload in enumerate(payloads):
-            payload, rest = spill(n, payload)
-            _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload))
-            for name, data in rest:
-                _write(tmp / name, data)
-            count += 1
+        # Each item is compressed and written on a thread (zlib and the write let go of the
+        # GIL) while the next one is read and made; at most IN_FLIGHT items are held.
+        with ThreadPoolExecutor(IN_FLIGHT) as pool:
+            pending: deque[Future[None]] = deque()
+            for n, payload in enumerate(payloads):
+                pending.append(pool.submit(_write_item, tmp, n, payload))
+                while len(pending) > IN_FLIGHT:
+                    pending.popleft().result()
+                count += 1
+            for done in pending:
+                done.result()
         index, words = finish()
         chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
         _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,
                                                        "search_chunk": SEARCH_CHUNK}))
         for c in range(chunks):
-            _write(tmp / f"data/search/{c:03d}.js",
-                   script("search", c, words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK]))
+            _write(tmp / f"data/search/{c:03d}.js",  # compressed: items share their words
+                   script("search", c, encode(words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK])))
         for path in tmp.rglob("*"):  # readable by a static host, whatever mkdtemp chose
             path.chmod(0o755 if path.is_dir() else 0o644)
         tmp.chmod(0o755)
@@ -115,4 +125,4 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
             "bytes": size}
 
 
-__all__ = ["katex_dir", "script", "spill", "write_site", "write_stream"]
+__all__ = ["VENDOR", "katex_dir", "script", "vendor_files", "write_site", "write_stream"]

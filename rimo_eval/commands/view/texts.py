@@ -49,11 +49,19 @@ class DetailsCursor:
         self._start()
 
     def _start(self) -> None:
-        self._batches: Iterator[Any] = self._file.iter_batches(batch_size=BATCH_ROWS,
-                                                               columns=self._columns)
+        self._batches: Iterator[Any] = self._read()
         self._ahead: deque[dict[str, Any]] = deque()
         self._pid: str | None = None
         self._current: dict[int, dict[str, Any]] = {}
+
+    def _read(self) -> Iterator[Any]:
+        # A row group at a time, each dropped when read: ParquetFile.iter_batches kept every
+        # group it had decoded (pyarrow 26: Arrow memory grew by the text read, 300 MiB over a
+        # k = 16 reasoning run's RIMO-P table; benchmarks/README.md, view_build.py).
+        for group in range(self._file.metadata.num_row_groups):
+            table = self._file.read_row_group(group, columns=self._columns)
+            yield from table.to_batches(BATCH_ROWS)
+            del table
 
     def close(self) -> None:
         self._file.close(force=True)  # and the file it reads

@@ -1,6 +1,6 @@
 // rimo-eval view: the transcript browser. Plain JavaScript, no framework, no template syntax.
-// Every text from a run is either HTML sanitised at build time (markup.py: markdown-it-py +
-// nh3) or plain text put in through esc(); text.js shows them within bounds (math, folds).
+// Every text from a run is rendered when shown (markdown.js: markdown-it + DOMPurify) or is
+// plain text put in through esc(); text.js shows them within bounds (math, folds).
 // The page's CSP lets nothing load but its own files.
 "use strict";
 
@@ -67,6 +67,7 @@ const RIMO = (() => {
     for (let c = 0; c < index.search_chunks; c++)
       loads.push(loadScript("data/search/" + String(c).padStart(3, "0") + ".js"));
     await Promise.all(loads);
+    while (wordChunks.size < index.search_chunks) await new Promise(r => setTimeout(r, 10));  // unpacking
     words = [];
     for (let c = 0; c < index.search_chunks; c++) words.push(...wordChunks.get(c));
     return words;
@@ -492,13 +493,22 @@ const RIMO = (() => {
       // For benchmarks/view_build.py: milliseconds from navigation start to the grid in the DOM.
       document.documentElement.dataset.readyMs = String(Math.round(performance.now()));
     },
-    item(n, payload) {
+    async item(n, payload, blob) {
+      // The item's texts come compressed, once (packing.py): each {t} gets its text as s.
+      const texts = await RIMO_MARKDOWN.unpack(blob);
+      const walk = v => {
+        if (Array.isArray(v)) v.forEach(walk);
+        else if (v && typeof v === "object") {
+          if (typeof v.t === "number") v.s = texts[v.t];
+          else Object.values(v).forEach(walk);
+        }
+      };
+      walk(payload);
       items.set(n, payload);
       for (const resolve of waiting.get(n) || []) resolve(payload);
       waiting.delete(n);
     },
-    search(c, list) { wordChunks.set(c, list); },
-    rest(name, text) { RIMO_TEXT.rest(name, text); },
+    async search(c, blob) { wordChunks.set(c, await RIMO_MARKDOWN.unpack(blob)); },
     loaded() { return { items: [...items.keys()], words: words !== null }; },
   };
 })();

@@ -1,7 +1,7 @@
 // rimo-eval view: untrusted text on the item page, bounded so that no model text can crash
-// or hang it. Every text is HTML sanitised at build time (markup.py), a source shown through
-// esc(), or a folded text whose blocks come one at a time; math goes to KaTeX only within the
-// limits below. app.js builds the pages.
+// or hang it. Every text is rendered when shown (markdown.js: markdown-it, then DOMPurify) a
+// block at a time, or a source shown through esc(); math goes to KaTeX only within the limits
+// below. app.js builds the pages.
 "use strict";
 
 const RIMO_TEXT = (() => {
@@ -120,7 +120,9 @@ const RIMO_TEXT = (() => {
   }
   function math(root, budget = MATH_LIMITS.slice) {
     // Queue the formulas under root and render for at most `budget` ms now.
-    if (!window.katex || !root) return;
+    if (!root) return;
+    fill(root);
+    if (!window.katex) return;
     for (const el of root.querySelectorAll(".math")) {
       if (el.dataset.done) continue;
       el.dataset.done = "1";
@@ -128,50 +130,90 @@ const RIMO_TEXT = (() => {
     }
     if (budget) pump(budget);
   }
-  // A text of the payload: HTML (markup.py), {source} (upstream text shown as the model got
-  // it) or {fold, rest, ends, chars} (a long text in blocks: one laid out, each next one on
-  // request; after the blocks of `fold`, the script files of `rest` hold plain text).
+  // A text of the payload: {t, s} (its index in the item's texts and the text, app.js), shown
+  // rendered (markdown.js) when it is first shown, not before: a placeholder until then (a
+  // closed "reasoning" costs nothing); {src: 1}: upstream text shown as the model got it, as
+  // source; {fixed: n}: n lone surrogates the site could not carry, shown as U+FFFD. A text
+  // longer than FOLD_CHARS is folded: its first block is laid out, each next one on request;
+  // blocks past RENDER_CHARS are plain text, PLAIN_CHARS at a time, so a 10 MB reply is never
+  // parsed whole. Cut as the build-time markup.py did (before issue 33): after the last
+  // blank line of a block's second half, else after its last line break, else at the size.
+  const FOLD_CHARS = 10000, RENDER_CHARS = 100000, PLAIN_CHARS = 100000;
   const folds = [];
+  function cut(text, start, size, stop) {
+    if (stop - start <= size) return stop;
+    const low = start + Math.floor(size / 2), high = start + size;
+    const half = text.slice(low, high);
+    let at = half.lastIndexOf("\n\n");
+    if (at >= 0) return low + at + 2;  // after the blank line
+    at = half.lastIndexOf("\n");
+    return at >= 0 ? low + at + 1 : high;
+  }
+  function nextBlock(f) {
+    // [end, rendered] of the block after f.at: rendered within the first RENDER_CHARS (a
+    // rendered block never ends past them but the first), plain after.
+    const text = f.v.s, n = text.length;
+    if (f.rendering) {
+      const end = cut(text, f.at, FOLD_CHARS, Math.min(n, RENDER_CHARS + FOLD_CHARS));
+      if (f.at === 0 || end <= RENDER_CHARS) return [end, true];
+      f.rendering = false;
+    }
+    return [cut(text, f.at, PLAIN_CHARS, n), false];
+  }
+  function repaired(v) {
+    return v.fixed ? `<p class="note">${num(v.fixed)} lone surrogate${v.fixed > 1 ? "s" : ""} (invalid UTF-16) shown as U+FFFD</p>` : "";
+  }
   function textHtml(v) {
-    if (v == null || v === "") return "";
-    if (typeof v === "string") return v;
-    if (v.source != null) return `<pre class="tex-source">${esc(v.source)}</pre>`;
-    if (!Array.isArray(v.fold)) return "";
-    const id = folds.push({ v, next: 1 }) - 1;
-    return `<div class="fold" data-fold="${id}">${v.fold[0]}</div>${foldMore(id)}`;
+    if (v == null || v === "" || typeof v !== "object" || typeof v.s !== "string") return "";
+    if (v.src) return repaired(v) + `<pre class="tex-source">${esc(v.s)}</pre>`;
+    const id = folds.push({ v, at: 0, rendering: true, shown: false }) - 1;
+    return repaired(v) + `<div class="fold" data-fold="${id}"></div>`;
+  }
+  function part(f) {
+    // The next block of f as an element (not yet in the page).
+    const [end, rendered] = nextBlock(f);
+    const text = f.v.s.slice(f.at, end);
+    f.at = end;
+    const el = document.createElement(rendered ? "div" : "pre");
+    el.className = rendered ? "fold-part" : "fold-part plain";
+    if (rendered) el.innerHTML = RIMO_MARKDOWN.render(text); else el.textContent = text;
+    return el;
   }
   function foldMore(id) {
-    const { v, next } = folds[id];
-    const shown = `characters 1–${num(v.ends[next - 1])} of ${num(v.chars)} shown`;
-    if (next >= v.ends.length) return "";
-    const plain = next >= v.fold.length ? " (as plain text)" : "";
-    return `<p class="fold-more" data-fold-more="${id}"><span class="muted">${shown}</span> · ` +
-      `<button class="link" data-fold-next="${id}">show the next ${num(v.ends[next] - v.ends[next - 1])}${plain}</button></p>`;
+    const f = folds[id], n = f.v.s.length;
+    if (f.at >= n) return "";
+    const [end, rendered] = nextBlock({ ...f });
+    return `<span class="muted">characters 1–${num(f.at)} of ${num(n)} shown</span> · ` +
+      `<button class="link" data-fold-next="${id}">show the next ${num(end - f.at)}${rendered ? "" : " (as plain text)"}</button>`;
   }
-  const restWaiting = new Map();  // script file -> [resolve]
-  function getRest(name) {
-    return new Promise((resolve, reject) => {
-      if (!restWaiting.has(name)) { restWaiting.set(name, []); loadScript(name).catch(reject); }
-      restWaiting.get(name).push(resolve);
-    });
+  function fill(root) {
+    // Render the first block of each text under root that is shown (not in a closed details).
+    for (const box of root.querySelectorAll(".fold[data-fold]")) {
+      const f = folds[Number(box.dataset.fold)];
+      if (!f || f.shown || box.closest("details:not([open])")) continue;
+      f.shown = true;
+      const first = part(f);  // always rendered; the blocks after it are .fold-part
+      first.className = "fold-first";
+      box.appendChild(first);
+      const html = foldMore(Number(box.dataset.fold));
+      if (!html) continue;
+      const more = document.createElement("p");
+      more.className = "fold-more";
+      more.dataset.foldMore = box.dataset.fold;
+      more.innerHTML = html;
+      box.after(more);
+    }
   }
-  async function unfold(id) {
+  function unfold(id) {
     const f = folds[id];
-    if (!f || f.busy || f.next >= f.v.ends.length) return;
-    const rendered = f.next < f.v.fold.length;
-    const part = document.createElement(rendered ? "div" : "pre");
-    part.className = rendered ? "fold-part" : "fold-part plain";
-    f.busy = true;
-    try {
-      if (rendered) part.innerHTML = f.v.fold[f.next];
-      else part.textContent = await getRest(f.v.rest[f.next - f.v.fold.length]);
-    } finally { f.busy = false; }
     const box = document.querySelector(`.fold[data-fold="${id}"]`);
-    if (folds[id] !== f || !box) return;  // another item opened meanwhile
-    box.appendChild(part);
-    f.next += 1;
-    document.querySelector(`[data-fold-more="${id}"]`).outerHTML = foldMore(id) || "<span></span>";
-    math(part);
+    if (!f || !box || f.at >= f.v.s.length) return;
+    const el = part(f);
+    box.appendChild(el);
+    const more = document.querySelector(`[data-fold-more="${id}"]`);
+    const html = foldMore(id);
+    if (more) { if (html) more.innerHTML = html; else more.remove(); }
+    math(el);
   }
   function reset() {
     // A new page: the formulas and folded texts of the last one are dropped.
@@ -183,9 +225,5 @@ const RIMO_TEXT = (() => {
     esc, num, literal, loadScript, math, textHtml, unfold, reset,
     // The first formulas of a page built detached, before it enters the document.
     mathFirst() { pump(MATH_LIMITS.first, MATH_LIMITS.count); },
-    rest(name, text) {
-      for (const resolve of restWaiting.get(name) || []) resolve(text);
-      restWaiting.delete(name);
-    },
   };
 })();
