@@ -111,6 +111,8 @@ def test_every_point_value_is_the_runs_own_metrics_json(
     assert rows["m-strong"]["vs_leader"] is None
     assert all(r["vs_leader"]["below_leader"] for r in result["runs"][1:])
     assert all(r["k"] == 1 and r["backend"] == "replay" for r in result["runs"])
+    # The settings the in-process tests below pass are the ones the CLI ranked with.
+    assert result["bootstrap"] == boot(repo)
     assert rows["m-mid"]["model"] == "runs/m-mid.jsonl"
     # The Markdown and the tex show the same stored values, in percent.
     md = (out / "leaderboard.md").read_text()
