@@ -5,6 +5,10 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
+# A PYTHONDONTWRITEBYTECODE=1 in the caller's environment (this machine's shells set it) with
+# setup's --no-compile left every Python process of the tests (each CLI call, each DVC stage)
+# compiling scipy, pandas, statsmodels and DVC from source again: the caches are written here.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup browser slurm repro test test-fast lint docs clean
 

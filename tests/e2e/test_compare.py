@@ -182,8 +182,44 @@ def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     return repo, known
 
 
-def run_compare(repo: Path, *args: str) -> dict[str, Any]:
-    return json.loads(sh(repo, "rimo-eval", "compare", *args, "--json").stdout)
+def cli(repo: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``rimo-eval ARGV`` in ``repo``, in-process (rimo_eval.cli.main: the same parsing, params
+    file and exit status as the command, without a Python start per call): (status, stdout,
+    stderr)."""
+    from rimo_eval.cli import main
+
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(repo)
+        status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def boot(repo: Path) -> dict[str, Any]:
+    """score.bootstrap of the repo's params.yaml, as the command takes it."""
+    return bootstrap_settings(yaml.safe_load((repo / "params.yaml").read_text()),
+                              argparse.Namespace())
+
+
+@pytest.fixture(scope="module")
+def a_vs_b(branches: tuple[Path, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """compare a b in-process, counting the DVC file systems it opens (RunFiles): (the result,
+    the labels of the revisions each RunFiles was opened for)."""
+    from rimo_eval.commands.compare import revisions
+
+    repo, _ = branches
+    opened: list[str] = []
+    init = revisions.RunFiles.__init__
+
+    def counting(self: revisions.RunFiles, root: Path, revision: revisions.Revision) -> None:
+        opened.append(revision.label)
+        init(self, root, revision)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(revisions.RunFiles, "__init__", counting)
+        result = json.loads(json.dumps(compare(repo, "a", "b", **boot(repo))))
+    return result, opened
 
 
 def flip_ids(result: dict[str, Any], track: str, a: bool) -> list[str]:
@@ -191,10 +227,11 @@ def flip_ids(result: dict[str, Any], track: str, a: bool) -> list[str]:
 
 
 @pytest.mark.slow
-def test_branches_report_exactly_the_known_flips(branches: tuple[Path, dict[str, Any]]) -> None:
-    repo, known = branches
+def test_branches_report_exactly_the_known_flips(
+        branches: tuple[Path, dict[str, Any]], a_vs_b: tuple[dict[str, Any], list[str]]) -> None:
+    _, known = branches
     ids_n, ids_p = known["ids_n"], known["ids_p"]
-    result = run_compare(repo, "a", "b")
+    result = a_vs_b[0]  # the CLI's rendering of a b: test_markdown_and_html_outputs
     assert result["a"]["kind"] == result["b"]["kind"] == "git"
     # RIMO-N: A wrong on ids 0-3, B wrong on 2-14.
     assert flip_ids(result, TRACK_N, a=True) == ids_n[4:15]
@@ -234,7 +271,7 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
     ids_n = known["ids_n"]
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
     assert "exp-c" in json.dumps(shown)
-    result = run_compare(repo, "b", "exp-c")
+    result = json.loads(json.dumps(compare(repo, "b", "exp-c", **boot(repo))))
     assert result["b"]["kind"] == "experiment" and result["b"]["ref"].startswith("refs/exps/")
     assert result["b"]["predictions"][TRACK_N]["backend"] == "replay"
     assert flip_ids(result, TRACK_N, a=False) == ids_n[10:15]
@@ -244,28 +281,17 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
     assert result["tracks"][TRACK_P]["test"]["p_value"] == 1.0
     # Reading through DVC left the work tree alone: still branch b's checkout + exp results.
     assert sh(repo, "git", "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == "b"
-    a_vs_c = run_compare(repo, "a", "exp-c")
+    a_vs_c = compare(repo, "a", "exp-c", **boot(repo))
     assert flip_ids(a_vs_c, TRACK_N, a=False) == ids_n[0:2]
     assert flip_ids(a_vs_c, TRACK_N, a=True) == [*ids_n[4:10], ids_n[100]]
 
 
 @pytest.mark.slow
 def test_each_revision_is_read_through_one_dvc_file_system(
-        branches: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+        a_vs_b: tuple[dict[str, Any], list[str]]) -> None:
     """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
     or more): compare reads a side's scores, metrics, params and tables through one."""
-    from rimo_eval.commands.compare import revisions
-
-    repo, _ = branches
-    opened: list[str] = []
-    init = revisions.RunFiles.__init__
-
-    def counting(self: revisions.RunFiles, root: Path, revision: revisions.Revision) -> None:
-        opened.append(revision.label)
-        init(self, root, revision)
-
-    monkeypatch.setattr(revisions.RunFiles, "__init__", counting)
-    result = compare(repo, "a", "b", samples=50)
+    result, opened = a_vs_b
     assert sorted(opened) == ["a", "b"]
     assert result["tracks"][TRACK_N]["flips"] and result["a"]["label"] == "a"
 
@@ -282,7 +308,7 @@ def test_unknown_revision_is_a_clear_error(branches: tuple[Path, dict[str, Any]]
 
 @pytest.mark.slow
 def test_intervals_follow_score_bootstrap_and_need_no_params_file(
-        branches: tuple[Path, dict[str, Any]]) -> None:
+        branches: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
     repo, _ = branches
     params_path = repo / "params.yaml"
     saved = params_path.read_text()
@@ -290,19 +316,20 @@ def test_intervals_follow_score_bootstrap_and_need_no_params_file(
         params = yaml.safe_load(saved)
         params["score"]["bootstrap"] = {"samples": 200, "seed": 5, "confidence": 0.9}
         params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-        from_params = run_compare(repo, "a", "b")
+        from_params = json.loads(cli(repo, capsys, "compare", "a", "b", "--json")[1])
         assert from_params["bootstrap"] == {"samples": 200, "seed": 5, "confidence": 0.9}
-        overridden = run_compare(repo, "a", "b", "--seed", "6")
+        overridden = json.loads(cli(repo, capsys, "compare", "a", "b", "--seed", "6",
+                                    "--json")[1])
         assert overridden["bootstrap"] == {"samples": 200, "seed": 6, "confidence": 0.9}
         ci = {r["name"]: r["ci"] for r in from_params["metrics"] if r["rate"]}
         ci6 = {r["name"]: r["ci"] for r in overridden["metrics"] if r["rate"]}
         assert ci != ci6  # the seed reached the resampling
         params_path.unlink()
-        bare = sh(repo, "rimo-eval", "compare", "a", "b", "--json")
-        assert json.loads(bare.stdout)["bootstrap"] == {"samples": 1000, "seed": 0,
-                                                        "confidence": 0.95}
+        bare = cli(repo, capsys, "compare", "a", "b", "--json")[1]
+        assert json.loads(bare)["bootstrap"] == {"samples": 1000, "seed": 0,
+                                                 "confidence": 0.95}
         # Other commands still need one.
-        proc = sh(repo, "rimo-eval", "audit", check=False)
-        assert proc.returncode == 1 and "params file not found" in proc.stderr
+        status, _, err = cli(repo, capsys, "audit")
+        assert status == 1 and "params file not found" in err
     finally:
         params_path.write_text(saved)

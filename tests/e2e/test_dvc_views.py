@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rimo_eval.commands.compare.command import compare
 from rimo_eval.commands.compare.revisions import RunFiles, resolve
 from rimo_eval.commands.summary import EXP_SHOW_VIEW
 from rimo_eval.core.artifacts import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
@@ -364,8 +365,8 @@ def test_compare_two_experiments_shows_params_diff_flips_and_chart(
             "--html", str(page)).stdout
     assert "| predict.limit | 20 | 40 |" in md
     assert "| predict.replay.path | runs/exp-a.jsonl | runs/exp-b.jsonl |" in md
-    full = json.loads(sh(repo, str(BIN / "rimo-eval"), "compare", "exp-a", "exp-b",
-                         "--json").stdout)
+    # Every flip (what --json prints), in-process: the CLI run above is the command's test.
+    full = json.loads(json.dumps(compare(repo, "exp-a", "exp-b")))
     for track in (TRACK_N, TRACK_P):
         flips = full["tracks"][track]["flips"]
         assert len(flips) > 3 and f"(first 3 of {len(flips)} by problem_id" in md

@@ -1,12 +1,15 @@
 """``rimo-eval leaderboard`` end to end: real replay experiments over the real 791 items.
 
 One temporary DVC repo (tests/support/leaderboard_runs.py) holds five comparable k = 1 runs,
-two k = 4 runs and a 5-item sample, all made by ``dvc exp run``; every test reads it through the
-real CLI.
+two k = 4 runs and a 5-item sample, all made by ``dvc exp run``. Each command's output, its
+refusal and ``--all`` go through the real CLI; where a test is about the numbers (re-sorting, the
+k = 4 tests against compare's, ``--label``), it calls the command's functions in-process: the
+same code without a Python start, imports and figures per call (CI time, issue 31).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import re
@@ -18,7 +21,15 @@ from typing import Any
 import pytest
 import yaml
 
+from rimo_eval.commands.compare.command import bootstrap_settings, compare
+from rimo_eval.commands.leaderboard.board import build as build_board
+from rimo_eval.commands.leaderboard.command import leaderboard
+from rimo_eval.commands.leaderboard.comparable import check
+from rimo_eval.commands.leaderboard.loading import load_runs
+from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.commands.leaderboard.tables import render_markdown
 from rimo_eval.core.dicts import flatten
+from rimo_eval.core.errors import DataError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from tests.support.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
 from tests.support.pipeline_repo import sh
@@ -32,8 +43,26 @@ def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     return build(tmp_path_factory.mktemp("leaderboard") / "repo", mirror_dir)
 
 
+CUTOFF = "m-weak=2019-06"
+
+
 def board(repo: Path, *args: str) -> dict[str, Any]:
     return json.loads(sh(repo, "rimo-eval", "leaderboard", *args, "--json").stdout)
+
+
+def boot(repo: Path) -> dict[str, Any]:
+    """score.bootstrap of the repo's params.yaml, as the CLI of both commands takes it."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    return bootstrap_settings(params, argparse.Namespace())
+
+
+@pytest.fixture(scope="module")
+def five(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """The five comparable runs through the CLI, with m-weak's training cutoff: (the printed
+    JSON, the --out folder). The point values, the year lens and the byte-identity tests read
+    this one run."""
+    out = tmp_path_factory.mktemp("five") / "lb"
+    return board(repo, *FIVE, "--cutoff", CUTOFF, "--out", str(out)), out
 
 
 def stored_metrics(repo: Path, name: str) -> dict[str, Any]:
@@ -59,8 +88,9 @@ def expected_keys(stored: dict[str, Any]) -> dict[str, Any]:
     return expected
 
 
-def test_every_point_value_is_the_runs_own_metrics_json(repo: Path, tmp_path: Path) -> None:
-    result = board(repo, *FIVE, "--out", str(tmp_path / "lb"))
+def test_every_point_value_is_the_runs_own_metrics_json(
+        repo: Path, five: tuple[dict[str, Any], Path]) -> None:
+    result, out = five
     rows = {r["label"]: r for r in result["runs"]}
     assert sorted(rows) == sorted(FIVE)
     for name in FIVE:
@@ -81,28 +111,32 @@ def test_every_point_value_is_the_runs_own_metrics_json(repo: Path, tmp_path: Pa
     assert rows["m-strong"]["vs_leader"] is None
     assert all(r["vs_leader"]["below_leader"] for r in result["runs"][1:])
     assert all(r["k"] == 1 and r["backend"] == "replay" for r in result["runs"])
+    # The settings the in-process tests below pass are the ones the CLI ranked with.
+    assert result["bootstrap"] == boot(repo)
     assert rows["m-mid"]["model"] == "runs/m-mid.jsonl"
     # The Markdown and the tex show the same stored values, in percent.
-    md = (tmp_path / "lb/leaderboard.md").read_text()
-    tex = (tmp_path / "lb/leaderboard.tex").read_text()
+    md = (out / "leaderboard.md").read_text()
+    tex = (out / "leaderboard.tex").read_text()
     for r in result["runs"]:
         v, lo, hi = (r[f"{TRACK_P}.prefix_score{s}"] for s in ("", "_ci_low", "_ci_high"))
         cell = f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
         assert cell in md and cell in tex
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
-    page = (tmp_path / "lb/leaderboard.html").read_text()
+    page = (out / "leaderboard.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     assert "http://" not in page and "https://" not in page
 
 
-def test_same_runs_give_byte_identical_files(repo: Path, tmp_path: Path) -> None:
-    first, second = tmp_path / "one", tmp_path / "two"
-    sh(repo, "rimo-eval", "leaderboard", *FIVE, "--out", str(first))
-    sh(repo, "rimo-eval", "leaderboard", *reversed(FIVE), "--out", str(second))
+def test_same_runs_give_byte_identical_files(repo: Path, tmp_path: Path,
+                                             five: tuple[dict[str, Any], Path]) -> None:
+    first, second = five[1], tmp_path / "two"
+    sh(repo, "rimo-eval", "leaderboard", *reversed(FIVE), "--cutoff", CUTOFF, "--out",
+       str(second))
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
     assert {"forest_rimo_n.png", "forest_rimo_n.svg", "forest_rimo_p.svg", "solved_grid.png",
-            "domain_heatmap.svg", "leaderboard.html", "leaderboard.tex"} <= set(names)
+            "domain_heatmap.svg", "year_heatmap.png", "leaderboard.html",
+            "leaderboard.tex"} <= set(names)
     assert "accuracy_cost.png" not in names  # replays have no cost
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
@@ -112,26 +146,36 @@ def test_same_runs_give_byte_identical_files(repo: Path, tmp_path: Path) -> None
 
 @functools.cache
 def compare_json(repo: Path, a: str, b: str) -> dict[str, Any]:
-    """``rimo-eval compare a b --json``, run once per pair: it gives both tracks' tests."""
-    return json.loads(sh(repo, "rimo-eval", "compare", a, b, "--json").stdout)
+    """compare's result for a and b (what ``--json`` prints), once per pair: it gives both
+    tracks' tests."""
+    return json.loads(json.dumps(compare(repo, a, b, **boot(repo))))
 
 
 def compare_p(repo: Path, a: str, b: str, track: str) -> float:
     return compare_json(repo, a, b)["tracks"][track]["test"]["p_value"]
 
 
-def test_two_runs_give_compares_p_values(repo: Path, tmp_path: Path) -> None:
-    out = str(tmp_path / "lb")
+def boards(repo: Path, a: str, b: str, metrics: list[str]) -> list[dict[str, Any]]:
+    """The leaderboard of a and b ranked by each metric in turn, in-process: the runs are read
+    once (leaderboard() minus the figures, which these tests do not read)."""
+    runs = load_runs(repo, [a, b])
+    check(runs)
+    return [json.loads(json.dumps(build_board(runs, find_metric(m, runs[0].k), boot(repo))))
+            for m in metrics]
+
+
+def test_two_runs_give_compares_p_values(repo: Path) -> None:
     # k = 1: exact McNemar on RIMO-N correct and on RIMO-P strict.
-    for metric, track in ((f"{TRACK_N}.accuracy", TRACK_N), (f"{TRACK_P}.strict", TRACK_P)):
-        result = board(repo, "m-mid", "m-mid2", "--sort", metric, "--out", out)
+    pairs = ((f"{TRACK_N}.accuracy", TRACK_N), (f"{TRACK_P}.strict", TRACK_P))
+    for result, (_, track) in zip(boards(repo, "m-mid", "m-mid2", [m for m, _ in pairs]),
+                                  pairs, strict=True):
         test = result["runs"][1]["vs_leader"]
         assert test["test"] == "exact McNemar"
         assert test["p_value"] == test["p_holm"] == compare_p(repo, "m-mid", "m-mid2", track)
     # k = 4: the paired bootstrap on per-item means, the same draw as compare's.
-    for metric, track in ((f"{TRACK_N}.mean_at_k.accuracy", TRACK_N),
-                          (f"{TRACK_P}.mean_at_k.strict", TRACK_P)):
-        result = board(repo, K4, K4B, "--sort", metric, "--out", out)
+    pairs = ((f"{TRACK_N}.mean_at_k.accuracy", TRACK_N), (f"{TRACK_P}.mean_at_k.strict", TRACK_P))
+    for result, (_, track) in zip(boards(repo, K4, K4B, [m for m, _ in pairs]), pairs,
+                                  strict=True):
         test = result["runs"][1]["vs_leader"]
         assert test["test"] == "paired bootstrap on the per-item mean over samples"
         assert test["p_value"] == compare_p(repo, K4, K4B, track)
@@ -142,7 +186,7 @@ def test_two_runs_give_compares_p_values(repo: Path, tmp_path: Path) -> None:
     row = result["runs"][0]
     assert {f"{TRACK_N}.pass_at_k", f"{TRACK_N}.maj_at_k", f"{TRACK_N}.mean_at_k.accuracy_ci_low",
             f"{TRACK_N}.pass_at.2"} <= set(row)
-    md = (tmp_path / "lb/leaderboard.md").read_text()
+    md = render_markdown(result)
     assert "mean@k" in md and "maj@k" in md and "pass@k" in md
 
 
@@ -159,7 +203,10 @@ def test_k1_against_k4_is_refused_with_the_reason(repo: Path) -> None:
 
 
 def test_a_sample_against_the_full_run_is_refused(repo: Path) -> None:
-    err = refused(repo, "workspace", SAMPLE)
+    # The CLI's refusal (exit 1, nothing written): test_k1_against_k4_is_refused_with_the_reason.
+    with pytest.raises(DataError) as caught:
+        leaderboard(repo, ["workspace", SAMPLE])
+    err = str(caught.value)
     assert "workspace and m-sample are not comparable: different items" in err
     assert "workspace evaluates 335/456 RIMO-N/RIMO-P items (all items)" in err
     assert "m-sample evaluates 5/5 RIMO-N/RIMO-P items (a sample)" in err
@@ -196,8 +243,8 @@ def test_all_ranks_the_largest_comparable_group_and_lists_the_others(repo: Path,
     # Named runs still refuse a mix: test_a_sample_against_the_full_run_is_refused.
 
 
-def test_label_model_names_rows_by_model(repo: Path, tmp_path: Path) -> None:
-    result = board(repo, "m-weak", "m-strong", "--label", "model", "--out", str(tmp_path))
+def test_label_model_names_rows_by_model(repo: Path) -> None:
+    result, _ = leaderboard(repo, ["m-weak", "m-strong"], label="model", **boot(repo))
     assert [r["label"] for r in result["runs"]] == ["runs/m-strong.jsonl", "runs/m-weak.jsonl"]
 
 
@@ -220,8 +267,7 @@ def test_a_run_whose_scores_are_not_cached_names_dvc_exp_pull(repo: Path, tmp_pa
     md5 = next(o["md5"] for o in lock["stages"]["score"]["outs"]
                if o["path"] == "data/scores/rimo_n.parquet")
     (clone / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).unlink()
-    proc = sh(clone, "rimo-eval", "leaderboard", "--all", "--json", "--out", "lb")
-    result = json.loads(proc.stdout)
+    result, _ = leaderboard(clone, [], every=True, **boot(clone))
     assert sorted(r["label"] for r in result["runs"]) == sorted(set(FIVE) - {"m-weak"})
     left = {x["label"]: x["reason"] for x in result["left_out"]}
     assert sorted(left) == sorted(["m-weak", K4, K4B, SAMPLE])
@@ -254,12 +300,11 @@ def test_compare_of_the_full_run_against_the_sample_says_so_first(repo: Path) ->
             f"330 only in A, 0 only in B") in strict.stderr
 
 
-def test_year_lens_trend_is_each_runs_own_and_cutoff_adds_unseen(repo: Path, tmp_path: Path
-                                                                  ) -> None:
+def test_year_lens_trend_is_each_runs_own_and_cutoff_adds_unseen(
+        repo: Path, five: tuple[dict[str, Any], Path]) -> None:
     """Issue 32: the slope and its interval per run are copied from its breakdown.json;
     ``--cutoff RUN=DATE`` adds that run's unseen subset (the competition's year as its date)."""
-    out = tmp_path / "lb"
-    result = board(repo, *FIVE, "--cutoff", "m-weak=2019-06", "--out", str(out))
+    result, out = five
     refs = sh(repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
     for row in result["runs"]:
         name = row["revision"]["label"]
