@@ -5,6 +5,10 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # DVC must not phone home: analytics and update checks are off in .dvc/config too.
 export DVC_NO_ANALYTICS := 1
+# Some shells (agent sandboxes, CI images) export PYTHONDONTWRITEBYTECODE=1: then every Python
+# process the tests start (DVC, the CLI, kill-loop children) recompiles each module it imports
+# from source (anthropic alone: 3 s of CPU a process). Python must cache what it compiles.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup browser slurm repro test test-fast lint docs clean
 
