@@ -110,23 +110,24 @@ def test_the_key_reaches_no_artifact(tmp_path: Path, mirror_dir: Path,
 
 @pytest.mark.slow
 def test_dvc_repro_runs_the_judge_between_score_and_report(tmp_path: Path, mirror_dir: Path,
+                                                           oracle_run: Path,
                                                            monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
-    """The real DVC CLI: disabled by default (a "disabled" record), then enabled with
-    ``dvc exp run -S``; the metrics show up under RIMO-P.judge.* and in the report."""
+    """The real DVC CLI: disabled by default (a "disabled" record: the session's oracle
+    ``dvc repro`` of the default params), then enabled with ``dvc exp run -S`` in a fresh repo;
+    the metrics show up under RIMO-P.judge.* and in the report."""
     import yaml
 
     from tests.support.pipeline_repo import make_repo, sh
 
+    default = read_judge(json.loads((oracle_run / "reports/judge.json").read_text()))
+    assert default["enabled"] is False
     server = ChatServer().start()
     server.responder = hashed_reply
     monkeypatch.setenv(KEY_ENV, SECRET)
     try:
         repo = make_repo(tmp_path / "repo", mirror_dir, predict={"backend": "oracle",
                                                                   "limit": 3})
-        sh(repo, "dvc", "repro", "--quiet")
-        assert read_judge(json.loads((repo / "reports/judge.json").read_text()))["enabled"] is False
-        assert server.records == []
         cfg = {"judge.enabled": "true", "judge.base_url": server.base_url,
                "judge.model": "judge-model", "judge.api_key_env": KEY_ENV,
                "judge.max_retries": "0"}

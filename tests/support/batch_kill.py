@@ -3,14 +3,13 @@ check that nothing was paid twice."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import multiprocessing
 import os
-import signal
-import subprocess
-import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -20,17 +19,30 @@ from tests.support.fake_batch import FakeBatchServer
 from tests.support.openai_batch import KEY_ENV, n_item, p_item
 from tests.support.paths import REPO_ROOT
 
-DRIVER = """
-import json, sys
-from dataclasses import asdict
-from rimo_eval.core.items import Item
-from {module} import {predictor} as Predictor
-config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
-items = [Item(**{{**d, "sub_problems": tuple(d["sub_problems"]),
-                 "sub_solutions": tuple(d["sub_solutions"])}}) for d in json.load(open(items_path))]
-preds = Predictor(config).predict(items)
-json.dump([asdict(p) for p in preds], open(out_path, "w"), sort_keys=True)
-"""
+# Children are forked from a server that imported the predictors once (multiprocessing's
+# forkserver), not started afresh: each kill round used to pay a whole interpreter start and the
+# anthropic SDK's import (1-3 s of CPU). A forked child dies by SIGKILL all the same.
+_PRELOAD = ["rimo_eval.predictors.openai_chat", "rimo_eval.predictors.native_chat",
+            "tests.support.batch_kill"]
+_CTX = multiprocessing.get_context("forkserver")
+_CTX.set_forkserver_preload(_PRELOAD)
+
+
+def _run_predict(predictor: str, env: dict[str, str], config_path: str, items_path: str,
+                 out_path: str) -> None:
+    """The child: the predictor's predict over the items, written to ``out_path``."""
+    os.environ.clear()
+    os.environ.update(env)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    module, name = predictor.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    config = json.loads(Path(config_path).read_text())
+    items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
+                     "sub_solutions": tuple(d["sub_solutions"])})
+             for d in json.loads(Path(items_path).read_text())]
+    preds = cls(config).predict(items)
+    Path(out_path).write_text(json.dumps([asdict(p) for p in preds], sort_keys=True))
 
 
 ITEMS = [*(n_item(i) for i in range(5)), p_item(0, 3), p_item(1, 2)]
@@ -43,29 +55,36 @@ class Driver:
                  predictor: str = "rimo_eval.predictors.openai_chat:OpenAIPredictor") -> None:
         (tmp_path / "config.json").write_text(json.dumps(cfg))
         (tmp_path / "items.json").write_text(json.dumps([asdict(it) for it in items]))
-        module, name = predictor.split(":")
-        (tmp_path / "driver.py").write_text(DRIVER.format(module=module, predictor=name))
         self.out = tmp_path / "out.json"
-        self.argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "config.json"),
-                     str(tmp_path / "items.json"), str(self.out)]
-        self.env = {**os.environ, KEY_ENV: "sk-test"}
+        self.args = (predictor, {**os.environ, KEY_ENV: "sk-test"}, str(tmp_path / "config.json"),
+                     str(tmp_path / "items.json"), str(self.out))
+
+    def _start(self) -> multiprocessing.process.BaseProcess:
+        proc = _CTX.Process(target=_run_predict, args=self.args, daemon=True)
+        proc.start()
+        return proc
 
     def kill_at(self, fake: BatchFake, phase: str) -> None:
         fake.hold = {phase}
-        proc = subprocess.Popen(self.argv, env=self.env, stderr=subprocess.DEVNULL)
+        proc = self._start()
         try:
             assert fake.held.wait(60), f"never reached {phase}"
         finally:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.kill()  # SIGKILL
+            proc.join()
         fake.hold = set()
         fake.release()
         assert not self.out.exists()
 
     def finish(self) -> list[dict[str, Any]]:
-        subprocess.run(self.argv, env=self.env, check=True, stderr=subprocess.DEVNULL,
-                       timeout=120)
-        return json.loads(self.out.read_text())
+        proc = self._start()
+        proc.join(120)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+            raise AssertionError("predict ran past 120 s")
+        assert proc.exitcode == 0, f"predict exited {proc.exitcode}"
+        return cast(list[dict[str, Any]], json.loads(self.out.read_text()))
 
 
 def no_double_pay(fake: FakeBatchServer) -> None:
