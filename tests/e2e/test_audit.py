@@ -37,6 +37,7 @@ from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import SCORE_FILES, score
 from tests.support.factories import n_item, small_benchmark, write_items
+from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import copy_repo, sh
 
 BOOT = {"samples": 100, "seed": 0, "confidence": 0.95}
@@ -267,7 +268,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
 
 
 def audit(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return sh(repo, "rimo-eval", "audit", *args, check=False)
+    """``rimo-eval audit ARGS``, its CLI entry in-process (one test runs the command itself)."""
+    return audit_cli(repo, *args)
 
 
 def audit_json(repo: Path) -> dict[str, Any]:
@@ -307,7 +309,7 @@ def edit_prediction(repo: Path) -> str:
 
 @pytest.mark.slow
 def test_clean_repo_passes_with_a_chain_per_metric(repo: Path) -> None:
-    proc = audit(repo)
+    proc = sh(repo, "rimo-eval", "audit", check=False)  # the installed command
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("audit: OK: ")
     assert "RIMO-N.accuracy = 1.0  [ok]" in proc.stdout

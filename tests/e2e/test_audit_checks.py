@@ -31,6 +31,7 @@ from rimo_eval.core.artifacts import (
 from rimo_eval.core.predictions import PREDICTION_SCHEMAS
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import SCORE_SCHEMAS
+from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import copy_repo, sh
 
 PRED_N = predictions_path(TRACK_N).as_posix()
@@ -45,8 +46,11 @@ def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
     return repo
 
 
-def audit_json(repo: Path) -> dict[str, Any]:
-    proc = sh(repo, "rimo-eval", "audit", "--json", check=False)
+def audit_json(repo: Path, cli: bool = False) -> dict[str, Any]:
+    """The report of ``rimo-eval audit --json``: the installed command when ``cli``, else the
+    same CLI entry in-process (tests.support.in_process)."""
+    proc = (sh(repo, "rimo-eval", "audit", "--json", check=False) if cli
+            else audit_cli(repo, "--json"))
     assert proc.returncode in (0, 1), proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] is (proc.returncode == 0)
@@ -157,7 +161,7 @@ def test_every_check_has_a_corruption() -> None:
 
 @pytest.mark.slow
 def test_clean_run_passes_every_check(repo: Path) -> None:
-    report = audit_json(repo)
+    report = audit_json(repo, cli=True)
     assert report["ok"] and report["breaks"] == []
     # Each check ran and passed at least once; none only ever warned.
     assert sorted(report["by_check"]) == sorted(CHECKS)

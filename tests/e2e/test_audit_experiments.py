@@ -1,8 +1,10 @@
 """`rimo-eval audit NAME` on real experiments of the full pipeline (issue 29 §1).
 
 One repo for the module: a copy of the session's oracle run, committed as branch main, and two
-`dvc exp run` experiments of the whole pipeline (fetch to report): a constant model with the
-judge off, and an oracle sample judged by the loopback fake chat server. Two more branches
+`dvc exp run` experiments of the pipeline up to the judge (fetch to judge: every stage the
+audit checks; the view and the report read the metrics and are no part of the chain): a
+constant model with the judge off, and an oracle sample judged by the loopback fake chat
+server. Two more branches
 carry a tampered copy of an experiment. Before the fix every experiment and branch failed:
 the temporary checkout lacked the judge table that reports/judge.json is recomputed from, and
 the break named the temporary folder.
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.chat_server import ChatServer
+from tests.support.in_process import audit_cli
 from tests.support.judge_setup import KEY_ENV, SECRET, hashed_reply
 from tests.support.pipeline_repo import copy_repo, env, sh
 
@@ -68,7 +71,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(KEY_ENV, SECRET)
-            sh(repo, "dvc", "exp", "run", "-n", JUDGED, "-S", "predict.limit=12",
+            sh(repo, "dvc", "exp", "run", "-n", JUDGED, "judge", "-S", "predict.limit=12",
                "-S", "judge.enabled=true", "-S", "judge.model=judge-model",
                "-S", f"judge.base_url={server.base_url}", "-S", f"judge.api_key_env={KEY_ENV}",
                "-S", "judge.max_retries=1", "-S", "judge.concurrency=4")
@@ -76,7 +79,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
         server.stop()
     assert server.answered, "the judge stage sent no request"
     # Each exp run starts from the workspace the last one left: set every key that changed.
-    sh(repo, "dvc", "exp", "run", "-n", CONSTANT, "-S", "predict.backend=constant",
+    sh(repo, "dvc", "exp", "run", "-n", CONSTANT, "judge", "-S", "predict.backend=constant",
        "-S", 'predict.constant.answer="0"', "-S", "predict.limit=null",
        "-S", "judge.enabled=false")
     # Back to main's run in the workspace (the last exp run left its outputs there).
@@ -95,8 +98,11 @@ def repo(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path) -> Path:
     return repo
 
 
-def audit(repo: Path, name: str) -> tuple[dict[str, Any], str]:
-    proc = sh(repo, "rimo-eval", "audit", name, "--json", check=False)
+def audit(repo: Path, name: str, cli: bool = False) -> tuple[dict[str, Any], str]:
+    """``rimo-eval audit NAME --json``: the installed command when ``cli``, else its CLI entry
+    in-process (tests.support.in_process)."""
+    proc = (sh(repo, "rimo-eval", "audit", name, "--json", check=False) if cli
+            else audit_cli(repo, name, "--json"))
     assert proc.returncode in (0, 1), proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] is (proc.returncode == 0)
@@ -113,7 +119,7 @@ def test_intact_experiments_and_branches_pass_with_the_judge_on_and_off(repo: Pa
     assert judged["run"][0]["enabled"] and judged["RIMO-P"]["judge"]["n"] > 0
     reports = {}
     for name, kind in ((JUDGED, "experiment"), (CONSTANT, "experiment"), ("main", "git")):
-        report, err = reports[name] = audit(repo, name)
+        report, err = reports[name] = audit(repo, name, cli=name == JUDGED)
         assert report["ok"], (name, report["breaks"])
         assert f"audit: {kind} {name} at " in err
         assert report["by_check"]["judge.recompute"] == {"ok": 1, "break": 0, "warning": 0}

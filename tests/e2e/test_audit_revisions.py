@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from rimo_eval.core.dicts import flatten
+from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
 
 
 def audit(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return sh(repo, "rimo-eval", "audit", *args, check=False)
+    """``rimo-eval audit ARGS``, its CLI entry in-process (tests.support.in_process); one test
+    runs the installed command."""
+    return audit_cli(repo, *args)
 
 
 def test_headline_counts_only_the_metrics_file(repo: Path) -> None:
@@ -45,7 +48,7 @@ def test_headline_counts_only_the_metrics_file(repo: Path) -> None:
 
 def test_audits_an_experiment_by_name(repo: Path) -> None:
     workspace_metrics = (repo / "reports/metrics.json").read_bytes()
-    proc = audit(repo, "lim3", "--json")
+    proc = sh(repo, "rimo-eval", "audit", "lim3", "--json", check=False)  # the command itself
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] and report["breaks"] == []

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from tests.support.in_process import rimo_eval
 from tests.support.key_forms import key_forms
 from tests.support.pipeline_repo import copy_repo, env
 from tests.support.replay_files import replay_rows, repo_gold, write_jsonl
@@ -39,6 +40,17 @@ def run(cwd: Path, *args: str, extra: dict[str, str] | None = None, check: bool 
     proc = subprocess.run(args, cwd=cwd, env=e, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def tool(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``rimo-eval ARGS`` through its CLI entry in-process (tests.support.in_process): audit and
+    compare read the workspace and the local DVC cache, never the remote. The first audit and
+    compare of each clone run the installed command."""
+    proc = rimo_eval(cwd, *args)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rimo-eval {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
 
@@ -90,7 +102,9 @@ def team(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path, s3: S3Serve
     run(a, "git", "push", "-q", "origin", "main")
     shas_a = {"main": cached_outputs(a)}
     for name in EXPS:
-        run(a, "dvc", "exp", "run", "-n", name, "-S", "predict.backend=replay",
+        # Up to score: what audit and compare read (the judge, view and report stages only
+        # read the metrics; main's report and its push/pull are checked as they are).
+        run(a, "dvc", "exp", "run", "-n", name, "score", "-S", "predict.backend=replay",
             "-S", f"predict.replay.path=replay_{name[-1]}.jsonl")
         shas_a[name] = cached_outputs(a)
     run(a, "git", "checkout", "-q", "--", ".")  # leave A's workspace at its commit again
@@ -108,19 +122,19 @@ def team(tmp_path_factory: pytest.TempPathFactory, oracle_run: Path, s3: S3Serve
     steps["audit_before"] = run(b, "rimo-eval", "audit", check=False)
     steps["compare_before"] = run(b, "rimo-eval", "compare", "main", "workspace", check=False)
     run(b, "dvc", "exp", "pull", "--no-cache", "origin", *EXPS)  # the refs, not the data
-    steps["compare_exps_before"] = run(b, "rimo-eval", "compare", *EXPS, check=False)
+    steps["compare_exps_before"] = tool(b, "compare", *EXPS, check=False)
     steps["pull"] = run(b, "dvc", "pull")
     steps["shas_main"] = cached_outputs(b)
-    steps["audit_main"] = run(b, "rimo-eval", "audit", check=False)
+    steps["audit_main"] = tool(b, "audit", check=False)
     steps["exp_pull"] = run(b, "dvc", "exp", "pull", "origin", *EXPS)
-    steps["compare"] = run(b, "rimo-eval", "compare", *EXPS, "--json").stdout
-    steps["compare_md"] = run(b, "rimo-eval", "compare", *EXPS).stdout
+    steps["compare"] = tool(b, "compare", *EXPS, "--json").stdout
+    steps["compare_md"] = tool(b, "compare", *EXPS).stdout
     run(b, "dvc", "exp", "apply", EXPS[1])
     steps["shas_exp"] = cached_outputs(b)
-    steps["audit_exp"] = run(b, "rimo-eval", "audit", check=False)
+    steps["audit_exp"] = tool(b, "audit", check=False)
     return {"a": a, "b": b, "origin": origin, "s3": s3, "shas_a": shas_a, "pushed": pushed,
             "exp_pushed": exp_pushed, "compare_a": compare_a,
-            "compare_md_a": run(a, "rimo-eval", "compare", *EXPS).stdout, **steps}
+            "compare_md_a": tool(a, "compare", *EXPS).stdout, **steps}
 
 
 def test_fresh_clone_names_missing_files_and_dvc_pull(team: dict[str, Any]) -> None:

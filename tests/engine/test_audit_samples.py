@@ -66,7 +66,8 @@ def test_rimo_eval_audit_passes_on_a_dvc_repro_k3_fake_server_run(
         "backend": "openai", "limit": 3, "samples": 3,
         "openai": {**openai, "base_url": server.base_url, "model": "fake", "api_key_env": None,
                    "cache_dir": "cache", "temperature": 0.6, "seed": 1}})
-    sh(root, "dvc", "repro", "-q")
+    # Up to score: the stages audit checks (the judge, view and report only read the metrics).
+    sh(root, "dvc", "repro", "-q", "score")
     audit = sh(root, "rimo-eval", "audit", check=False)
     assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
     assert "fingerprint" in audit.stdout and "does not recompute" not in audit.stdout
