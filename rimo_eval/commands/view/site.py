@@ -29,7 +29,7 @@ from rimo_eval.core.katex import katex_dir
 ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
 # The page's Markdown parser and sanitiser, from node_modules beside KaTeX's (package-lock.json
 # pins them with their integrity hashes): site path -> path under node_modules.
-VENDOR = {"vendor/markdown-it.min.js": "markdown-it/dist/browser/markdown-it.umd.min.js",
+VENDOR = {"vendor/markdown-it.min.js": "markdown-it/dist/markdown-it.min.js",
           "vendor/purify.min.js": "dompurify/dist/purify.min.js"}
 
 
