@@ -12,11 +12,12 @@ model backend records it in ``details``), so the item files are as heavy as real
 
 The reasoning workload (``--reasoning-chars``, issue 33): every reply (a RIMO-N sample, a
 RIMO-P part) is ``--answer-chars`` (2,000) of answer plus that much reasoning, prose-like
-text with math that compresses like real text (``Prose``: it prints how deflate does on it
-and on the benchmark's real reference solutions). Per k it builds one run's site (and with
-``--pair`` two runs' side by side) in a fresh process, so the peak RSS printed is the build's,
-and prints the reply text against the site on disk, the first grid, an item with all its k
-samples and one sample's reasoning opened and rendered (Chromium, file://).
+text with math that compresses like real text (``Prose``: it prints how the view's
+compression does on it and on the benchmark's real reference solutions). Per k it builds
+one run's site (and with ``--pair`` two runs' side by side) in a fresh process, so the peak
+RSS printed is the build's, and prints the reply text against the site on disk, the first
+grid, an item with all its k samples and one sample's reasoning opened and rendered
+(Chromium, file://).
 
 Per k it prints: the build (site from the loaded run: index, each item's texts packed,
 files written), the site's files and MB, the largest file, the size of data/index.js (what
@@ -38,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,9 @@ SYLLABLES = ["ta", "ne", "ri", "so", "lu", "ka", "mi", "po", "de", "va", "sha", 
              "in", "or", "al", "um", "ber", "tri", "con"]
 
 
+POOL = 400_000  # sentences Prose draws from (see Prose.text)
+
+
 class Prose:
     """Prose-like reasoning that compresses like real text, not one repeated phrase: sentences
     drawn from a seeded, Zipf-weighted vocabulary of 6,000 words (common words short), with
@@ -94,11 +99,14 @@ class Prose:
         return " ".join(body).capitalize() + rng.choice([".", ".", ".", ":", "?"])
 
     def text(self, chars: int, answer: str | None = None) -> str:
-        # Paragraphs of sentences drawn from a pool of 50,000 (made once: drawing words for
-        # each of 1.7 GB of text takes minutes); a 32 KB reply holds about 300 of them, so
-        # within deflate's 32 KB window a sentence rarely repeats.
+        # Paragraphs of sentences drawn from a pool (made once: drawing words for each of
+        # 3.2 GB of text takes minutes). An item's texts are compressed together in one
+        # Zstandard frame whose window spans the item (2 MB at k = 64), so a sentence must
+        # rarely repeat within an item: 400,000 sentences, of which an item at k = 64 draws
+        # about 19,000. (With 50,000 an item at k = 64 compressed 8% smaller than fresh text
+        # would: 0.307 of its size against 0.333.)
         if not hasattr(self, "pool"):
-            self.pool = [self.sentence() for _ in range(50_000)]
+            self.pool = [self.sentence() for _ in range(POOL)]
         parts: list[str] = []
         size = 0
         while size < chars:
@@ -116,32 +124,20 @@ def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, se
     sub-solution), made by the real replay predict
     and score stages; and the UTF-8 bytes of its reply texts (answers, reasoning, RIMO-P parts
     written by the model) and how many replies (RIMO-N samples, RIMO-P parts)."""
-    import pandas as pd
 
     from tests.support.view_runs import small_run
 
     items = work / "data/items"
-    n = pd.read_parquet(items / "rimo_n.parquet")
-    p = pd.read_parquet(items / "rimo_p.parquet")
-    prose, rng = Prose(seed), random.Random(seed)
-    rows, details = [], {}
-    for pid, gold in zip(n["problem_id"], n["answer"], strict=True):
-        for j in range(k):
-            ans = gold if rng.random() < 0.4 else str(rng.randint(0, 999))
-            rows.append({"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": ans})
-            details[(TRACK_N, pid, j)] = {
-                "text": prose.text(answer, ans), "reasoning": prose.text(reasoning),
-                "finish_reason": "stop", "extraction": "boxed",
-                "usage": {"completion_tokens": (reasoning + answer) // 4, "prompt_tokens": 200}}
-    for r in p[p["gradable"]].itertuples():
-        m = len(r.sub_solutions)
-        for j in range(k):
-            pred = [s if rng.random() < 0.5 else prose.text(answer) for s in r.sub_solutions]
-            rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
-                         "prediction": pred})
-            details[(TRACK_P, r.problem_id, j)] = {
-                "parts": [{"reasoning": prose.text(reasoning), "finish_reason": "stop"}
-                          for _ in range(m)]}
+    prose = Prose(seed)
+    rows, details = synthetic_rows(
+        items, k, random.Random(seed),
+        lambda ans: {"text": prose.text(answer, ans), "reasoning": prose.text(reasoning),
+                     "finish_reason": "stop", "extraction": "boxed",
+                     "usage": {"completion_tokens": (reasoning + answer) // 4,
+                               "prompt_tokens": 200}},
+        lambda m: prose.text(answer),
+        lambda m: {"parts": [{"reasoning": prose.text(reasoning), "finish_reason": "stop"}
+                             for _ in range(m)]})
     size = sum(len(v.encode("utf-8")) for d in details.values()
                for v in (d.get("text"), d.get("reasoning"),
                          *(x["reasoning"] for x in d.get("parts", [])))
@@ -157,16 +153,16 @@ def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, se
     return load_small(str(work / name), str(items), name), size, replies
 
 
-def expanded_run(work: Path, base: str, name: str, factor: int, size: int, replies: int
+def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
                  ) -> tuple[Any, int, int]:
-    """Run ``base`` with each sample copied ``factor`` times (sample j + c * k), each copy's
-    texts starting with a mark of its own, then scored by the real score stage: a k = 64 run
-    from a k = 16 one without holding 3.2 GB of new text (preparing it fresh takes over 12 GB
-    here). Texts of an item are never equal (pack's dedup is not fooled) and a copy is at least
-    15 samples (500 KB) from its original, far past deflate's 32 KB window: it compresses as
-    fresh text does. The search words are the same set (an honest cost: each text is read)."""
+    """Run ``base`` with each sample repeated ``factor`` times (sample j + c * k), every repeat's
+    texts written afresh (Prose, same lengths; a RIMO-P part that copies the reference keeps
+    it, so the scores keep their shape), then scored by the real score stage: a k = 64 run
+    from a k = 16 one, written a row group at a time (preparing it fresh in one go takes over
+    12 GB here). Returns the run, the UTF-8 bytes of its reply texts and its replies."""
     import json as json_
 
+    import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -176,36 +172,52 @@ def expanded_run(work: Path, base: str, name: str, factor: int, size: int, repli
     from rimo_eval.score.stage import score
 
     src, dst, items = work / base, work / name, work / "data/items"
-    extra = 0
-    if not (dst / "metrics.json").is_file():
+    counted = dst / "reply_text.json"  # what was written (--work: prepared before)
+    if not counted.is_file():
+        references = {str(x) for xs in pd.read_parquet(items / "rimo_p.parquet")[
+            "sub_solutions"] for x in xs}
+        prose = Prose(seed)
         (dst / "preds").mkdir(parents=True, exist_ok=True)
+        size = replies = 0
+        k = int(base[1:].rstrip("b"))  # "k16", "k16b"
+
+        def fresh(v: Any, c: int) -> Any:
+            if isinstance(v, str):
+                return v if c == 0 or v in references else prose.text(len(v))
+            if isinstance(v, list):
+                return [fresh(x, c) for x in v]
+            return v
+
+        def utf8(v: Any) -> int:
+            if isinstance(v, str):
+                return len(v.encode("utf-8"))
+            return sum(utf8(x) for x in v) if isinstance(v, list) else 0
+
         for track in (TRACK_N, TRACK_P):
             source = pq.ParquetFile(predictions_path(track, src / "preds"))
             schema = source.schema_arrow
-            k = int(base[1:].rstrip("b"))  # "k16", "k16b"
-
-            def mark(v: Any, c: int) -> Any:
-                if isinstance(v, str):
-                    return f"(copy {c}) {v}" if c else v
-                if isinstance(v, list):
-                    return [mark(x, c) for x in v]
-                return v
-
             with pq.ParquetWriter(predictions_path(track, dst / "preds"), schema) as writer:
                 out: list[dict[str, Any]] = []
                 chars = 0
 
                 def flush(group: list[dict[str, Any]]) -> None:
-                    nonlocal out, chars
+                    nonlocal out, chars, size, replies
                     for c in range(factor):
                         for row in group:
-                            new = dict(row, sample=row["sample"] + c * k)  # noqa: B023
+                            new = dict(row, sample=row["sample"] + c * k)
                             d = json_.loads(row["details"] or "{}")
                             if isinstance(d.get("text"), str):
-                                d["text"] = mark(d["text"], c)
+                                d["text"] = fresh(d["text"], c)
                             new["details"] = canonical_json(d)
-                            new[REASONING] = mark(row[REASONING], c)
-                            new[RAW_TEXT] = mark(row[RAW_TEXT], c)
+                            new[REASONING] = fresh(row[REASONING], c)
+                            new[RAW_TEXT] = fresh(row[RAW_TEXT], c)
+                            size += utf8(d.get("text")) + utf8(new[REASONING]) \
+                                + utf8(new[RAW_TEXT])
+                            if track == TRACK_P:  # noqa: B023
+                                new["prediction"] = fresh(row["prediction"], c)
+                                size += utf8(new["prediction"])
+                            replies += len(d["parts"]) if isinstance(d.get("parts"), list) \
+                                else 1
                             out.append(new)
                             chars += len(json_.dumps(new[REASONING] or ""))
                     if chars >= ROW_GROUP_TEXT_CHARS:
@@ -226,9 +238,9 @@ def expanded_run(work: Path, base: str, name: str, factor: int, size: int, repli
             source.close()
         score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items,
               dst / "preds", dst / "scores", dst / "metrics.json", dst / "plots")
-    # The marks add a few bytes per text (counted as reply text, to be fair to the ratio).
-    extra = replies * sum(len(f"(copy {c}) ") for c in range(1, factor))
-    return load_small(str(dst), str(items), name), size * factor + extra, replies * factor
+        counted.write_text(json_.dumps({"size": size, "replies": replies}))
+    done = json.loads(counted.read_text())
+    return load_small(str(dst), str(items), name), done["size"], done["replies"]
 
 
 def as_predict_writes(preds: Path, track: str) -> None:
@@ -275,29 +287,47 @@ def as_predict_writes(preds: Path, track: str) -> None:
     done.write_text("")
 
 
-def synthetic_run(work: Path, k: int, chars: int) -> Any:
+def synthetic_rows(items: Path, k: int, rng: random.Random,
+                   n_details: Callable[[str], dict[str, Any]], p_part: Callable[[int], str],
+                   p_details: Callable[[int], dict[str, Any]] | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[tuple[str, str, int], Any]]:
+    """The replay rows of a k-sample run over the items in ``items`` and their details: a
+    RIMO-N sample right 40% of the time, its details ``n_details(answer)``; a gradable RIMO-P
+    item's part right (the reference) half the time, else ``p_part(parts)``, its details
+    ``p_details(parts)`` where given. ``rng`` draws the outcomes (in this order)."""
     import pandas as pd
 
-    from tests.support.view_runs import small_run
-
-    items = work / "data/items"
     n = pd.read_parquet(items / "rimo_n.parquet")
     p = pd.read_parquet(items / "rimo_p.parquet")
-    rng = random.Random(k)
-    rows, details = [], {}
+    rows: list[dict[str, Any]] = []
+    details: dict[tuple[str, str, int], Any] = {}
     for pid, gold in zip(n["problem_id"], n["answer"], strict=True):
         for j in range(k):
             ans = gold if rng.random() < 0.4 else str(rng.randint(0, 999))
             rows.append({"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": ans})
-            details[(TRACK_N, pid, j)] = {
-                "text": reply(rng, chars, ans), "finish_reason": "stop", "extraction": "boxed",
-                "usage": {"completion_tokens": chars // 4, "prompt_tokens": 200}}
+            details[(TRACK_N, pid, j)] = n_details(ans)
     for r in p[p["gradable"]].itertuples():
+        m = len(r.sub_solutions)
         for j in range(k):
-            pred = [s if rng.random() < 0.5 else reply(rng, chars // len(r.sub_solutions), "x")
-                    for s in r.sub_solutions]
+            pred = [s if rng.random() < 0.5 else p_part(m) for s in r.sub_solutions]
             rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
                          "prediction": pred})
+            if p_details is not None:
+                details[(TRACK_P, r.problem_id, j)] = p_details(m)
+    return rows, details
+
+
+def synthetic_run(work: Path, k: int, chars: int) -> Any:
+    from tests.support.view_runs import small_run
+
+    items = work / "data/items"
+    rng = random.Random(k)
+    rows, details = synthetic_rows(
+        items, k, rng,
+        lambda ans: {"text": reply(rng, chars, ans), "finish_reason": "stop",
+                     "extraction": "boxed",
+                     "usage": {"completion_tokens": chars // 4, "prompt_tokens": 200}},
+        lambda m: reply(rng, chars // m, "x"))
     return small_run(work, f"k{k}", items, rows, k, details)
 
 
@@ -376,14 +406,15 @@ def load_small(base: str, items: str, name: str) -> Any:
                {t: pd.read_parquet(items_path(t, Path(items))) for t in tracks},
                {t: light(predictions_path(t, b / "preds")) for t in tracks},
                {t: pd.read_parquet(scores_path(t, b / "scores")) for t in tracks},
-               None, {t: DetailsCursor(pq.ParquetFile(predictions_path(t, b / "preds")), t)
+               None, {t: DetailsCursor(predictions_path(t, b / "preds"), t)
                       for t in tracks})
 
 
 def build_streamed(runs: list[Any], out: Path) -> dict[str, Any]:
     """As ``rimo-eval view`` builds: item by item, written as made."""
     from rimo_eval.commands.view.model import Site
-    from rimo_eval.commands.view.site import write_stream
+    from rimo_eval.commands.view.site import write_with
+    from rimo_eval.commands.view.workers import write_items
 
     site = Site(runs)
     index: dict[str, Any] = {}
@@ -392,7 +423,7 @@ def build_streamed(runs: list[Any], out: Path) -> dict[str, Any]:
         index.update(site.index())
         return index, site.words
 
-    write_stream(out, site.payloads(), finish)
+    write_with(out, lambda tmp: write_items(site, tmp), finish)
     return index
 
 
@@ -408,11 +439,14 @@ def build_in_child(spec: dict[str, Any], out: Path) -> tuple[float, dict[str, An
     return result
 
 
-def deflate_ratio(text: str) -> float:
-    import zlib
+def packed_ratio(text: str) -> float:
+    """The view's compression of 1 MB of ``text`` (packing.LEVEL), against its size."""
+    import zstandard
+
+    from rimo_eval.commands.view.packing import LEVEL
 
     raw = text.encode("utf-8")[: 1 << 20]
-    return len(zlib.compress(raw, 6)) / len(raw)
+    return len(zstandard.ZstdCompressor(level=LEVEL).compress(raw)) / len(raw)
 
 
 def solutions(work: Path) -> str:
@@ -438,19 +472,22 @@ def reasoning_main(args: argparse.Namespace) -> None:
         work = Path(args.work or tmp)
         if not (work / "data/items/rimo_n.parquet").is_file():
             prepare_items(work)
-        synthetic = deflate_ratio(Prose(0).text(1 << 20))
-        print(f"deflate -6 of 1 MB: the synthetic reasoning {synthetic:.3f} of its size, the "
-              f"real reference solutions {deflate_ratio(solutions(work)):.3f}")
+        synthetic = packed_ratio(Prose(0).text(1 << 20))
+        print(f"zstd (the view's level) of 1 MB: the synthetic reasoning {synthetic:.3f} of its "
+              f"size, the real reference solutions {packed_ratio(solutions(work)):.3f}")
         for k in args.k:
             t0 = time.perf_counter()
             names = [f"k{k}"] + ([f"k{k}b"] if args.pair else [])
             if args.expand_from:
                 base = args.expand_from
+                for i in range(len(names)):  # the runs it is made from, prepared first
+                    made_from = reasoning_run(work, f"k{base}" + ("b" if i else ""), base,
+                                              args.reasoning_chars, args.answer_chars,
+                                              seed=base + 1000 * i)[0]
+                    for c in made_from.cursors.values():
+                        c.close()
                 made = [expanded_run(work, f"k{base}" + ("b" if i else ""), nm, k // base,
-                                     *reasoning_run(work, f"k{base}" + ("b" if i else ""), base,
-                                                    args.reasoning_chars, args.answer_chars,
-                                                    seed=base + 1000 * i)[1:])
-                        for i, nm in enumerate(names)]
+                                     seed=k + 1000 * i) for i, nm in enumerate(names)]
             else:
                 made = [reasoning_run(work, nm, k, args.reasoning_chars, args.answer_chars,
                                       seed=k + 1000 * i) for i, nm in enumerate(names)]
@@ -499,7 +536,7 @@ def main() -> None:
                              "and reuse them when run again (a k = 64 pair takes minutes)")
     parser.add_argument("--expand-from", type=int, default=0,
                         help="with --reasoning-chars: make each k-sample run from the run of "
-                             "this k (prepared first), every sample copied and marked "
+                             "this k (prepared first), every sample repeated with fresh text "
                              "(expanded_run): k = 64 without 12 GB of preparation")
     parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
     parser.add_argument("--quick", action="store_true",

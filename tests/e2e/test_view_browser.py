@@ -71,7 +71,7 @@ for (const el of document.querySelectorAll("#main [style]"))  // KaTeX's own, er
   if (!el.closest(".katex,.katex-error") && !el.matches(".strip,.bar"))
     hits.push("style " + show(el));
 const own =
-  /(katex\\.min|vendor\\/(markdown-it|purify)\\.min|markdown|text|app|data\\/(index|items\\/\\d+|search\\/\\d+))\\.js$/;
+  /(katex\\.min|vendor\\/(markdown-it|purify|fzstd)\\.min|markdown|text|app|data\\/(index|items\\/\\d+|search\\/\\d+))\\.js$/;
 for (const s of document.scripts)
   if (!own.test(s.src)) hits.push("script " + (s.src || s.textContent.slice(0, 60)));
 if (getComputedStyle(document.body).display === "none") hits.push("body hidden by a payload's CSS");
@@ -353,7 +353,7 @@ def test_in_page_renderer_is_as_inert_as_the_build_time_one_was(driver: Any,
 @pytest.mark.slow
 def test_a_packed_text_round_trips_exactly_in_the_page(driver: Any, runs: dict[str, Any]
                                                        ) -> None:
-    """What packing.py compresses, the page's DecompressionStream gives back character for
+    """What packing.py compresses, the page's decoder (fzstd) gives back character for
     character: NUL, C0/C1 and bidi controls, astral characters, 100,000 characters; a lone
     surrogate (which UTF-8 cannot carry) as U+FFFD, counted for the page's note."""
     values = ["NUL\x00 bell\x07 C1\x85 \u202eevil\u202c zero\u200bwidth \ufeff",

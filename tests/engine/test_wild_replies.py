@@ -73,7 +73,7 @@ def run_and_score(root: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 
 def build_view(root: Path, metrics: dict[str, Any]) -> dict[str, int]:
     """The view of the run in ``root``, built and written as ``rimo-eval view`` does it."""
-    cursors = {t: DetailsCursor(pq.ParquetFile(predictions_path(t, root / "preds")), t)
+    cursors = {t: DetailsCursor(predictions_path(t, root / "preds"), t)
                for t in TRACKS}
     run = Run(Revision("wild", "git", "0" * 40), json.loads(json.dumps(metrics)),
               {t: pd.read_parquet(items_path(t, root / "items")) for t in TRACKS},

@@ -132,10 +132,13 @@ __all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "MXSS", "build_ru
 
 def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,
               details: dict[tuple[str, str, int], dict[str, Any]] | None = None,
-              limit: int | None = None) -> Any:
+              limit: int | None = None, row_group_rows: int | None = None) -> Any:
     """One run made by the real replay predict and score stages over ``items_dir``, as
     ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) written
-    into the predictions table before scoring, where a model backend records them."""
+    into the predictions table before scoring, where a model backend records them: kept in
+    ``details``, one row group (as tables from before the text columns); with
+    ``row_group_rows``, reasoning and raw text in their own columns, row groups of that many
+    rows, as predict writes them now."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -143,6 +146,8 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
     from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
+    from rimo_eval.core.hashing import canonical_json
+    from rimo_eval.core.predictions import RAW_TEXT, REASONING, split_texts
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
 
@@ -161,12 +166,17 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
             if extra is not None:
                 row["details"] = json.dumps({**json.loads(row["details"] or "{}"), **extra},
                                             sort_keys=True)
-        pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path)
+            if row_group_rows is not None:
+                light, row[REASONING], row[RAW_TEXT] = split_texts(
+                    track, json.loads(row["details"] or "{}"))
+                row["details"] = canonical_json(light)
+        pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path,
+                       row_group_size=row_group_rows)
     metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
                     base / "preds", base / "scores", base / "metrics.json", base / "plots")
     preds = {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks}
     return Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
                {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks}, preds,
                {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks},
-               None, {t: DetailsCursor(pq.ParquetFile(predictions_path(t, base / "preds")), t)
+               None, {t: DetailsCursor(predictions_path(t, base / "preds"), t)
                       for t in tracks})

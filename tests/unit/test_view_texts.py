@@ -53,7 +53,7 @@ def test_each_sample_gets_its_own_texts_read_forward(
     monkeypatch.setattr(texts, "BATCH_ROWS", 5)  # batches cut across items too
     path = predictions_path(TRACK_N, tables)
     assert pq.ParquetFile(path).metadata.num_row_groups == 7
-    cursor = DetailsCursor(pq.ParquetFile(path), TRACK_N)
+    cursor = DetailsCursor(path, TRACK_N)
 
     def pair(d: dict) -> tuple:
         return d.get("reasoning"), d.get("raw_text")
@@ -67,7 +67,7 @@ def test_each_sample_gets_its_own_texts_read_forward(
     assert cursor.get("n04x", 0) == {}  # an item the run lacks has none
     assert cursor.get("n05", 3) == {}  # so does a sample it lacks
     cursor.close()
-    p = DetailsCursor(pq.ParquetFile(predictions_path(TRACK_P, tables)), TRACK_P)
+    p = DetailsCursor(predictions_path(TRACK_P, tables), TRACK_P)
     parts = p.get("p01", 2)["parts"]
     assert [q.get("reasoning") for q in parts] == ["think p01/2 a", None]
 
@@ -85,7 +85,7 @@ def test_the_cursor_drops_each_row_group_once_read(tmp_path: Path) -> None:
     with pq.ParquetWriter(path, pa.Table.from_pylist(rows[:1]).schema) as writer:
         for row in rows:  # a row group each: 40 x 200 KB
             writer.write_table(pa.Table.from_pylist([row]))
-    cursor = DetailsCursor(pq.ParquetFile(path), TRACK_N)
+    cursor = DetailsCursor(path, TRACK_N)
     base, peak = pa.total_allocated_bytes(), 0
     for row in rows:
         assert cursor.get(row["problem_id"], 0)["reasoning"] == text

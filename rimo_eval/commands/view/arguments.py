@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "stage's site, for the workspace alone; reports/views/A+B for "
                              "named runs)")
     add_cutoff(parser, "the unseen filter")
+    parser.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                        help="processes that make the items' files (default: one per CPU, "
+                             "at most 8; 1: this process alone). The site is the same "
+                             "byte for byte whatever N")
     parser.add_argument("--serve", action="store_true",
                         help="then serve the folder on 127.0.0.1 and print the URL")
     parser.add_argument("--port", type=int, default=PORT, help="port for --serve (0: any)")
@@ -26,6 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "replies already in its response cache, marked partial (one "
                              "RUN; its params.yaml says which requests; nothing is written "
                              "to the cache)")
+
+
+def _jobs(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs: a whole number of processes >= 1, not "
+                                         f"{value!r}")
+    return n
 
 
 __all__ = ["PORT", "add_arguments"]

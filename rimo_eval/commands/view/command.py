@@ -22,7 +22,8 @@ from typing import Any
 from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
-from rimo_eval.commands.view.site import write_stream
+from rimo_eval.commands.view.site import write_with
+from rimo_eval.commands.view.workers import write_items
 from rimo_eval.core.artifacts import VIEW_DIR
 from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
@@ -56,10 +57,11 @@ def default_out(names: list[str], partial: bool = False) -> Path:
 
 
 def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | None = None,
-         partial: bool = False) -> dict[str, int]:
+         partial: bool = False, jobs: int | None = None) -> dict[str, int]:
     """``cutoffs``: run -> training cutoff (``--cutoff``), over the run's own
     score.training_cutoff: the unseen filter's. ``partial``: the one run from its response
-    cache (``--partial``)."""
+    cache (``--partial``). ``jobs``: processes making the items (workers.py; default one per
+    CPU)."""
     names = names or [WORKSPACE]
     if len(set(names)) != len(names):
         raise ConfigError(f"view: a run is named twice in {names}")
@@ -71,8 +73,8 @@ def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | N
         for name in names:
             runs.append(_load(root, name, partial))
         site = Site(runs, cutoffs)
-        return write_stream(out, site.payloads(), lambda: (marked(site.index(), runs),
-                                                            site.words))
+        return write_with(out, lambda tmp: write_items(site, tmp, jobs),
+                          lambda: (marked(site.index(), runs), site.words))
     finally:
         for run in runs:
             run.close()
@@ -122,11 +124,13 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     partial = bool(getattr(args, "partial", False))
     out = args.out if args.out is not None else default_out(list(args.runs), partial)
     counts = view(Path("."), list(args.runs), out,
-                  parse_cutoffs(getattr(args, "cutoff", None)), partial)
+                  parse_cutoffs(getattr(args, "cutoff", None)), partial,
+                  getattr(args, "jobs", None))
     entry = (out / "index.html").resolve()
+    jobs = counts["jobs"]
     print(f"view: wrote {'a PARTIAL view of ' if partial else ''}{counts['items']} items "
-          f"({counts['files']} files, "
-          f"{counts['bytes'] / 1e6:.1f} MB) to {out}; open {entry.as_uri()}",
+          f"({counts['files']} files, {counts['bytes'] / 1e6:.1f} MB, made by {jobs} "
+          f"process{'es' if jobs > 1 else ''}) to {out}; open {entry.as_uri()}",
           file=sys.stderr)
     if args.serve:
         serve(out, args.port)

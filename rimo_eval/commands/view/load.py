@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from rimo_eval.commands.runs import Revision, RunAt, RunFiles, open_run
 from rimo_eval.commands.view.texts import DetailsCursor
@@ -81,7 +80,7 @@ def load_run(root: Path, revision: Revision) -> Run:
         metrics = files.read_json(METRICS_PATH) or {}
         items = {t: files.read_parquet(items_path(t)) for t in TRACKS}
         # The sample's details and texts are read as the site is built (``DetailsCursor``).
-        cursors = {t: DetailsCursor(pq.ParquetFile(files.open(predictions_path(t))), t)
+        cursors = {t: DetailsCursor(files.open(predictions_path(t)), t)
                    for t in TRACKS}
         preds = {t: _light(files, predictions_path(t), cursors[t].names) for t in TRACKS}
         scores = {t: files.read_parquet(scores_path(t)) for t in TRACKS}

@@ -331,37 +331,66 @@ class Site:
         self.index_items: list[dict[str, Any]] = []
         self.words: list[str] = []
 
+    @property
+    def count(self) -> int:
+        """How many items the site shows."""
+        return len(self._order)
+
     def payloads(self) -> Iterator[dict[str, Any]]:
-        runs = self.runs
-        no_judge: list[dict[tuple[str, int], dict[int, dict[str, Any]]]] = [{} for _ in runs]
+        """Every item's payload, in index order (``index_items`` and ``words`` fill as they
+        come)."""
         self.index_items, self.words = [], []
-        for n, (track, pid) in enumerate(self._order):
-            item, rows, preds = self._items[(track, pid)], self._rows[track], self._preds[track]
-            payload = item_payload(track, item, runs, rows, preds, self._errors[track],
-                                   self._judges if track == TRACK_P else no_judge)
-            outcomes, masks = [], []
-            texts = [_text(item.get("problem")), *map(str, _list(item.get("sub_problems")))]
-            for i, samples in enumerate(payload["runs"]):
-                outcomes.append("".join(s["o"] for s in samples) if samples else "-")
-                masks.append(sorted({f for s in samples or [] for f in s["flags"]},
-                                    key=FLAGS.index))
-                for r in rows[i].get(pid, []):
-                    d = runs[i].sample_details(track, pid, int(r["sample"]))
-                    texts += [_text(d.get("text") or d.get("raw_text")),
-                              _text(d.get("reasoning"))]
-                    p = preds[i].get((pid, int(r["sample"])))
-                    texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
-            entry = {"key": payload["key"], "track": track, "id": pid,
-                     "domain": payload["domain"], "parts": payload["parts"], "o": outcomes,
-                     "f": masks, "n": n, "gold": payload.get("gold"), "y": payload["year"],
-                     "b": payload["band"]}
-            if payload["shortlist"]:
-                entry["sl"] = payload["shortlist"]
-            if "data_warnings" in payload:  # upstream text the view marks (and can filter)
-                entry["w"] = [w["rule"] for w in payload["data_warnings"]]
+        for n in range(self.count):
+            payload, entry, words = self.made(n)
             self.index_items.append(entry)
-            self.words.append(search_text(texts))
+            self.words.append(words)
             yield payload
+
+    def made(self, n: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Item ``n``'s payload, its grid entry and its search words. Items are asked in
+        ascending order (the texts are read forward); a worker process asks its own blocks."""
+        runs = self.runs
+        track, pid = self._order[n]
+        item, rows, preds = self._items[(track, pid)], self._rows[track], self._preds[track]
+        no_judge: list[dict[tuple[str, int], dict[int, dict[str, Any]]]] = [{} for _ in runs]
+        payload = item_payload(track, item, runs, rows, preds, self._errors[track],
+                               self._judges if track == TRACK_P else no_judge)
+        outcomes, masks = [], []
+        texts = [_text(item.get("problem")), *map(str, _list(item.get("sub_problems")))]
+        for i, samples in enumerate(payload["runs"]):
+            outcomes.append("".join(s["o"] for s in samples) if samples else "-")
+            masks.append(sorted({f for s in samples or [] for f in s["flags"]},
+                                key=FLAGS.index))
+            for r in rows[i].get(pid, []):
+                d = runs[i].sample_details(track, pid, int(r["sample"]))
+                texts += [_text(d.get("text") or d.get("raw_text")),
+                          _text(d.get("reasoning"))]
+                p = preds[i].get((pid, int(r["sample"])))
+                texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
+        entry = {"key": payload["key"], "track": track, "id": pid,
+                 "domain": payload["domain"], "parts": payload["parts"], "o": outcomes,
+                 "f": masks, "n": n, "gold": payload.get("gold"), "y": payload["year"],
+                 "b": payload["band"]}
+        if payload["shortlist"]:
+            entry["sl"] = payload["shortlist"]
+        if "data_warnings" in payload:  # upstream text the view marks (and can filter)
+            entry["w"] = [w["rule"] for w in payload["data_warnings"]]
+        return payload, entry, search_text(texts)
+
+    def reopenable(self) -> bool:
+        """Whether every run's texts can be read again by a worker of its own."""
+        return all(c.path() is not None for run in self.runs for c in run.cursors.values())
+
+    def reopen(self) -> None:
+        """Give every run cursors of their own (in a forked worker; see ``reopenable``)."""
+        for run in self.runs:
+            run.cursors = {t: c.reopened() for t, c in run.cursors.items()}
+
+    def collect(self, entries: list[tuple[dict[str, Any], str]]) -> None:
+        """A worker's block of grid entries and search words, taken in index order."""
+        for entry, words in entries:
+            self.index_items.append(entry)
+            self.words.append(words)
 
     def index(self) -> dict[str, Any]:
         runs = self.runs

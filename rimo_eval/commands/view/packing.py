@@ -3,37 +3,36 @@
 The payload of an item (model.py) holds each text as a ``Text`` (a str that remembers whether it
 is shown as source). ``pack`` replaces each one by ``{"t": i}`` (``"src": 1`` for source, and
 ``"fixed": n`` when n lone surrogates had to become U+FFFD: UTF-8 cannot carry them, and the
-page says so), and returns the item's distinct texts as one raw-deflate stream of the UTF-8 JSON
-array, base64: the page decodes it with ``DecompressionStream("deflate-raw")``, then
-``JSON.parse`` (never eval). One stream per item, not per text: the k samples of an item share
+page says so), and returns the item's distinct texts as one Zstandard frame of the UTF-8 JSON
+array, base64: the page decodes it with fzstd (pinned in package-lock.json), then
+``JSON.parse`` (never eval). One frame per item, not per text: the k samples of an item share
 their words, so they compress together far better (and nothing is paid per text but its bytes).
 
 Markdown and math are rendered in the page (text.js: markdown-it with raw HTML off, then
 DOMPurify), only when a text is shown, never at build time: a k = 64 reasoning run is 3.4 GB of
 text, most of which nobody opens.
 
-The bytes are deterministic: a fixed level and strategy (zlib-ng, pinned), no header, no time
-in them.
+The bytes are deterministic: a fixed level, one thread, the pinned zstandard (and its libzstd),
+no time in them.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import zlib
 from typing import Any
 
-from zlib_ng import zlib_ng
+import orjson
+import zstandard
 
 from rimo_eval.core.surrogates import valid_text
 
-# zlib-ng level 4: on 15 items' k = 16 reasoning texts here (base64 included) it gave 0.467 of
-# the text at 12-13 MB/s, level 3 0.486 at 17-19 MB/s (the site then went over half the text);
-# zlib 0.49 at 10 MB/s (level 5), 0.47 at 4 MB/s (level 6); ISA-L 0.53 at 300 MB/s. All under
-# a load average of 4-6 on 2 cores. The same input, level and zlib-ng release (pinned) give
-# the same bytes (tests/unit/test_view_site.py rebuilds a site byte for byte); any inflate
-# reads them.
-LEVEL = 4
+# Zstandard level 3. Raw deflate (decoded natively by the page) was the first choice, but
+# at the half-the-text size only zlib-ng level 4 fits (0.47 of the text, base64 in), at 56 MB/s
+# a core: 57 s of CPU for a k = 64 reasoning run's 3.2 GB. Zstandard level 3 gives 0.42 at
+# 149 MB/s, level 2 0.46 at 188 MB/s (one item block of k = 16 reasoning, base64 in; ISA-L
+# deflate 0.53 at 318 MB/s, over half). benchmarks/README.md has the build figures.
+LEVEL = 3
 
 
 class Text(str):
@@ -97,17 +96,22 @@ def pack(payload: Any) -> tuple[Any, str]:
 
 
 def encode(texts: list[str]) -> str:
-    """The base64 of the raw deflate of ``texts`` as a UTF-8 JSON array (valid text only)."""
-    raw = json.dumps(texts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    deflate = zlib_ng.compressobj(LEVEL, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_DEFAULT_STRATEGY)
-    return base64.b64encode(deflate.compress(raw) + deflate.flush()).decode("ascii")
+    """The base64 of one Zstandard frame of ``texts`` as a UTF-8 JSON array (valid text only)."""
+    # orjson: the standard library's encoder runs at ~100 MB/s on long texts, most of the
+    # build's time after compression (cProfile, k = 16 reasoning); the texts are valid UTF-8
+    # here (``_lone``), so it never refuses one.
+    raw = orjson.dumps(texts)
+    # A compressor per call: it is not thread-safe, and costs little beside an item's text.
+    frame = zstandard.ZstdCompressor(level=LEVEL, write_checksum=False, write_content_size=True,
+                                     threads=0).compress(raw)
+    return base64.b64encode(frame).decode("ascii")
 
 
 def decode(blob: str) -> list[str]:
     """``encode``'s inverse (tests and tools; the page has its own)."""
     if not blob:
         return []
-    raw = zlib.decompress(base64.b64decode(blob), -15)
+    raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(blob))
     texts: list[str] = json.loads(raw.decode("utf-8"))
     return texts
 

@@ -173,7 +173,7 @@ def _run(revision: Revision, params: dict[str, Any],
             path.parent.mkdir(parents=True, exist_ok=True)
             write_groups(table_groups(track, sample[track], found.predictions, identity, fp,
                                       k, run), table_schema(track, run), path)
-            cursors[track] = DetailsCursor(pq.ParquetFile(path), track)
+            cursors[track] = DetailsCursor(path, track)
             full = pd.read_parquet(path, columns=[c for c in cursors[track].names
                                                   if c not in TEXT_COLUMNS])
             grade = score_n if track == TRACK_N else score_p

@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,10 +25,12 @@ from rimo_eval.core.katex import FILES as KATEX_FILES
 from rimo_eval.core.katex import katex_dir
 
 ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
-# The page's Markdown parser and sanitiser, from node_modules beside KaTeX's (package-lock.json
-# pins them with their integrity hashes): site path -> path under node_modules.
+# The page's Markdown parser, sanitiser and Zstandard decoder, from node_modules beside KaTeX's
+# (package-lock.json pins them with their integrity hashes): site path -> path under
+# node_modules.
 VENDOR = {"vendor/markdown-it.min.js": "markdown-it/dist/markdown-it.min.js",
-          "vendor/purify.min.js": "dompurify/dist/purify.min.js"}
+          "vendor/purify.min.js": "dompurify/dist/purify.min.js",
+          "vendor/fzstd.min.js": "fzstd/umd/index.js"}
 
 
 def vendor_files(katex: Path) -> dict[str, Path]:
@@ -43,12 +43,16 @@ def vendor_files(katex: Path) -> dict[str, Path]:
                           f"`npm ci` from package-lock.json)")
     return found
 SEARCH_CHUNK = 64
-IN_FLIGHT = 2  # items being compressed and written while the next is made
 
 
-def script(call: str, *args: Any) -> bytes:
+def script(call: str, *args: Any, blob: str | None = None) -> bytes:
+    """``RIMO.call(args..., blob)``: each arg as ASCII JSON; ``blob`` (packing's base64, a
+    string) last, written as it is: nothing in it to escape, and json.dumps would scan
+    megabytes of it."""
     body = ",".join(json.dumps(a, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
                     for a in args)
+    if blob is not None:
+        body += f',"{blob}"'
     return f"RIMO.{call}({body});\n".encode("ascii")
 
 
@@ -57,9 +61,10 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def _write_item(tmp: Path, n: int, payload: dict[str, Any]) -> None:
+def write_item(tmp: Path, n: int, payload: dict[str, Any]) -> None:
+    """Item ``n``'s script file, its texts packed (packing.py)."""
     payload, blob = pack(payload)
-    _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob))
+    _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob=blob))
 
 
 def write_site(out: Path, index: dict[str, Any], payloads: Iterable[dict[str, Any]],
@@ -73,6 +78,23 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
     """``write_site`` with the payloads written as they come (one item's every run and sample
     at a time, so a k = 64 reasoning run is never held whole) and the index and search words,
     which only the last payload completes, asked of ``finish`` after them."""
+
+    def items(tmp: Path) -> dict[str, int]:
+        count = 0
+        for n, payload in enumerate(payloads):
+            write_item(tmp, n, payload)
+            count += 1
+        return {"items": count, "jobs": 1}
+
+    return write_with(out, items, finish)
+
+
+def write_with(out: Path, items: Callable[[Path], dict[str, int]],
+               finish: Callable[[], tuple[dict[str, Any], list[str]]]) -> dict[str, int]:
+    """The site in a folder beside ``out``: the page and its assets, then ``items(folder)``
+    writes the item files (and returns how many, ``items``, by how many processes, ``jobs``),
+    then the index and search words of ``finish``; the folder then replaces ``out`` whole
+    (nothing half-written is ever at ``out``)."""
     katex = katex_dir()
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -87,25 +109,15 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
             _write(tmp / "katex" / name, (katex / name).read_bytes())
         for font in sorted((katex / "fonts").glob("*.woff2")):  # what Chromium picks first
             _write(tmp / "katex/fonts" / font.name, font.read_bytes())
-        count = 0
-        # Each item is compressed and written on a thread (zlib and the write let go of the
-        # GIL) while the next one is read and made; at most IN_FLIGHT items are held.
-        with ThreadPoolExecutor(IN_FLIGHT) as pool:
-            pending: deque[Future[None]] = deque()
-            for n, payload in enumerate(payloads):
-                pending.append(pool.submit(_write_item, tmp, n, payload))
-                while len(pending) > IN_FLIGHT:
-                    pending.popleft().result()
-                count += 1
-            for done in pending:
-                done.result()
+        made = items(tmp)
         index, words = finish()
         chunks = (len(words) + SEARCH_CHUNK - 1) // SEARCH_CHUNK
         _write(tmp / "data/index.js", script("index", {**index, "search_chunks": chunks,
                                                        "search_chunk": SEARCH_CHUNK}))
         for c in range(chunks):
             _write(tmp / f"data/search/{c:03d}.js",  # compressed: items share their words
-                   script("search", c, encode(words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK])))
+                   script("search", c,
+                          blob=encode(words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK])))
         for path in tmp.rglob("*"):  # readable by a static host, whatever mkdtemp chose
             path.chmod(0o755 if path.is_dir() else 0o644)
         tmp.chmod(0o755)
@@ -121,8 +133,8 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return {"items": count, "files": sum(1 for p in out.rglob("*") if p.is_file()),
-            "bytes": size}
+    return {**made, "files": sum(1 for p in out.rglob("*") if p.is_file()), "bytes": size}
 
 
-__all__ = ["VENDOR", "katex_dir", "script", "vendor_files", "write_site", "write_stream"]
+__all__ = ["VENDOR", "katex_dir", "script", "vendor_files", "write_item", "write_site",
+           "write_stream", "write_with"]

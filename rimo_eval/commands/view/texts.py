@@ -3,14 +3,18 @@ time.
 
 The site is built item by item in the tables' own order (by problem id, then sample), so the
 details and texts of a k = 64 reasoning run (3.4 GB of text) are never all in memory: only the
-record batch being read and the current item's samples are (issue 20).
+record batch being read and the current item's samples are (issue 20). Worker processes
+(workers.py) each read their own blocks of items through a cursor of their own
+(``reopened``), skipping the row groups before them by the file's problem-id statistics.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import pyarrow.parquet as pq
 
@@ -38,15 +42,34 @@ class DetailsCursor:
     """``get(problem_id, sample)`` -> that sample's details with its reasoning and raw text
     joined back in, for problem ids asked in ascending order (asking for an earlier one reads
     the file again from its start). Tables from before the texts had columns of their own keep
-    them in ``details``, which then passes through as stored."""
+    them in ``details``, which then passes through as stored. ``source``: the table's path, or
+    a binary file (a DVC revision's; reopened by its path where it has one)."""
 
-    def __init__(self, file: pq.ParquetFile, track: str) -> None:
-        self._file, self._track = file, track
-        self.names: list[str] = file.schema_arrow.names
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO, track: str) -> None:
+        self._source, self._track = source, track
+        self._file = pq.ParquetFile(source)
+        self.names: list[str] = self._file.schema_arrow.names
         self._texts = set(TEXT_COLUMNS) <= set(self.names)
         self._columns = ["problem_id", "sample", "details",
                          *(TEXT_COLUMNS if self._texts else ())]
+        self._last = _last_ids(self._file)
         self._start()
+
+    def path(self) -> str | None:
+        """The table's path, None for a file object without one."""
+        source = self._source
+        if isinstance(source, str | os.PathLike):
+            return os.fspath(source)
+        name = getattr(source, "name", None)
+        return name if isinstance(name, str) and Path(name).is_file() else None
+
+    def reopened(self) -> DetailsCursor:
+        """A cursor of the same table on a handle of its own (a forked worker's: a shared file
+        offset would interleave two readers). Only for a cursor with a ``path``."""
+        path = self.path()
+        if path is None:
+            raise ValueError("this cursor's table has no path to reopen")
+        return DetailsCursor(path, self._track)
 
     def _start(self) -> None:
         self._batches: Iterator[Any] = self._read()
@@ -59,6 +82,9 @@ class DetailsCursor:
         # group it had decoded (pyarrow 26: Arrow memory grew by the text read, 300 MiB over a
         # k = 16 reasoning run's RIMO-P table; benchmarks/README.md, view_build.py).
         for group in range(self._file.metadata.num_row_groups):
+            last = self._last[group]
+            if last is not None and self._pid is not None and last < self._pid:
+                continue  # every row before the item asked for: a worker's skip ahead
             table = self._file.read_row_group(group, columns=self._columns)
             yield from table.to_batches(BATCH_ROWS)
             del table
@@ -92,6 +118,21 @@ class DetailsCursor:
                     details = join_texts(self._track, details, plain_texts(row[REASONING]),
                                          plain_texts(row[RAW_TEXT]))
                 self._current[int(row["sample"])] = details
+
+
+def _last_ids(file: pq.ParquetFile) -> list[str | None]:
+    """Each row group's largest problem id, from the file's statistics (None: unknown)."""
+    meta = file.metadata
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if "problem_id" not in names:
+        return [None] * meta.num_row_groups
+    col = names.index("problem_id")
+    out: list[str | None] = []
+    for group in range(meta.num_row_groups):
+        stats = meta.row_group(group).column(col).statistics
+        top = stats.max if stats is not None and stats.has_min_max else None
+        out.append(top if isinstance(top, str) else None)
+    return out
 
 
 __all__ = ["DetailsCursor"]

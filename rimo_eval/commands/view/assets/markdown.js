@@ -94,11 +94,13 @@ const RIMO_MARKDOWN = (() => {
   }
 
   async function unpack(blob) {
-    // The item's texts: base64 -> raw deflate -> UTF-8 JSON array (JSON.parse, never eval).
+    // The item's texts: base64 -> one Zstandard frame (fzstd, pinned) -> UTF-8 JSON array
+    // (JSON.parse, never eval).
     if (!blob) return [];
-    const bytes = Uint8Array.from(atob(blob), c => c.charCodeAt(0));
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
-    return JSON.parse(await new Response(stream).text());
+    const chars = atob(blob);
+    const bytes = new Uint8Array(chars.length);
+    for (let i = 0; i < chars.length; i++) bytes[i] = chars.charCodeAt(i);
+    return JSON.parse(new TextDecoder("utf-8").decode(window.fzstd.decompress(bytes)));
   }
   return { clean, render, unpack };
 })();
