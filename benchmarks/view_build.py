@@ -30,16 +30,12 @@ rendered).
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
 import os
-import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,287 +44,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from predict_throughput import prepare_items  # noqa: E402
+from view_workload import (  # noqa: E402
+    Prose,
+    expanded_run,
+    load_small,
+    reasoning_run,
+    synthetic_run,
+)
 
 from rimo_eval.commands.view.model import build  # noqa: E402
 from rimo_eval.commands.view.site import write_site  # noqa: E402
-from rimo_eval.core.tracks import TRACK_N, TRACK_P  # noqa: E402
-
-
-def reply(rng: random.Random, chars: int, answer: str) -> str:
-    parts, size = [], 0
-    while size < chars:
-        a, b = rng.randint(2, 99), rng.randint(2, 99)
-        s = (f"Let $x_{{{a}}} = \\frac{{{a}}}{{{b}}}$ and consider *step {a}*: "
-             f"\\[\\sum_{{i=1}}^{{{b}}} i^2 = {b * (b + 1) * (2 * b + 1) // 6}.\\] ")
-        parts.append(s)
-        size += len(s)
-    return "".join(parts) + f"\n\nSo the answer is $\\boxed{{{answer}}}$."
-
-
-SYLLABLES = ["ta", "ne", "ri", "so", "lu", "ka", "mi", "po", "de", "va", "sha", "gro", "ex",
-             "in", "or", "al", "um", "ber", "tri", "con"]
-
-
-POOL = 400_000  # sentences Prose draws from (see Prose.text)
-
-
-class Prose:
-    """Prose-like reasoning that compresses like real text, not one repeated phrase: sentences
-    drawn from a seeded, Zipf-weighted vocabulary of 6,000 words (common words short), with
-    inline and display math of random symbols and numbers."""
-
-    def __init__(self, seed: int) -> None:
-        rng = random.Random(seed)
-        words: list[str] = ["the", "of", "and", "so", "is", "we", "that", "a", "to", "it"]
-        while len(words) < 6000:
-            w = "".join(rng.choice(SYLLABLES) for _ in range(1 + min(4, len(words) // 600)))
-            words.append(w)
-        self.words = words
-        self.cum = list(itertools.accumulate(1 / (r + 1) for r in range(len(words))))
-        self.rng = rng
-
-    def sentence(self) -> str:
-        rng = self.rng
-        body = rng.choices(self.words, cum_weights=self.cum, k=rng.randint(6, 22))
-        a, b, v = rng.randint(1, 99), rng.randint(2, 999), rng.choice("xyznkpq")
-        math = rng.choice([f"${v}_{{{a}}} = {b}$", f"$\\frac{{{v}}}{{{b}}}$",
-                           f"$({v} + {a})^2 \\equiv {b} \\pmod{{{a + 2}}}$", "",
-                           f"\\[\\sum_{{i=1}}^{{{a}}} {v}_i = {b}.\\]", ""])
-        if math:
-            body.insert(rng.randint(0, len(body)), math)
-        return " ".join(body).capitalize() + rng.choice([".", ".", ".", ":", "?"])
-
-    def text(self, chars: int, answer: str | None = None) -> str:
-        # Paragraphs of sentences drawn from a pool (made once: drawing words for each of
-        # 3.2 GB of text takes minutes). An item's texts are compressed together in one
-        # Zstandard frame whose window spans the item (2 MB at k = 64), so a sentence must
-        # rarely repeat within an item: 400,000 sentences, of which an item at k = 64 draws
-        # about 19,000. (With 50,000 an item at k = 64 compressed 8% smaller than fresh text
-        # would: 0.307 of its size against 0.333.)
-        if not hasattr(self, "pool"):
-            self.pool = [self.sentence() for _ in range(POOL)]
-        parts: list[str] = []
-        size = 0
-        while size < chars:
-            p = " ".join(self.rng.choices(self.pool, k=self.rng.randint(2, 6))) + "\n\n"
-            parts.append(p)
-            size += len(p)
-        end = f"So the answer is $\\boxed{{{answer}}}$." if answer is not None else ""
-        return "".join(parts)[:max(0, chars - len(end))] + end
-
-
-def reasoning_run(work: Path, name: str, k: int, reasoning: int, answer: int, seed: int
-                  ) -> tuple[Any, int, int]:
-    """A run of k samples per item, each reply ``answer`` characters with ``reasoning``
-    characters of reasoning (RIMO-P: each part is a reply; a right part copies the reference
-    sub-solution), made by the real replay predict
-    and score stages; and the UTF-8 bytes of its reply texts (answers, reasoning, RIMO-P parts
-    written by the model) and how many replies (RIMO-N samples, RIMO-P parts)."""
-
-    from tests.support.view_runs import small_run
-
-    items = work / "data/items"
-    prose = Prose(seed)
-    rows, details = synthetic_rows(
-        items, k, random.Random(seed),
-        lambda ans: {"text": prose.text(answer, ans), "reasoning": prose.text(reasoning),
-                     "finish_reason": "stop", "extraction": "boxed",
-                     "usage": {"completion_tokens": (reasoning + answer) // 4,
-                               "prompt_tokens": 200}},
-        lambda m: prose.text(answer),
-        lambda m: {"parts": [{"reasoning": prose.text(reasoning), "finish_reason": "stop"}
-                             for _ in range(m)]})
-    size = sum(len(v.encode("utf-8")) for d in details.values()
-               for v in (d.get("text"), d.get("reasoning"),
-                         *(x["reasoning"] for x in d.get("parts", [])))
-               if isinstance(v, str))
-    size += sum(len(x.encode("utf-8")) for r in rows if r["track"] == TRACK_P
-                for x in r["prediction"])
-    replies = sum(len(d.get("parts", [None])) for d in details.values())
-    if not (work / name / "metrics.json").is_file():  # else prepared before (--work)
-        small_run(work, name, items, rows, k, details)
-    del details
-    for track in (TRACK_N, TRACK_P):
-        as_predict_writes(work / name / "preds", track)
-    return load_small(str(work / name), str(items), name), size, replies
-
-
-def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
-                 ) -> tuple[Any, int, int]:
-    """Run ``base`` with each sample repeated ``factor`` times (sample j + c * k), every repeat's
-    texts written afresh (Prose, same lengths; a RIMO-P part that copies the reference keeps
-    it, so the scores keep their shape), then scored by the real score stage: a k = 64 run
-    from a k = 16 one, written a row group at a time (preparing it fresh in one go takes over
-    12 GB here). Returns the run, the UTF-8 bytes of its reply texts and its replies."""
-    import json as json_
-
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from rimo_eval.core.artifacts import predictions_path
-    from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import RAW_TEXT, REASONING, ROW_GROUP_TEXT_CHARS
-    from rimo_eval.score.stage import score
-
-    src, dst, items = work / base, work / name, work / "data/items"
-    counted = dst / "reply_text.json"  # what was written (--work: prepared before)
-    if not counted.is_file():
-        references = {str(x) for xs in pd.read_parquet(items / "rimo_p.parquet")[
-            "sub_solutions"] for x in xs}
-        prose = Prose(seed)
-        (dst / "preds").mkdir(parents=True, exist_ok=True)
-        size = replies = 0
-        k = int(base[1:].rstrip("b"))  # "k16", "k16b"
-
-        def fresh(v: Any, c: int) -> Any:
-            if isinstance(v, str):
-                return v if c == 0 or v in references else prose.text(len(v))
-            if isinstance(v, list):
-                return [fresh(x, c) for x in v]
-            return v
-
-        def utf8(v: Any) -> int:
-            if isinstance(v, str):
-                return len(v.encode("utf-8"))
-            return sum(utf8(x) for x in v) if isinstance(v, list) else 0
-
-        for track in (TRACK_N, TRACK_P):
-            source = pq.ParquetFile(predictions_path(track, src / "preds"))
-            schema = source.schema_arrow
-            with pq.ParquetWriter(predictions_path(track, dst / "preds"), schema) as writer:
-                out: list[dict[str, Any]] = []
-                chars = 0
-
-                def flush(group: list[dict[str, Any]]) -> None:
-                    nonlocal out, chars, size, replies
-                    for c in range(factor):
-                        for row in group:
-                            new = dict(row, sample=row["sample"] + c * k)
-                            d = json_.loads(row["details"] or "{}")
-                            if isinstance(d.get("text"), str):
-                                d["text"] = fresh(d["text"], c)
-                            new["details"] = canonical_json(d)
-                            new[REASONING] = fresh(row[REASONING], c)
-                            new[RAW_TEXT] = fresh(row[RAW_TEXT], c)
-                            size += utf8(d.get("text")) + utf8(new[REASONING]) \
-                                + utf8(new[RAW_TEXT])
-                            if track == TRACK_P:  # noqa: B023
-                                new["prediction"] = fresh(row["prediction"], c)
-                                size += utf8(new["prediction"])
-                            replies += len(d["parts"]) if isinstance(d.get("parts"), list) \
-                                else 1
-                            out.append(new)
-                            chars += len(json_.dumps(new[REASONING] or ""))
-                    if chars >= ROW_GROUP_TEXT_CHARS:
-                        writer.write_table(pa.Table.from_pylist(out, schema=schema))  # noqa: B023
-                        out, chars = [], 0
-
-                group: list[dict[str, Any]] = []
-                for batch in source.iter_batches(batch_size=256):
-                    for row in batch.to_pylist():
-                        if group and row["problem_id"] != group[0]["problem_id"]:
-                            flush(group)
-                            group = []
-                        group.append(row)
-                if group:
-                    flush(group)
-                if out:
-                    writer.write_table(pa.Table.from_pylist(out, schema=schema))
-            source.close()
-        score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items,
-              dst / "preds", dst / "scores", dst / "metrics.json", dst / "plots")
-        counted.write_text(json_.dumps({"size": size, "replies": replies}))
-    done = json.loads(counted.read_text())
-    return load_small(str(dst), str(items), name), done["size"], done["replies"]
-
-
-def as_predict_writes(preds: Path, track: str) -> None:
-    """The predictions table laid out as the predict stage writes it: reasoning and raw text
-    in columns of their own, row groups ending at ``ROW_GROUP_TEXT_CHARS`` of text (small_run
-    leaves the texts in ``details``, one row group: a reader would decode 1 GB at once)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from rimo_eval.core.artifacts import predictions_path
-    from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import (
-        RAW_TEXT,
-        REASONING,
-        ROW_GROUP_ROWS,
-        ROW_GROUP_TEXT_CHARS,
-        parse_details,
-        split_texts,
-    )
-
-    path = predictions_path(track, preds)
-    done = path.with_suffix(".relaid")
-    if done.exists():
-        return
-    source = pq.ParquetFile(path)
-    tmp = path.with_suffix(".tmp")
-    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
-        rows: list[dict[str, Any]] = []
-        chars = 0
-        for batch in source.iter_batches(batch_size=256):
-            for row in batch.to_pylist():
-                light, reasoning, raw = split_texts(track, parse_details(row["details"]))
-                row |= {"details": canonical_json(light), REASONING: reasoning, RAW_TEXT: raw}
-                rows.append(row)
-                chars += sum(len(x) for x in ([reasoning] if isinstance(reasoning, str)
-                                              else reasoning or []) if isinstance(x, str))
-                if len(rows) == ROW_GROUP_ROWS or chars >= ROW_GROUP_TEXT_CHARS:
-                    writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
-                    rows, chars = [], 0
-        if rows:
-            writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
-    source.close()
-    tmp.replace(path)
-    done.write_text("")
-
-
-def synthetic_rows(items: Path, k: int, rng: random.Random,
-                   n_details: Callable[[str], dict[str, Any]], p_part: Callable[[int], str],
-                   p_details: Callable[[int], dict[str, Any]] | None = None
-                   ) -> tuple[list[dict[str, Any]], dict[tuple[str, str, int], Any]]:
-    """The replay rows of a k-sample run over the items in ``items`` and their details: a
-    RIMO-N sample right 40% of the time, its details ``n_details(answer)``; a gradable RIMO-P
-    item's part right (the reference) half the time, else ``p_part(parts)``, its details
-    ``p_details(parts)`` where given. ``rng`` draws the outcomes (in this order)."""
-    import pandas as pd
-
-    n = pd.read_parquet(items / "rimo_n.parquet")
-    p = pd.read_parquet(items / "rimo_p.parquet")
-    rows: list[dict[str, Any]] = []
-    details: dict[tuple[str, str, int], Any] = {}
-    for pid, gold in zip(n["problem_id"], n["answer"], strict=True):
-        for j in range(k):
-            ans = gold if rng.random() < 0.4 else str(rng.randint(0, 999))
-            rows.append({"track": TRACK_N, "problem_id": pid, "sample": j, "prediction": ans})
-            details[(TRACK_N, pid, j)] = n_details(ans)
-    for r in p[p["gradable"]].itertuples():
-        m = len(r.sub_solutions)
-        for j in range(k):
-            pred = [s if rng.random() < 0.5 else p_part(m) for s in r.sub_solutions]
-            rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
-                         "prediction": pred})
-            if p_details is not None:
-                details[(TRACK_P, r.problem_id, j)] = p_details(m)
-    return rows, details
-
-
-def synthetic_run(work: Path, k: int, chars: int) -> Any:
-    from tests.support.view_runs import small_run
-
-    items = work / "data/items"
-    rng = random.Random(k)
-    rows, details = synthetic_rows(
-        items, k, rng,
-        lambda ans: {"text": reply(rng, chars, ans), "finish_reason": "stop",
-                     "extraction": "boxed",
-                     "usage": {"completion_tokens": chars // 4, "prompt_tokens": 200}},
-        lambda m: reply(rng, chars // m, "x"))
-    return small_run(work, f"k{k}", items, rows, k, details)
 
 
 def first_grid_ms(site: Path, first_item: str, loads: int = 3
@@ -373,41 +98,49 @@ def first_grid_ms(site: Path, first_item: str, loads: int = 3
     return out
 
 
+def _tree(pid: int) -> list[int]:
+    out = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
+                for child in f.read().split():
+                    out += _tree(int(child))
+    except OSError:  # gone while read
+        pass
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+            return next((int(x.split()[1]) for x in f if x.startswith("Pss:")), 0)
+    except OSError:
+        return 0
+
+
 def _build_child(spec: dict[str, Any], out: Path, queue: Any) -> None:
-    """The build alone, in a fresh process, so its peak RSS is its own."""
+    """The build alone, in a fresh process. Its memory: the peak over the build of the summed
+    proportional set size (PSS) of this process and the workers it forks (view/workers.py),
+    sampled every 0.1 s: a worker shares the tables it was forked with, which PSS counts once
+    where summed RSS would count them in every process."""
+    import threading
+
     runs = [load_small(**r) for r in spec["runs"]]
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], sum(_pss_kib(p) for p in _tree(os.getpid())))
+            done.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     t0 = time.perf_counter()
     index = build_streamed(runs, out)
     built = time.perf_counter() - t0
-    status = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
-    hwm = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    queue.put((built, index, hwm / 1024))
-
-
-def load_small(base: str, items: str, name: str) -> Any:
-    """A run small_run made, loaded again from its files (as ``small_run`` returns it)."""
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    from rimo_eval.commands.compare.revisions import Revision
-    from rimo_eval.commands.view.load import Run
-    from rimo_eval.commands.view.texts import DetailsCursor
-    from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
-    from rimo_eval.core.predictions import TEXT_COLUMNS
-
-    def light(path: Path) -> Any:  # as load.py reads it: no texts, no details
-        names = pq.ParquetFile(path).schema_arrow.names
-        return pd.read_parquet(path, columns=[c for c in names
-                                              if c not in (*TEXT_COLUMNS, "details")])
-
-    b, tracks = Path(base), (TRACK_N, TRACK_P)
-    metrics = json.loads((b / "metrics.json").read_text(encoding="utf-8"))
-    return Run(Revision(name, "git", "0" * 40), metrics,
-               {t: pd.read_parquet(items_path(t, Path(items))) for t in tracks},
-               {t: light(predictions_path(t, b / "preds")) for t in tracks},
-               {t: pd.read_parquet(scores_path(t, b / "scores")) for t in tracks},
-               None, {t: DetailsCursor(predictions_path(t, b / "preds"), t)
-                      for t in tracks})
+    done.set()
+    sampler.join()
+    queue.put((built, index, peak[0] / 1024))
 
 
 def build_streamed(runs: list[Any], out: Path) -> dict[str, Any]:
@@ -462,10 +195,10 @@ def solutions(work: Path) -> str:
 
 def reasoning_main(args: argparse.Namespace) -> None:
     """The reasoning workload (issue 33): per k, one run (and with ``--pair`` two runs side by
-    side), build in a child process (its peak RSS), site size against the reply text."""
-    print("| k | runs | replies | reply text | prepare | build | peak RSS (build) | site on disk "
-          "| site / text | largest file | data/index.js | first grid (median) | item, all k "
-          "samples | one reasoning rendered | load |")
+    side), build in a child process (its peak memory), site size against the reply text."""
+    print("| k | runs | replies | reply text | prepare | build | peak memory (PSS, build + "
+          "workers) | site on disk | site / text | largest file | data/index.js | first grid "
+          "(median) | item, all k samples | one reasoning rendered | load |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
           "| ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory(prefix="rimo-view-bench-") as tmp:
@@ -478,8 +211,10 @@ def reasoning_main(args: argparse.Namespace) -> None:
         for k in args.k:
             t0 = time.perf_counter()
             names = [f"k{k}"] + ([f"k{k}b"] if args.pair else [])
-            if args.expand_from:
+            if args.expand_from and k != args.expand_from:
                 base = args.expand_from
+                if k % base:
+                    raise SystemExit(f"--expand-from {base}: k = {k} is not a multiple of it")
                 for i in range(len(names)):  # the runs it is made from, prepared first
                     made_from = reasoning_run(work, f"k{base}" + ("b" if i else ""), base,
                                               args.reasoning_chars, args.answer_chars,

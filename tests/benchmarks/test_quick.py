@@ -34,6 +34,7 @@ HELPERS = {
     "timed.py": "one timed child process (wall clock, peak RSS)",
     "peer_lmeval.py": "lm-eval as a peer of predict_throughput.py",
     "old_tree.py": "a baseline revision's package (stages before 1.0), for --baseline",
+    "view_workload.py": "the synthetic runs view_build.py measures the view on",
 }
 
 # A script whose --quick another branch is adding: skipped while its source lacks --quick, run
