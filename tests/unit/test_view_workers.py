@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,11 @@ from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_with
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.commands.view.workers import write_items
+from rimo_eval.core.errors import StageError
 from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
-from tests.support.factories import n_item, p_item, write_items as write_item_tables
+from tests.support.factories import n_item, p_item
+from tests.support.factories import write_items as write_item_tables
 from tests.support.view_runs import HOSTILE_TEXT, small_run
 
 N, P, K = 23, 9, 3
@@ -106,6 +110,37 @@ def test_a_table_without_a_path_is_made_in_one_process(run: Any, tmp_path: Path)
     finally:
         run.cursors[TRACK_N] = real
     assert (counts["jobs"], counts["items"]) == (1, N + P)
+
+
+REAL_BLOCK = workers._block
+
+
+def dies_on_the_third_block(block: tuple[int, int]) -> Any:
+    """A worker killed mid-build (out of memory, say): it exits without a word."""
+    if block[0] >= 6:
+        os._exit(9)
+    return REAL_BLOCK(block)
+
+
+def test_a_worker_that_dies_fails_the_build_and_leaves_nothing(
+        run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multiprocessing.Pool waits forever for a dead worker's task; the build must fail with
+    an error instead, and leave no half-written site."""
+    monkeypatch.setattr(workers, "BLOCK", 3)
+    monkeypatch.setattr(workers, "_block", dies_on_the_third_block)
+
+    def hung(*_: Any) -> None:
+        raise TimeoutError("the build hung on a dead worker")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.raises(StageError, match="a worker process making the site's items died"):
+            build(run, tmp_path / "dead", 2)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not (tmp_path / "dead").exists() and not list(tmp_path.glob(".dead.*"))
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two"])

@@ -6,18 +6,26 @@ holds the runs' tables) takes the next block, reads its texts through cursors of
 (texts.py: it skips the row groups before the block), writes each item's file and sends back
 the items' grid entries and search words, which are taken in index order. Each item's file
 depends on that item alone, so the site is byte for byte the one a single process writes
-(tests/unit/test_view_site.py builds it both ways).
+(tests/unit/test_view_workers.py builds it both ways). A worker that dies (killed, out of
+memory) fails the build with an error, never a hang (concurrent.futures, not
+multiprocessing.Pool, whose lost tasks are waited for forever).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_item
+from rimo_eval.core.errors import StageError
 
 BLOCK = 16  # items a worker takes at once: small enough that none is left alone at the end
 MAX_JOBS = 8
@@ -38,20 +46,36 @@ def write_items(site: Site, tmp: Path, jobs: int | None = None) -> dict[str, int
     reopened by a worker, e.g. read from memory)."""
     jobs = default_jobs() if jobs is None else jobs
     blocks = [(a, min(a + BLOCK, site.count)) for a in range(0, site.count, BLOCK)]
-    if (jobs <= 1 or len(blocks) <= 1 or not site.reopenable()
-            or "fork" not in multiprocessing.get_all_start_methods()):
-        for n, payload in enumerate(site.payloads()):
-            write_item(tmp, n, payload)
-        return {"items": site.count, "jobs": 1}
-    site.index_items, site.words = [], []
-    # fork: the workers share the tables this process read (nothing is pickled but the
-    # block numbers and the entries sent back).
-    context = multiprocessing.get_context("fork")
-    jobs = min(jobs, len(blocks))
-    with context.Pool(jobs, _start, (site, tmp)) as pool:
-        for made in pool.imap(_block, blocks):
-            site.collect(made)
-    return {"items": site.count, "jobs": jobs}
+    # A bar on a terminal only (a k = 64 reasoning run takes half a minute or more).
+    bar = tqdm(total=site.count, unit="item", desc="view", file=sys.stderr, disable=None,
+               dynamic_ncols=True, mininterval=0.5, leave=False)
+    try:
+        if (jobs <= 1 or len(blocks) <= 1 or not site.reopenable()
+                or "fork" not in multiprocessing.get_all_start_methods()):
+            for n, payload in enumerate(site.payloads()):
+                write_item(tmp, n, payload)
+                bar.update()
+            return {"items": site.count, "jobs": 1}
+        site.index_items, site.words = [], []
+        jobs = min(jobs, len(blocks))
+        # fork: the workers share the tables this process read (nothing is pickled but the
+        # block numbers and the entries sent back).
+        with ProcessPoolExecutor(jobs, multiprocessing.get_context("fork"), _start,
+                                 (site, tmp)) as pool:
+            try:
+                for made in pool.map(_block, blocks):
+                    site.collect(made)
+                    bar.update(len(made))
+            except BrokenProcessPool as exc:
+                raise StageError(f"view: a worker process making the site's items died "
+                                 f"({exc}); was it out of memory? `--jobs 1` makes them in "
+                                 f"this process alone") from None
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
+        return {"items": site.count, "jobs": jobs}
+    finally:
+        bar.close()
 
 
 def _start(site: Site, tmp: Path) -> None:
