@@ -74,7 +74,8 @@ def read_items_frame(track: str, items_dir: str | os.PathLike[str] = ITEMS_DIR) 
     return pd.read_parquet(_existing(track, items_dir))
 
 
-def _rows_to_items(rows: Iterable[dict[str, Any]]) -> list[Item]:
+def rows_to_items(rows: Iterable[dict[str, Any]]) -> list[Item]:
+    """Items table rows (``to_pylist``) as predict reads them; also the partial view's."""
     items = []
     for row in rows:
         track = row["track"]
@@ -98,4 +99,4 @@ def load_items(track: str, items_dir: str | os.PathLike[str] = ITEMS_DIR) -> lis
     # predict needs no pandas, whose import was a fifth of a fast run.
     import pyarrow.parquet as pq
 
-    return _rows_to_items(pq.ParquetFile(_existing(track, items_dir)).read().to_pylist())
+    return rows_to_items(pq.ParquetFile(_existing(track, items_dir)).read().to_pylist())

@@ -36,8 +36,11 @@ from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.core.config import PredictParams, coerce
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import Item, items_path
-from rimo_eval.core.items import _rows_to_items as rows_to_items  # predict's reading
+from rimo_eval.core.items import (
+    Item,
+    items_path,
+    rows_to_items,  # predict's reading
+)
 from rimo_eval.core.predictions import (
     TEXT_COLUMNS,
     predictions_path,
