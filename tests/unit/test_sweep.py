@@ -82,9 +82,14 @@ def test_a_bad_sweep_file_is_refused_naming_the_key(tmp_path: Path, change: dict
     assert message in str(err.value)
 
 
-def test_a_password_in_the_git_url_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="holds a password"):
-        plan_of(tmp_path, BASE, url="https://me:hunter2@git.example.org/rimo.git")
+@pytest.mark.parametrize(("url", "held"), [
+    ("https://me:hunter2@git.example.org/rimo.git", "a password"),
+    ("https://ghp_0123456789abcdef@github.com/team/rimo.git", "a user name (a token?)")])
+def test_credentials_in_the_git_url_are_refused(tmp_path: Path, url: str, held: str) -> None:
+    with pytest.raises(ConfigError, match=r"git_remote: the git URL holds ") as err:
+        plan_of(tmp_path, BASE, url=url)
+    assert held in str(err.value) and "hunter2" not in str(err.value) \
+        and "ghp_" not in str(err.value)
 
 
 def test_the_script_lists_the_tasks_and_runs_the_plan(tmp_path: Path) -> None:

@@ -172,10 +172,13 @@ def _overrides(sweep: SweepFile, where: str, value: Any) -> dict[str, Any]:
 
 
 def check_url(url: str, where: str) -> str:
-    """A git URL with a password in it would be written into the plan and the clones."""
+    """A git URL with a password in it would be written into the plan, the clones and what
+    the sweep prints; so would a token given as an HTTP(S) URL's user name
+    (``https://<token>@github.com/...``, which GitHub accepts): neither is taken."""
     parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.password:
-        raise ConfigError(f"{where}: the git URL holds a password; use a credential helper "
+    if parts.scheme in ("http", "https") and (parts.password or parts.username):
+        held = "a password" if parts.password else "a user name (a token?)"
+        raise ConfigError(f"{where}: the git URL holds {held}; use a credential helper "
                           f"or an SSH key (secrets come from the environment only)")
     return url
 
