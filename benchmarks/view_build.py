@@ -136,20 +136,22 @@ def _build_child(spec: dict[str, Any], out: Path, queue: Any) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     t0 = time.perf_counter()
-    index = build_streamed(runs, out)
+    index = build_streamed(runs, out, spec.get("search_reasoning", False))
     built = time.perf_counter() - t0
     done.set()
     sampler.join()
     queue.put((built, index, peak[0] / 1024))
 
 
-def build_streamed(runs: list[Any], out: Path) -> dict[str, Any]:
-    """As ``rimo-eval view`` builds: item by item, written as made."""
+def build_streamed(runs: list[Any], out: Path, search_reasoning: bool = False
+                   ) -> dict[str, Any]:
+    """As ``rimo-eval view`` builds: item by item, written as made (by its worker processes,
+    one per CPU)."""
     from rimo_eval.commands.view.model import Site
     from rimo_eval.commands.view.site import write_with
     from rimo_eval.commands.view.workers import write_items
 
-    site = Site(runs)
+    site = Site(runs, search_reasoning=search_reasoning)
     index: dict[str, Any] = {}
 
     def finish() -> tuple[dict[str, Any], list[str]]:
@@ -236,6 +238,7 @@ def reasoning_main(args: argparse.Namespace) -> None:
             for count in ([1, 2] if args.pair else [1]):
                 spec = {"runs": [{"base": str(work / nm), "items": str(work / "data/items"),
                                   "name": nm} for nm in names[:count]]}
+                spec["search_reasoning"] = args.search_reasoning
                 site = work / f"site{k}-{count}"
                 built, index, rss = build_in_child(spec, site)
                 size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
@@ -266,6 +269,9 @@ def main() -> None:
                         help="with --reasoning-chars: characters of the answer per reply")
     parser.add_argument("--pair", action="store_true",
                         help="with --reasoning-chars: also two runs side by side")
+    parser.add_argument("--search-reasoning", action="store_true",
+                        help="with --reasoning-chars: build as `rimo-eval view "
+                             "--search-reasoning` (the search covers every reasoning)")
     parser.add_argument("--work", type=Path, default=None,
                         help="with --reasoning-chars: keep the prepared runs in this folder "
                              "and reuse them when run again (a k = 64 pair takes minutes)")

@@ -197,3 +197,29 @@ def test_index_lists_the_items_with_upstream_text_warnings(tmp_path: Path) -> No
     assert list(index["data_rules"]) == ["text.double_backslash"]
     (p,) = [p for p in payloads if p["key"] == "RIMO-P:2001g1"]
     assert p["data_warnings"] == [{"rule": "text.double_backslash", "fields": ["sub-solution 1"]}]
+
+
+def test_search_covers_answers_and_on_request_every_reasoning(tmp_path: Path) -> None:
+    """By default the search words are the problem's and every answer's (a RIMO-N reply, a
+    RIMO-P part); with search_reasoning, RIMO-N's reasoning and each RIMO-P part's too (the
+    parts' reasoning was never searched before, though the docs said every model text)."""
+    items = small_items(tmp_path)
+    details = {(TRACK_N, "2001a1", 1): {"text": "replyword so $\\boxed{12}$",
+                                        "reasoning": "zebraword thinking"},
+               (TRACK_P, "2001g1", 2): {"parts": [{"reasoning": "quokkaword first"},
+                                                  {"reasoning": "second"}]}}
+    rows = k3_rows({"2001a1": ["12", "12", "13"], "2001a2": ["-3", "", "-3"],
+                    "2001c1": ["1", "2", "7"]})
+    run = small_run(tmp_path, "k3", items, rows, 3, details)
+
+    def words(search_reasoning: bool) -> dict[str, set[str]]:
+        index, _payloads, found = build([run], search_reasoning=search_reasoning)
+        assert index["search_reasoning"] is search_reasoning
+        return {it["key"]: set(w.split()) for it, w in zip(index["items"], found, strict=True)}
+
+    plain, full = words(False), words(True)
+    n, p = f"{TRACK_N}:2001a1", f"{TRACK_P}:2001g1"
+    assert "replyword" in plain[n] and "g2" in plain[p]  # answers: always
+    assert "zebraword" not in plain[n] and "quokkaword" not in plain[p]
+    assert {"replyword", "zebraword"} <= full[n] and {"quokkaword", "second", "g2"} <= full[p]
+    assert all(plain[k] <= full[k] for k in plain)

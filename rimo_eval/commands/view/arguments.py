@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "stage's site, for the workspace alone; reports/views/A+B for "
                              "named runs)")
     add_cutoff(parser, "the unseen filter")
+    parser.add_argument("--search-reasoning", action="store_true",
+                        help="the search covers every reasoning too, not only the problems "
+                             "and answers (a reasoning run builds several times slower: "
+                             "every word of its reasoning is indexed)")
     parser.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                         help="processes that make the items' files (default: one per CPU, "
                              "at most 8; 1: this process alone). The site is the same "

@@ -57,11 +57,13 @@ def default_out(names: list[str], partial: bool = False) -> Path:
 
 
 def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | None = None,
-         partial: bool = False, jobs: int | None = None) -> dict[str, int]:
+         partial: bool = False, jobs: int | None = None,
+         search_reasoning: bool = False) -> dict[str, int]:
     """``cutoffs``: run -> training cutoff (``--cutoff``), over the run's own
     score.training_cutoff: the unseen filter's. ``partial``: the one run from its response
     cache (``--partial``). ``jobs``: processes making the items (workers.py; default one per
-    CPU)."""
+    CPU). ``search_reasoning``: the search covers the reasoning too (``--search-reasoning``).
+    """
     names = names or [WORKSPACE]
     if len(set(names)) != len(names):
         raise ConfigError(f"view: a run is named twice in {names}")
@@ -72,7 +74,7 @@ def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | N
     try:
         for name in names:
             runs.append(_load(root, name, partial))
-        site = Site(runs, cutoffs)
+        site = Site(runs, cutoffs, search_reasoning)
         return write_with(out, lambda tmp: write_items(site, tmp, jobs),
                           lambda: (marked(site.index(), runs), site.words))
     finally:
@@ -125,7 +127,7 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     out = args.out if args.out is not None else default_out(list(args.runs), partial)
     counts = view(Path("."), list(args.runs), out,
                   parse_cutoffs(getattr(args, "cutoff", None)), partial,
-                  getattr(args, "jobs", None))
+                  getattr(args, "jobs", None), bool(getattr(args, "search_reasoning", False)))
     entry = (out / "index.html").resolve()
     jobs = counts["jobs"]
     print(f"view: wrote {'a PARTIAL view of ' if partial else ''}{counts['items']} items "

@@ -310,8 +310,13 @@ class Site:
     and dropped before the next is made, so a k = 64 reasoning run is never held whole), then
     ``index()`` and ``words`` (each item's search words, in index order) are complete."""
 
-    def __init__(self, runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None) -> None:
+    def __init__(self, runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None,
+                 search_reasoning: bool = False) -> None:
         self.runs = runs
+        # The search covers the problem and every answer; the reasoning too only on request:
+        # it is most of a reasoning run's text (32 KB of 34 per reply), so indexing its words
+        # was most of the build's time at k = 64 (benchmarks/README.md).
+        self.search_reasoning = search_reasoning
         # Each run's training cutoff (``--cutoff RUN=DATE``, else its score.training_cutoff).
         self.cutoffs = run_cutoffs([r.label for r in runs], [r.params for r in runs],
                                    cutoffs or {})
@@ -363,10 +368,11 @@ class Site:
                                 key=FLAGS.index))
             for r in rows[i].get(pid, []):
                 d = runs[i].sample_details(track, pid, int(r["sample"]))
-                texts += [_text(d.get("text") or d.get("raw_text")),
-                          _text(d.get("reasoning"))]
+                texts.append(_text(d.get("text") or d.get("raw_text")))
                 p = preds[i].get((pid, int(r["sample"])))
                 texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
+                if self.search_reasoning:
+                    texts += _reasonings(d)
         entry = {"key": payload["key"], "track": track, "id": pid,
                  "domain": payload["domain"], "parts": payload["parts"], "o": outcomes,
                  "f": masks, "n": n, "gold": payload.get("gold"), "y": payload["year"],
@@ -402,14 +408,24 @@ class Site:
                 "flags": list(FLAGS), "pairs": pairs,
                 "data_rules": {r: d for r, d in WARNING_RULES.items() if r in seen},
                 "bands": bands(it["y"] for it in self.index_items),
-                "unseen": unseen_options([r.label for r in runs], self.cutoffs)}
+                "unseen": unseen_options([r.label for r in runs], self.cutoffs),
+                "search_reasoning": self.search_reasoning}
 
 
-def build(runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None
+def _reasonings(details: dict[str, Any]) -> list[str]:
+    """A sample's reasoning: RIMO-N's, or each RIMO-P part's."""
+    parts = details.get("parts")
+    return [_text(details.get("reasoning")),
+            *(_text(p.get("reasoning")) for p in parts if isinstance(p, dict))] \
+        if isinstance(parts, list) else [_text(details.get("reasoning"))]
+
+
+def build(runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None,
+          search_reasoning: bool = False
           ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     """The index, the item payloads (in index order) and each item's search words, held
     whole (small runs and tests; ``view`` writes a ``Site`` as it is made)."""
-    site = Site(runs, cutoffs)
+    site = Site(runs, cutoffs, search_reasoning)
     payloads = list(site.payloads())
     return site.index(), payloads, site.words
 

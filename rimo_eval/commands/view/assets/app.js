@@ -179,7 +179,7 @@ const RIMO = (() => {
       select("flag", "diagnostic flag", index.flags.map(f => [f, f]), s.get("flag") || "") +
       (Object.keys(index.data_rules || {}).length ? select("data", "upstream text", Object.entries(index.data_rules), s.get("data") || "") : "") +
       `<label><input type="checkbox" data-key="disagree"${s.get("disagree") ? " checked" : ""}> runs disagree</label>` +
-      `<label>search <input type="search" data-key="q" placeholder="words in problem or model text" value="${esc(s.get("q") || "")}"></label>`;
+      `<label>search <input type="search" data-key="q" placeholder="${index.search_reasoning ? "words in problem, answers or reasoning" : "words in problem or answers (not reasoning)"}" title="${index.search_reasoning ? "" : "rimo-eval view --search-reasoning covers the reasoning too"}" value="${esc(s.get("q") || "")}"></label>`;
     if (index.runs.length > 1) {
       html += `<label>A <select data-key="a">${runs.map(([v]) => `<option${v === index.runs[a].label ? " selected" : ""}>${esc(v)}</option>`).join("")}</select></label>` +
         `<label>B <select data-key="b">${runs.map(([v]) => `<option${v === index.runs[b].label ? " selected" : ""}>${esc(v)}</option>`).join("")}</select></label>`;
