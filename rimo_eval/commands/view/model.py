@@ -9,7 +9,6 @@ ungradable, ``M``, ``E``; ``-`` not evaluated in that run (a sample run, say).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from rimo_eval.commands.compare.samples import per_item, sample_count
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.packing import source
 from rimo_eval.commands.view.packing import text as shown
+from rimo_eval.commands.view.words import reasonings, search_text
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
 from rimo_eval.core.flags import FLAGS_N
 from rimo_eval.core.metrics_files import interval
@@ -30,9 +30,6 @@ from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 # The score stage's diagnostic flags (one per row), where the scores table has them; RIMO-P's
 # (FLAGS_P) are among them.
 FLAGS = FLAGS_N
-WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# An ASCII text's word characters kept, every other byte a space (WORD, for ASCII).
-_ASCII_WORD = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
 
 
 def _value(x: Any) -> Any:
@@ -253,19 +250,6 @@ def item_payload(track: str, item: dict[str, Any], runs: Sequence[Run],
     return out
 
 
-def search_text(raw: Iterable[str]) -> str:
-    """The item's distinct words, lower case: problem and every model text, for the search."""
-    words: set[str] = set()
-    ascii_words: set[bytes] = set()
-    for text in dict.fromkeys(raw):  # k samples often repeat a text: each is read once
-        if text.isascii():  # WORD is [A-Za-z0-9]+ there: 3x faster as bytes
-            ascii_words.update(text.lower().encode("ascii").translate(_ASCII_WORD).split())
-        else:
-            words.update(WORD.findall(text.lower()))
-    words.update(w.decode("ascii") for w in ascii_words)
-    return " ".join(sorted(words))
-
-
 def _prediction_index(run: Run, track: str, column: str = "prediction"
                       ) -> dict[tuple[str, int], Any]:
     frame = run.predictions[track]
@@ -372,7 +356,7 @@ class Site:
                 p = preds[i].get((pid, int(r["sample"])))
                 texts += [str(x) for x in _list(p)] if track == TRACK_P else [_text(p)]
                 if self.search_reasoning:
-                    texts += _reasonings(d)
+                    texts += reasonings(d)
         entry = {"key": payload["key"], "track": track, "id": pid,
                  "domain": payload["domain"], "parts": payload["parts"], "o": outcomes,
                  "f": masks, "n": n, "gold": payload.get("gold"), "y": payload["year"],
@@ -410,14 +394,6 @@ class Site:
                 "bands": bands(it["y"] for it in self.index_items),
                 "unseen": unseen_options([r.label for r in runs], self.cutoffs),
                 "search_reasoning": self.search_reasoning}
-
-
-def _reasonings(details: dict[str, Any]) -> list[str]:
-    """A sample's reasoning: RIMO-N's, or each RIMO-P part's."""
-    parts = details.get("parts")
-    return [_text(details.get("reasoning")),
-            *(_text(p.get("reasoning")) for p in parts if isinstance(p, dict))] \
-        if isinstance(parts, list) else [_text(details.get("reasoning"))]
 
 
 def build(runs: Sequence[Run], cutoffs: Mapping[str, str] | None = None,
