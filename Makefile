@@ -84,7 +84,9 @@ repro: setup
 PYTEST_WORKERS ?= 2
 # --durations: every CI log names its slowest tests, where the time budget goes.
 PYTEST_ARGS ?= --durations=30
-PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+# --no-loadscope-reorder: files in collection order, the end-to-end ones first
+# (tests/conftest.py), not by their number of tests.
+PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The docs site (mkdocs.yml) builds strictly, offline, into the git-ignored build/site: a
 # broken link, anchor or nav entry fails the run in seconds, before the tests. Never --quiet:

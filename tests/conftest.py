@@ -18,6 +18,19 @@ from tests.support.fake_batch import FakeBatchServer
 from tests.support.paths import UPSTREAM_FILES, find_mirror
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with end-to-end tests (marked ``slow``) first, each file's tests in their order.
+
+    ``make test``'s parallel pass hands out whole files in this order (``--dist loadfile
+    --no-loadscope-reorder``): the long ones (a few tests of up to 90 s each) start early and
+    the hundreds of quick unit tests fill the end evenly. xdist's own order, by number of
+    tests, left the long single-test files for last, where one worker ran them while the
+    other had nothing left to take.
+    """
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: file and test order kept
+
+
 @pytest.fixture(scope="session")
 def mirror_dir() -> Path:
     return find_mirror()
