@@ -94,16 +94,25 @@ def wait_for_queue(repo: Path, names: list[str], timeout_s: float = 600) -> str:
     raise AssertionError(f"queue not done after {timeout_s} s:\n{status}")
 
 
-def stop_workers(repo: Path) -> None:
-    """``dvc queue stop --kill``, then SIGKILL any worker of this repo still alive: a worker
-    whose idle monitor died (dvc-task's, on a control message it read half-written while the
-    other worker shut down) never exits on its own."""
-    run(repo, "dvc", "queue", "stop", "--kill", check=False)
+def stop_workers(repo: Path, *, kill: bool = False) -> None:
+    """``dvc queue stop``, then wait for this repo's workers to exit and SIGKILL any left: a
+    worker whose idle monitor died (dvc-task's, on a control message read half-written while
+    the other worker shut down) never exits on its own, and while one lives each DVC command
+    that asks the queue waits on its replies."""
+    run(repo, "dvc", "queue", "stop", *(["--kill"] if kill else []), check=False)
+    pids = []
     for pid_file in (repo / ".dvc/tmp/exps/celery").glob("dvc-exp-worker-*.pid"):
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().strip())
             if "queue-worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
-                os.kill(pid, signal.SIGKILL)
+                pids.append(pid)
+    deadline = time.monotonic() + 30
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +137,8 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
                 "-S", f"predict.openai.model={model}", "-S", f"predict.openai.concurrency={conc}")
         started = time.monotonic()
         # Into a file, not through pipes: the workers it starts inherit its stdout and stderr,
-        # so reading them to the end waited for the workers' exit (10 s idle, or never: see
-        # stop_workers).
+        # so reading them to the end waited for the workers' exit (10 s after the queue is
+        # empty, or never: see stop_workers).
         start_log = repo.parent / "queue-start.log"
         with start_log.open("w") as out:
             code = subprocess.run(["dvc", "queue", "start", "-j", "2"], cwd=repo,
@@ -139,6 +148,7 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
         status = wait_for_queue(repo, list(QUEUED))
         queue_s = time.monotonic() - started
         records = list(server.records)
+        stop_workers(repo)  # before the next DVC commands, which would wait on their replies
         logs = {n: run(repo, "dvc", "queue", "logs", n).stdout for n in QUEUED}
         server.reset()
         run(repo, "dvc", "exp", "run", "-n", "s-b", "score", "-S", "predict.openai.model=m-b",
@@ -148,7 +158,7 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
                "status": status, "records": records, "logs": logs, "queue_s": queue_s,
                "metrics": exp_metrics(repo), "sequential_requests": sequential_requests}
     finally:
-        stop_workers(repo)
+        stop_workers(repo, kill=True)
         server.stop()
 
 
