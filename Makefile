@@ -84,16 +84,25 @@ repro: setup
 PYTEST_WORKERS ?= 2
 # --durations: every CI log names its slowest tests, where the time budget goes.
 PYTEST_ARGS ?= --durations=30
-PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+# --no-loadscope-reorder: files in collection order, the end-to-end ones first
+# (tests/conftest.py), not by their number of tests.
+PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The docs site (mkdocs.yml) builds strictly, offline, into the git-ignored build/site: a
 # broken link, anchor or nav entry fails the run in seconds, before the tests. Never --quiet:
 # it hides the warnings that --strict counts. NO_MKDOCS_2_WARNING silences Material's banner.
+# mypy (a minute of one core from a cold cache, as in a fresh clone) runs beside the first
+# pytest pass, whose two workers leave CPU idle while their tests wait on servers, kills and
+# child processes; its report prints after that pass, and a failure fails `make test` there.
+# `make lint` runs it alone.
 test: setup browser slurm
 	ruff check .
-	mypy
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
-	$(PYTEST_PARALLEL) -m "not serial"
+	@mkdir -p build
+	mypy > build/mypy.log 2>&1 & typing=$$!; \
+	$(PYTEST_PARALLEL) -m "not serial"; tests=$$?; \
+	wait $$typing; typed=$$?; echo "mypy (beside the first pass):"; cat build/mypy.log; \
+	[ $$typed -eq 0 ] && [ $$tests -eq 0 ]
 	pytest $(PYTEST_ARGS) -m "serial"
 
 # The edit loop: everything but the end-to-end tests marked `slow`.

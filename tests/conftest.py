@@ -17,6 +17,29 @@ from tests.support.chat_server import ChatServer
 from tests.support.fake_batch import FakeBatchServer
 from tests.support.paths import UPSTREAM_FILES, find_mirror
 
+# The fixtures built once per run (``built_once``): their first user builds, any other waits.
+SHARED_BUILDS = ("oracle_run", "view_runs_base")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files in the order ``make test``'s parallel pass hands them out (``--dist loadfile
+    --no-loadscope-reorder``), each file's tests in their order: first the first user of each
+    shared build, so the two workers build them side by side at the start instead of one
+    waiting for the other's; then the files with end-to-end tests (marked ``slow``), long
+    ones of a few tests of up to 90 s; then the hundreds of quick unit tests, which even out
+    the end. xdist's own order, by number of tests, left the long single-test files for last,
+    where one worker ran them while the other had nothing left to take.
+    """
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    builders = {next((path for path, tests in files.items()
+                      if any(name in getattr(t, "fixturenames", ()) for t in tests)), None)
+                for name in SHARED_BUILDS}
+    slow = {path for path, tests in files.items() if any(t.get_closest_marker("slow")
+                                                         for t in tests)}
+    items.sort(key=lambda t: 0 if t.path in builders else 1 if t.path in slow else 2)  # stable
+
 
 @pytest.fixture(scope="session")
 def mirror_dir() -> Path:

@@ -18,7 +18,10 @@ nothing to what is tested here and would triple the time.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import time
 from collections import defaultdict
@@ -28,6 +31,7 @@ from typing import Any
 
 import pytest
 import yaml
+from dvc.repo.experiments.refs import CELERY_FAILED_STASH
 
 from rimo_eval.chat.cache import DB_NAME
 from rimo_eval.core.hashing import fingerprint
@@ -69,14 +73,46 @@ def exp_metrics(repo: Path) -> dict[str, dict[str, Any]]:
 
 
 def wait_for_queue(repo: Path, names: list[str], timeout_s: float = 600) -> str:
+    """``dvc queue status`` once every experiment in ``names`` is done (Success or Failed).
+
+    Polled on git refs (a few ms each): an experiment's ref appears when its worker collects
+    it, a failed one lands in the failed stash; only then is ``dvc queue status`` (a second of
+    DVC's CPU, taken from the two workers) asked what it says.
+    """
     deadline = time.monotonic() + timeout_s
+    status = ""
     while time.monotonic() < deadline:
-        status = run(repo, "dvc", "queue", "status").stdout
-        rows = [ln for ln in status.splitlines() if any(f" {n} " in f" {ln} " for n in names)]
-        if len(rows) == len(names) and all(("Success" in r or "Failed" in r) for r in rows):
-            return status
-        time.sleep(2)
+        refs = run(repo, "git", "for-each-ref", "--format=%(refname)", "refs/exps").stdout.split()
+        done = {ref.rsplit("/", 1)[1] for ref in refs}
+        if set(names) <= done or f"refs/{CELERY_FAILED_STASH}" in refs:
+            status = run(repo, "dvc", "queue", "status").stdout
+            rows = [ln for ln in status.splitlines() if any(f" {n} " in f" {ln} " for n in names)]
+            if len(rows) == len(names) and all(("Success" in r or "Failed" in r) for r in rows):
+                return status
+            time.sleep(1.5)
+        time.sleep(0.5)
     raise AssertionError(f"queue not done after {timeout_s} s:\n{status}")
+
+
+def stop_workers(repo: Path, *, kill: bool = False) -> None:
+    """``dvc queue stop``, then wait for this repo's workers to exit and SIGKILL any left: a
+    worker whose idle monitor died (dvc-task's, on a control message read half-written while
+    the other worker shut down) never exits on its own, and while one lives each DVC command
+    that asks the queue waits on its replies."""
+    run(repo, "dvc", "queue", "stop", *(["--kill"] if kill else []), check=False)
+    pids = []
+    for pid_file in (repo / ".dvc/tmp/exps/celery").glob("dvc-exp-worker-*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text().strip())
+            if "queue-worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                pids.append(pid)
+    deadline = time.monotonic() + 30
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +136,19 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
             run(repo, "dvc", "exp", "run", "--queue", "-n", name, "score",
                 "-S", f"predict.openai.model={model}", "-S", f"predict.openai.concurrency={conc}")
         started = time.monotonic()
-        run(repo, "dvc", "queue", "start", "-j", "2")
+        # Into a file, not through pipes: the workers it starts inherit its stdout and stderr,
+        # so reading them to the end waited for the workers' exit (10 s after the queue is
+        # empty, or never: see stop_workers).
+        start_log = repo.parent / "queue-start.log"
+        with start_log.open("w") as out:
+            code = subprocess.run(["dvc", "queue", "start", "-j", "2"], cwd=repo,
+                                  env={**env(), KEY_ENV: "sk-queue-test"}, stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=120).returncode
+        assert code == 0, start_log.read_text()
         status = wait_for_queue(repo, list(QUEUED))
         queue_s = time.monotonic() - started
         records = list(server.records)
+        stop_workers(repo)  # before the next DVC commands, which would wait on their replies
         logs = {n: run(repo, "dvc", "queue", "logs", n).stdout for n in QUEUED}
         server.reset()
         run(repo, "dvc", "exp", "run", "-n", "s-b", "score", "-S", "predict.openai.model=m-b",
@@ -113,7 +158,7 @@ def queued(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterat
                "status": status, "records": records, "logs": logs, "queue_s": queue_s,
                "metrics": exp_metrics(repo), "sequential_requests": sequential_requests}
     finally:
-        run(repo, "dvc", "queue", "stop", "--kill", check=False)
+        stop_workers(repo, kill=True)
         server.stop()
 
 
