@@ -61,6 +61,9 @@ def _lone(value: str) -> tuple[str, int]:
     return fixed, fixed.count("\ufffd") - value.count("\ufffd")
 
 
+_NESTED = (Text, dict, list, tuple)  # what pack's walk goes into
+
+
 def pack(payload: Any) -> tuple[Any, str]:
     """``payload`` with each ``Text`` replaced by its reference, and the base64 of the
     compressed JSON array of the distinct texts ('' when there are none)."""
@@ -83,10 +86,11 @@ def pack(payload: Any) -> tuple[Any, str]:
     def walk(value: Any) -> Any:
         if isinstance(value, Text):
             return ref(value)
+        # Scalars are most of a payload's values: taken as they are, without a call each.
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {k: walk(v) if isinstance(v, _NESTED) else v for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [walk(v) for v in value]
+            return [walk(v) if isinstance(v, _NESTED) else v for v in value]
         return value
 
     packed = walk(payload)

@@ -22,6 +22,8 @@ def search_text(raw: Iterable[str]) -> str:
             ascii_words.update(text.lower().encode("ascii").translate(_ASCII_WORD).split())
         else:
             words.update(WORD.findall(text.lower()))
+    if not words:  # all ASCII (nearly always): one decode, not one per word
+        return b" ".join(sorted(ascii_words)).decode("ascii")
     words.update(w.decode("ascii") for w in ascii_words)
     return " ".join(sorted(words))
 
