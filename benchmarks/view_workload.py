@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,15 +124,12 @@ def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
     it, so the scores keep their shape), then scored by the real score stage: a k = 64 run
     from a k = 16 one, written a row group at a time (preparing it fresh in one go takes over
     12 GB here). Returns the run, the UTF-8 bytes of its reply texts and its replies."""
-    import json as json_
-
     import pandas as pd
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rimo_eval.core.artifacts import predictions_path
     from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import RAW_TEXT, REASONING, ROW_GROUP_TEXT_CHARS
+    from rimo_eval.core.predictions import RAW_TEXT, REASONING, row_groups
     from rimo_eval.score.stage import score
 
     src, dst, items = work / base, work / name, work / "data/items"
@@ -157,98 +154,65 @@ def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
                 return len(v.encode("utf-8"))
             return sum(utf8(x) for x in v) if isinstance(v, list) else 0
 
+        def repeated(track: str, source: Any) -> Iterator[dict[str, Any]]:
+            """Each item's rows, then each repeat of them (samples j + c * k, in order)."""
+            nonlocal size, replies
+            for group in item_rows(source):
+                for c in range(factor):
+                    for row in group:
+                        new = dict(row, sample=row["sample"] + c * k)
+                        d = json.loads(row["details"] or "{}")
+                        if isinstance(d.get("text"), str):
+                            d["text"] = fresh(d["text"], c)
+                        new["details"] = canonical_json(d)
+                        new[REASONING] = fresh(row[REASONING], c)
+                        new[RAW_TEXT] = fresh(row[RAW_TEXT], c)
+                        size += utf8(d.get("text")) + utf8(new[REASONING]) + utf8(new[RAW_TEXT])
+                        if track == TRACK_P:
+                            new["prediction"] = fresh(row["prediction"], c)
+                            size += utf8(new["prediction"])
+                        replies += len(d["parts"]) if isinstance(d.get("parts"), list) else 1
+                        yield new
+
         for track in (TRACK_N, TRACK_P):
             source = pq.ParquetFile(predictions_path(track, src / "preds"))
-            schema = source.schema_arrow
-            with pq.ParquetWriter(predictions_path(track, dst / "preds"), schema) as writer:
-                out: list[dict[str, Any]] = []
-                chars = 0
-
-                def flush(group: list[dict[str, Any]]) -> None:
-                    nonlocal out, chars, size, replies
-                    for c in range(factor):
-                        for row in group:
-                            new = dict(row, sample=row["sample"] + c * k)
-                            d = json_.loads(row["details"] or "{}")
-                            if isinstance(d.get("text"), str):
-                                d["text"] = fresh(d["text"], c)
-                            new["details"] = canonical_json(d)
-                            new[REASONING] = fresh(row[REASONING], c)
-                            new[RAW_TEXT] = fresh(row[RAW_TEXT], c)
-                            size += utf8(d.get("text")) + utf8(new[REASONING]) \
-                                + utf8(new[RAW_TEXT])
-                            if track == TRACK_P:  # noqa: B023
-                                new["prediction"] = fresh(row["prediction"], c)
-                                size += utf8(new["prediction"])
-                            replies += len(d["parts"]) if isinstance(d.get("parts"), list) \
-                                else 1
-                            out.append(new)
-                            chars += len(json_.dumps(new[REASONING] or ""))
-                    if chars >= ROW_GROUP_TEXT_CHARS:
-                        writer.write_table(pa.Table.from_pylist(out, schema=schema))  # noqa: B023
-                        out, chars = [], 0
-
-                group: list[dict[str, Any]] = []
-                for batch in source.iter_batches(batch_size=256):
-                    for row in batch.to_pylist():
-                        if group and row["problem_id"] != group[0]["problem_id"]:
-                            flush(group)
-                            group = []
-                        group.append(row)
-                if group:
-                    flush(group)
-                if out:
-                    writer.write_table(pa.Table.from_pylist(out, schema=schema))
+            with pq.ParquetWriter(predictions_path(track, dst / "preds"),
+                                  source.schema_arrow) as writer:
+                for table in row_groups(repeated(track, source), source.schema_arrow):
+                    writer.write_table(table)
             source.close()
         score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items,
               dst / "preds", dst / "scores", dst / "metrics.json", dst / "plots")
-        counted.write_text(json_.dumps({"size": size, "replies": replies}))
+        counted.write_text(json.dumps({"size": size, "replies": replies}))
     done = json.loads(counted.read_text())
     return load_small(str(dst), str(items), name), done["size"], done["replies"]
 
 
-def as_predict_writes(preds: Path, track: str) -> None:
-    """The predictions table laid out as the predict stage writes it: reasoning and raw text
-    in columns of their own, row groups ending at ``ROW_GROUP_TEXT_CHARS`` of text (small_run
-    leaves the texts in ``details``, one row group: a reader would decode 1 GB at once)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def item_rows(source: Any) -> Iterator[list[dict[str, Any]]]:
+    """A predictions table's rows (a ParquetFile), an item at a time."""
+    group: list[dict[str, Any]] = []
+    for batch in source.iter_batches(batch_size=256):
+        for row in batch.to_pylist():
+            if group and row["problem_id"] != group[0]["problem_id"]:
+                yield group
+                group = []
+            group.append(row)
+    if group:
+        yield group
 
+
+def as_predict_writes(preds: Path, track: str) -> None:
+    """The predictions table laid out as the predict stage writes it (``predict_layout``);
+    small_run leaves the texts in ``details``, one row group: a reader would decode 1 GB at
+    once. Done once per table (``--work``)."""
     from rimo_eval.core.artifacts import predictions_path
-    from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import (
-        RAW_TEXT,
-        REASONING,
-        ROW_GROUP_ROWS,
-        ROW_GROUP_TEXT_CHARS,
-        parse_details,
-        split_texts,
-    )
+    from tests.support.view_runs import predict_layout
 
     path = predictions_path(track, preds)
     done = path.with_suffix(".relaid")
-    if done.exists():
-        return
-    source = pq.ParquetFile(path)
-    tmp = path.with_suffix(".tmp")
-    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
-        rows: list[dict[str, Any]] = []
-        chars = 0
-        for batch in source.iter_batches(batch_size=256):
-            for row in batch.to_pylist():
-                light, reasoning, raw = split_texts(track, parse_details(row["details"]))
-                row |= {"details": canonical_json(light), REASONING: reasoning, RAW_TEXT: raw}
-                rows.append(row)
-                chars += sum(len(x) for x in ([reasoning] if isinstance(reasoning, str)
-                                              else reasoning or []) if isinstance(x, str))
-                if len(rows) == ROW_GROUP_ROWS or chars >= ROW_GROUP_TEXT_CHARS:
-                    writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
-                    rows, chars = [], 0
-        if rows:
-            writer.write_table(pa.Table.from_pylist(rows, schema=source.schema_arrow))
-    source.close()
-    tmp.replace(path)
-    done.write_text("")
+    if not done.exists():
+        predict_layout(path, track)
+        done.write_text("")
 
 
 def synthetic_rows(items: Path, k: int, rng: random.Random,

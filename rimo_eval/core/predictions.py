@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -215,7 +215,8 @@ ROW_GROUP_ROWS = 1024
 ROW_GROUP_TEXT_CHARS = 8 * 2**20
 
 
-def _chars(value: Any) -> int:
+def text_chars(value: Any) -> int:
+    """The characters of a text cell (a string, or RIMO-P's list of them)."""
     if isinstance(value, str):
         return len(value)
     if isinstance(value, list):
@@ -236,37 +237,49 @@ def table_groups(track: str, items: Sequence[Item],
     the file is byte-stable. ``run`` defaults to a run id of this table's items alone
     (one-track callers). An empty table is one empty group."""
     run = run or run_id(fp, {track: items}, samples)
-    rows_per_group = rows_per_group or ROW_GROUP_ROWS
-    schema = table_schema(track, run)
     backend, params = identity["backend"], canonical_json(identity.get("params", {}))
-    rows: list[dict[str, Any]] = []
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for item in sorted(items, key=lambda it: it.problem_id):
+            for j in range(samples):
+                pred = preds[(*item.key, j)]
+                details, reasoning, raw_text = split_prediction(pred)
+                yield {
+                    "track": track,
+                    "problem_id": item.problem_id,
+                    "sample": j,
+                    "item_hash": item.content_hash,
+                    "prediction": pred.prediction,
+                    "status": pred.status,
+                    "error": pred.error,
+                    "details": canonical_json(details),
+                    REASONING: reasoning,
+                    RAW_TEXT: raw_text,
+                    "backend": backend,
+                    "backend_params": params,
+                    "fingerprint": fp,
+                    "run_id": run,
+                }
+
+    yield from row_groups(rows(), table_schema(track, run), rows_per_group)
+
+
+def row_groups(rows: Iterable[Mapping[str, Any]], schema: pa.Schema,
+               rows_per_group: int | None = None) -> Iterator[pa.Table]:
+    """Predictions rows (in table order) as the row groups predict writes: ``rows_per_group``
+    rows (``ROW_GROUP_ROWS``), fewer where the texts are long (``ROW_GROUP_TEXT_CHARS``). No
+    rows are one empty group."""
+    rows_per_group = rows_per_group or ROW_GROUP_ROWS
+    group: list[Mapping[str, Any]] = []
     emitted, chars = False, 0
-    for item in sorted(items, key=lambda it: it.problem_id):
-        for j in range(samples):
-            pred = preds[(*item.key, j)]
-            details, reasoning, raw_text = split_prediction(pred)
-            rows.append({
-                "track": track,
-                "problem_id": item.problem_id,
-                "sample": j,
-                "item_hash": item.content_hash,
-                "prediction": pred.prediction,
-                "status": pred.status,
-                "error": pred.error,
-                "details": canonical_json(details),
-                REASONING: reasoning,
-                RAW_TEXT: raw_text,
-                "backend": backend,
-                "backend_params": params,
-                "fingerprint": fp,
-                "run_id": run,
-            })
-            chars += _chars(reasoning) + _chars(raw_text)
-            if len(rows) == rows_per_group or chars >= ROW_GROUP_TEXT_CHARS:
-                yield table_from_rows(rows, schema)
-                rows, emitted, chars = [], True, 0
-    if rows or not emitted:
-        yield table_from_rows(rows, schema)
+    for row in rows:
+        group.append(row)
+        chars += text_chars(row.get(REASONING)) + text_chars(row.get(RAW_TEXT))
+        if len(group) == rows_per_group or chars >= ROW_GROUP_TEXT_CHARS:
+            yield table_from_rows(group, schema)
+            group, emitted, chars = [], True, 0
+    if group or not emitted:
+        yield table_from_rows(group, schema)
 
 
 def build_table(track: str, items: Sequence[Item],

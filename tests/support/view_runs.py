@@ -10,6 +10,7 @@ which would set ``window.__pwned`` or call a dialog if it ever ran.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ def copy_runs(base: dict[str, Any], dest: Path) -> dict[str, Any]:
 
 
 __all__ = ["FUZZ", "HOSTILE", "HOSTILE_PROOF", "HOSTILE_TEXT", "MXSS", "build_runs", "copy_runs",
-           "nest", "small_run", "write_jsonl"]
+           "nest", "predict_layout", "small_run", "write_jsonl"]
 
 
 def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]], k: int,
@@ -137,8 +138,8 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     ``view`` loads it, with ``details`` (model text, reasoning, usage, finish reason) written
     into the predictions table before scoring, where a model backend records them: kept in
     ``details``, one row group (as tables from before the text columns); with
-    ``row_group_rows``, reasoning and raw text in their own columns, row groups of that many
-    rows, as predict writes them now."""
+    ``row_group_rows``, laid out as predict writes them now (``predict_layout``), row groups of
+    that many rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -146,8 +147,6 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
     from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
-    from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import RAW_TEXT, REASONING, split_texts
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
 
@@ -166,12 +165,9 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
             if extra is not None:
                 row["details"] = json.dumps({**json.loads(row["details"] or "{}"), **extra},
                                             sort_keys=True)
-            if row_group_rows is not None:
-                light, row[REASONING], row[RAW_TEXT] = split_texts(
-                    track, json.loads(row["details"] or "{}"))
-                row["details"] = canonical_json(light)
-        pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path,
-                       row_group_size=row_group_rows)
+        pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path)
+        if row_group_rows is not None:
+            predict_layout(path, track, row_group_rows)
     metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
                     base / "preds", base / "scores", base / "metrics.json", base / "plots")
     preds = {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks}
@@ -180,3 +176,35 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
                {t: pd.read_parquet(scores_path(t, base / "scores")) for t in tracks},
                None, {t: DetailsCursor(predictions_path(t, base / "preds"), t)
                       for t in tracks})
+
+
+def predict_layout(path: Path, track: str, rows_per_group: int | None = None) -> None:
+    """The predictions table at ``path`` rewritten as predict writes it: reasoning and raw text
+    in columns of their own (``split_texts``), cut in predict's row groups (``row_groups``:
+    ``rows_per_group`` rows, fewer where the texts are long)."""
+    import pyarrow.parquet as pq
+
+    from rimo_eval.core.hashing import canonical_json
+    from rimo_eval.core.predictions import (
+        RAW_TEXT,
+        REASONING,
+        parse_details,
+        row_groups,
+        split_texts,
+    )
+
+    source = pq.ParquetFile(path)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for batch in source.iter_batches(batch_size=256):
+            for row in batch.to_pylist():
+                light, reasoning, raw = split_texts(track, parse_details(row["details"]))
+                yield row | {"details": canonical_json(light), REASONING: reasoning,
+                             RAW_TEXT: raw}
+
+    tmp = path.with_suffix(".relayout.tmp")
+    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
+        for table in row_groups(rows(), source.schema_arrow, rows_per_group):
+            writer.write_table(table)
+    source.close()
+    tmp.replace(path)
