@@ -331,8 +331,7 @@ class Site:
         self.index_items, self.words = [], []
         for n in range(self.count):
             payload, entry, words = self.made(n)
-            self.index_items.append(entry)
-            self.words.append(words)
+            self.collect([(entry, words)])
             yield payload
 
     def made(self, n: int) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -377,7 +376,7 @@ class Site:
             run.cursors = {t: c.reopened() for t, c in run.cursors.items()}
 
     def collect(self, entries: list[tuple[dict[str, Any], str]]) -> None:
-        """A worker's block of grid entries and search words, taken in index order."""
+        """Grid entries and search words (an item's, or a worker's block), in index order."""
         for entry, words in entries:
             self.index_items.append(entry)
             self.words.append(words)

@@ -29,9 +29,10 @@ from rimo_eval.core.surrogates import valid_text
 
 # Zstandard level 3. Raw deflate (decoded natively by the page) was the first choice, but
 # at the half-the-text size only zlib-ng level 4 fits (0.47 of the text, base64 in), at 56 MB/s
-# a core: 57 s of CPU for a k = 64 reasoning run's 3.2 GB. Zstandard level 3 gives 0.42 at
-# 149 MB/s, level 2 0.46 at 188 MB/s (one item block of k = 16 reasoning, base64 in; ISA-L
-# deflate 0.53 at 318 MB/s, over half). benchmarks/README.md has the build figures.
+# a core: 57 s of CPU for a k = 64 reasoning run's 3.2 GB. On the benchmark's k = 16 and 64
+# reasoning items (base64 in), level 3 gives 0.45 at 130-170 MB/s, level 2 0.48 at about
+# 190 MB/s (the site would then sit at half the text); ISA-L deflate 0.53 at 318 MB/s.
+# benchmarks/README.md has the build figures.
 LEVEL = 3
 
 

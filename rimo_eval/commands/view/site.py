@@ -42,6 +42,8 @@ def vendor_files(katex: Path) -> dict[str, Path]:
         raise ConfigError(f"view: {', '.join(missing)} not found: run `make setup` (it runs "
                           f"`npm ci` from package-lock.json)")
     return found
+
+
 SEARCH_CHUNK = 64
 
 
@@ -67,6 +69,15 @@ def write_item(tmp: Path, n: int, payload: dict[str, Any]) -> None:
     _write(tmp / f"data/items/{n:05d}.js", script("item", n, payload, blob=blob))
 
 
+def write_items_here(tmp: Path, payloads: Iterable[dict[str, Any]]) -> int:
+    """Every payload's item file, in this process, numbered in order; how many."""
+    count = 0
+    for n, payload in enumerate(payloads):
+        write_item(tmp, n, payload)
+        count += 1
+    return count
+
+
 def write_site(out: Path, index: dict[str, Any], payloads: Iterable[dict[str, Any]],
                words: list[str]) -> dict[str, int]:
     """Write the site to ``out`` (replaced whole); return counts of what was written."""
@@ -79,14 +90,8 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
     at a time, so a k = 64 reasoning run is never held whole) and the index and search words,
     which only the last payload completes, asked of ``finish`` after them."""
 
-    def items(tmp: Path) -> dict[str, int]:
-        count = 0
-        for n, payload in enumerate(payloads):
-            write_item(tmp, n, payload)
-            count += 1
-        return {"items": count, "jobs": 1}
-
-    return write_with(out, items, finish)
+    return write_with(out, lambda tmp: {"items": write_items_here(tmp, payloads), "jobs": 1},
+                      finish)
 
 
 def write_with(out: Path, items: Callable[[Path], dict[str, int]],
@@ -136,5 +141,5 @@ def write_with(out: Path, items: Callable[[Path], dict[str, int]],
     return {**made, "files": sum(1 for p in out.rglob("*") if p.is_file()), "bytes": size}
 
 
-__all__ = ["VENDOR", "katex_dir", "script", "vendor_files", "write_item", "write_site",
-           "write_stream", "write_with"]
+__all__ = ["VENDOR", "katex_dir", "script", "vendor_files", "write_item", "write_items_here",
+           "write_site", "write_stream", "write_with"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -25,7 +26,7 @@ import pyarrow
 from tqdm import tqdm
 
 from rimo_eval.commands.view.model import Site
-from rimo_eval.commands.view.site import write_item
+from rimo_eval.commands.view.site import write_item, write_items_here
 from rimo_eval.core.errors import StageError
 
 BLOCK = 16  # items a worker takes at once: small enough that none is left alone at the end
@@ -47,16 +48,11 @@ def write_items(site: Site, tmp: Path, jobs: int | None = None) -> dict[str, int
     reopened by a worker, e.g. read from memory)."""
     jobs = default_jobs() if jobs is None else jobs
     blocks = [(a, min(a + BLOCK, site.count)) for a in range(0, site.count, BLOCK)]
-    # A bar on a terminal only (a k = 64 reasoning run takes half a minute or more).
-    bar = tqdm(total=site.count, unit="item", desc="view", file=sys.stderr, disable=None,
-               dynamic_ncols=True, mininterval=0.5, leave=False)
-    try:
-        if (jobs <= 1 or len(blocks) <= 1 or not site.reopenable()
-                or "fork" not in multiprocessing.get_all_start_methods()):
-            for n, payload in enumerate(site.payloads()):
-                write_item(tmp, n, payload)
-                bar.update()
-            return {"items": site.count, "jobs": 1}
+    if (jobs <= 1 or len(blocks) <= 1 or not site.reopenable()
+            or "fork" not in multiprocessing.get_all_start_methods()):
+        with _bar(site.count, site.payloads()) as payloads:
+            return {"items": write_items_here(tmp, payloads), "jobs": 1}
+    with _bar(site.count) as bar:
         site.index_items, site.words = [], []
         jobs = min(jobs, len(blocks))
         # What Arrow's allocator kept from reading the tables goes back to the system before
@@ -78,8 +74,13 @@ def write_items(site: Site, tmp: Path, jobs: int | None = None) -> dict[str, int
                 pool.shutdown(cancel_futures=True)
                 raise
         return {"items": site.count, "jobs": jobs}
-    finally:
-        bar.close()
+
+
+def _bar(total: int, items: Iterator[dict[str, Any]] | None = None) -> Any:
+    """A progress bar over the items, on a terminal only (a k = 64 reasoning run takes half a
+    minute or more); iterating it gives ``items``."""
+    return tqdm(items, total=total, unit="item", desc="view", file=sys.stderr, disable=None,
+                dynamic_ncols=True, mininterval=0.5, leave=False)
 
 
 def _start(site: Site, tmp: Path) -> None:
