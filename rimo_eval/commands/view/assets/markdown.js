@@ -14,7 +14,11 @@ const RIMO_MARKDOWN = (() => {
                 "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
                 "span", "div", "s", "del"];
   const MATH_CLASS = /^math (inline|display)$/;
-  const escapeHtml = s => s.replace(/[&<>"]/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+  function esc(s) {
+    // Plain text as HTML text or attribute value (the page's one escaper: text.js, app.js).
+    return String(s == null ? "" : s).replace(/[&<>"']/g, c => (
+      { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
 
   function closing(src, from, close) {
     // The next `close` at or after `from` not escaped by a backslash (-1: none).
@@ -71,7 +75,7 @@ const RIMO_MARKDOWN = (() => {
     md.block.ruler.before("fence", "math_block", mathBlock,
                           { alt: ["paragraph", "reference", "blockquote", "list"] });
     const math = (tag, cls) => (tokens, idx) =>
-      `<${tag} class="${cls}">${escapeHtml(tokens[idx].content.trim())}</${tag}>`;
+      `<${tag} class="${cls}">${esc(tokens[idx].content.trim())}</${tag}>`;
     md.renderer.rules.math_inline = math("span", "math inline");
     md.renderer.rules.math_display = math("span", "math display");
     md.renderer.rules.math_block = math("div", "math display");
@@ -102,5 +106,5 @@ const RIMO_MARKDOWN = (() => {
     for (let i = 0; i < chars.length; i++) bytes[i] = chars.charCodeAt(i);
     return JSON.parse(new TextDecoder("utf-8").decode(window.fzstd.decompress(bytes)));
   }
-  return { clean, render, unpack };
+  return { clean, esc, render, unpack };
 })();

@@ -19,10 +19,7 @@ const RIMO_TEXT = (() => {
   const MATH_LIMITS = { chars: 2000, nesting: 24, dom: 200, count: 60, first: 300, slice: 30 };
   const PRED_CHARS = 500;  // a prediction, gold answer or error shown inline, at most
 
-  function esc(s) {
-    return String(s == null ? "" : s).replace(/[&<>"']/g, c => (
-      { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-  }
+  const esc = RIMO_MARKDOWN.esc;
   function num(x) { return Number(x).toLocaleString("en-US"); }
   // Characters a reader cannot see but exact match can: controls, zero-width and bidi marks.
   const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]/g;
