@@ -97,6 +97,29 @@ def test_a_worker_skips_the_row_groups_before_its_block(run: Any,
     cursor.close()
 
 
+def test_an_item_ending_with_its_row_group_does_not_read_the_next(
+        run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The item whose rows end where their row group does is complete by the statistics: the
+    next group (the next block's, read by another worker) is not decoded for it."""
+    cursor = run.cursors[TRACK_N].reopened()
+    read: list[int] = []
+    real = cursor._file.read_row_group
+
+    def spy(group: int, **kwargs: Any) -> Any:
+        read.append(group)
+        return real(group, **kwargs)
+
+    monkeypatch.setattr(cursor._file, "read_row_group", spy)
+    # Four rows a group, three samples an item: item 3's rows are 9-11, group 2's last three.
+    assert [cursor.get("2001n03", j)["reasoning"] for j in range(K)] == [
+        f"reasoning 3/{j} " * 53 for j in range(K)]
+    assert read == [2]
+    # The item after it then reads on from there, and straddles groups 3 and 4.
+    assert cursor.get("2001n05", K - 1)["reasoning"] == f"reasoning 5/{K - 1} " * 55
+    assert read == [2, 3, 4]
+    cursor.close()
+
+
 def test_a_table_without_a_path_is_made_in_one_process(run: Any, tmp_path: Path) -> None:
     """A table held in memory cannot be reopened by a worker: one process makes the site."""
     path = predictions_path(TRACK_N, Path(run.cursors[TRACK_N].path()).parents[1] / "preds")

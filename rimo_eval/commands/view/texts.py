@@ -52,7 +52,7 @@ class DetailsCursor:
         self._texts = set(TEXT_COLUMNS) <= set(self.names)
         self._columns = ["problem_id", "sample", "details",
                          *(TEXT_COLUMNS if self._texts else ())]
-        self._last = _last_ids(self._file)
+        self._first, self._last = _bounds(self._file)
         self._start()
 
     def path(self) -> str | None:
@@ -72,22 +72,40 @@ class DetailsCursor:
         return DetailsCursor(path, self._track)
 
     def _start(self) -> None:
-        self._batches: Iterator[Any] = self._read()
+        self._group = 0  # the next row group to read
+        self._batches: Iterator[Any] = iter(())  # the rest of the group being read
         self._ahead: deque[dict[str, Any]] = deque()
         self._pid: str | None = None
         self._current: dict[int, dict[str, Any]] = {}
 
-    def _read(self) -> Iterator[Any]:
-        # A row group at a time, each dropped when read: ParquetFile.iter_batches kept every
-        # group it had decoded (pyarrow 26: Arrow memory grew by the text read, 300 MiB over a
-        # k = 16 reasoning run's RIMO-P table; benchmarks/README.md, view_build.py).
-        for group in range(self._file.metadata.num_row_groups):
-            last = self._last[group]
-            if last is not None and self._pid is not None and last < self._pid:
-                continue  # every row before the item asked for: a worker's skip ahead
+    def _more(self) -> bool:
+        """The next rows that may hold ``self._pid`` into ``_ahead``; False when none can.
+
+        A row group at a time, each dropped when read: ParquetFile.iter_batches kept every
+        group it had decoded (pyarrow 26: Arrow memory grew by the text read, 300 MiB over a
+        k = 16 reasoning run's RIMO-P table; benchmarks/README.md, view_build.py). The
+        problem-id statistics skip the groups wholly before the item (a worker's first item)
+        and spare reading the group after it: an item that ends where its group does is
+        known complete without decoding the next one (13 MB of text at k = 64), which the
+        next block's worker reads anyway."""
+        batch = next(self._batches, None)
+        while batch is None:
+            group, pid = self._group, self._pid
+            if group >= len(self._last) or pid is None:
+                return False
+            last, first = self._last[group], self._first[group]
+            if last is not None and last < pid:
+                self._group += 1  # every row before the item asked for
+                continue
+            if first is not None and first > pid:
+                return False  # every row after it: the item was complete
             table = self._file.read_row_group(group, columns=self._columns)
-            yield from table.to_batches(BATCH_ROWS)
+            self._group += 1
+            self._batches = iter(table.to_batches(BATCH_ROWS))
             del table
+            batch = next(self._batches, None)
+        self._ahead.extend(batch.to_pylist())
+        return True
 
     def close(self) -> None:
         self._file.close(force=True)  # and the file it reads
@@ -103,10 +121,8 @@ class DetailsCursor:
         self._pid, self._current = pid, {}
         while True:
             if not self._ahead:
-                batch = next(self._batches, None)
-                if batch is None:
+                if not self._more():
                     return
-                self._ahead.extend(batch.to_pylist())
                 continue
             row = self._ahead[0]
             if str(row["problem_id"]) > pid:
@@ -120,19 +136,22 @@ class DetailsCursor:
                 self._current[int(row["sample"])] = details
 
 
-def _last_ids(file: pq.ParquetFile) -> list[str | None]:
-    """Each row group's largest problem id, from the file's statistics (None: unknown)."""
+def _bounds(file: pq.ParquetFile) -> tuple[list[str | None], list[str | None]]:
+    """Each row group's smallest and largest problem id, from the file's statistics (None:
+    unknown)."""
     meta = file.metadata
     names = [meta.schema.column(i).name for i in range(meta.num_columns)]
     if "problem_id" not in names:
-        return [None] * meta.num_row_groups
+        return [None] * meta.num_row_groups, [None] * meta.num_row_groups
     col = names.index("problem_id")
-    out: list[str | None] = []
+    first: list[str | None] = []
+    last: list[str | None] = []
     for group in range(meta.num_row_groups):
         stats = meta.row_group(group).column(col).statistics
-        top = stats.max if stats is not None and stats.has_min_max else None
-        out.append(top if isinstance(top, str) else None)
-    return out
+        known = stats is not None and stats.has_min_max
+        first.append(stats.min if known and isinstance(stats.min, str) else None)
+        last.append(stats.max if known and isinstance(stats.max, str) else None)
+    return first, last
 
 
 __all__ = ["DetailsCursor"]
