@@ -118,11 +118,13 @@ def _pss_kib(pid: int) -> int:
         return 0
 
 
-def _build_child(spec: dict[str, Any], out: Path, queue: Any) -> None:
-    """The build alone, in a fresh process. Its memory: the peak over the build of the summed
-    proportional set size (PSS) of this process and the workers it forks (view/workers.py),
-    sampled every 0.1 s: a worker shares the tables it was forked with, which PSS counts once
-    where summed RSS would count them in every process."""
+def _build_child(spec: dict[str, Any], out: Path, queue: Any, memory: bool) -> None:
+    """The build alone, in a fresh process; with ``memory``, its peak memory: the peak over the
+    build of the summed proportional set size (PSS) of this process and the workers it forks
+    (view/workers.py), sampled every 0.1 s: a worker shares the tables it was forked with,
+    which PSS counts once where summed RSS would count them in every process. A sample walks
+    the page tables of every process (22 ms of kernel CPU at k = 64, 8% of a 2-core machine
+    at this rate), so a timed build is never a sampled one."""
     import threading
 
     runs = [load_small(**r) for r in spec["runs"]]
@@ -134,13 +136,15 @@ def _build_child(spec: dict[str, Any], out: Path, queue: Any) -> None:
             done.wait(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    if memory:
+        sampler.start()
     t0 = time.perf_counter()
     index = build_streamed(runs, out, spec.get("search_reasoning", False))
     built = time.perf_counter() - t0
     done.set()
-    sampler.join()
-    queue.put((built, index, peak[0] / 1024))
+    if memory:
+        sampler.join()
+    queue.put((built, index, peak[0] / 1024 if memory else None))
 
 
 def build_streamed(runs: list[Any], out: Path, search_reasoning: bool = False
@@ -162,12 +166,14 @@ def build_streamed(runs: list[Any], out: Path, search_reasoning: bool = False
     return index
 
 
-def build_in_child(spec: dict[str, Any], out: Path) -> tuple[float, dict[str, Any], float]:
+def build_in_child(spec: dict[str, Any], out: Path, memory: bool = False
+                   ) -> tuple[float, dict[str, Any], float | None]:
+    """(build seconds, the index, peak memory in MiB with ``memory``, else None)."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_build_child, args=(spec, out, queue))
+    proc = ctx.Process(target=_build_child, args=(spec, out, queue, memory))
     proc.start()
     result = queue.get()
     proc.join()
@@ -197,8 +203,10 @@ def solutions(work: Path) -> str:
 
 def reasoning_main(args: argparse.Namespace) -> None:
     """The reasoning workload (issue 33): per k, one run (and with ``--pair`` two runs side by
-    side), build in a child process (its peak memory), site size against the reply text."""
-    print("| k | runs | replies | reply text | prepare | build | peak memory (PSS, build + "
+    side), built in child processes (``--builds`` timed, one more for its peak memory), the
+    site's size against the reply text."""
+    print(f"| k | runs | replies | reply text | prepare | build (median of {args.builds}) | "
+          "peak memory (PSS, build + "
           "workers) | site on disk | site / text | largest file | data/index.js | first grid "
           "(median) | item, all k samples | one reasoning rendered | load |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
@@ -240,7 +248,15 @@ def reasoning_main(args: argparse.Namespace) -> None:
                                   "name": nm} for nm in names[:count]]}
                 spec["search_reasoning"] = args.search_reasoning
                 site = work / f"site{k}-{count}"
-                built, index, rss = build_in_child(spec, site)
+                builds = []
+                for _ in range(args.builds):  # timed, unsampled; the same site each time
+                    shutil.rmtree(site, ignore_errors=True)
+                    built, index, _ = build_in_child(spec, site)
+                    builds.append(built)
+                shutil.rmtree(site, ignore_errors=True)
+                _, index, rss = build_in_child(spec, site, memory=True)
+                built = statistics.median(builds)
+                spread = f" ({min(builds):.1f}-{max(builds):.1f})" if len(builds) > 1 else ""
                 size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
                 largest = max(f.stat().st_size for f in site.rglob("*") if f.is_file())
                 index_mb = (site / "data/index.js").stat().st_size / 1e6
@@ -250,7 +266,8 @@ def reasoning_main(args: argparse.Namespace) -> None:
                 rs = [t[2] for t in timings if t[2] is not None]
                 share = text if count == len(names) else text // len(names)
                 print(f"| {k} | {count} | {replies * count // len(names):,} | "
-                      f"{share / 2**20:,.0f} MiB | {prep:.1f} s | {built:.1f} s | {rss:,.0f} MiB | "
+                      f"{share / 2**20:,.0f} MiB | {prep:.1f} s | {built:.1f} s{spread} | "
+                      f"{rss or 0:,.0f} MiB | "
                       f"{size / 2**20:,.0f} MiB | {size / share:.2f} | {largest / 1e6:.2f} MB | "
                       f"{index_mb:.2f} MB | {grid:.0f} ms | {item:.0f} ms | "
                       f"{statistics.median(rs) if rs else '-'} ms | "
@@ -280,6 +297,9 @@ def main() -> None:
                              "this k (prepared first), every sample repeated with fresh text "
                              "(expanded_run): k = 64 without 12 GB of preparation")
     parser.add_argument("--loads", type=int, default=3, help="cold page loads per k (median)")
+    parser.add_argument("--builds", type=int, default=1,
+                        help="with --reasoning-chars: timed builds per row (median and range); "
+                             "the memory is another build's, sampled")
     parser.add_argument("--quick", action="store_true",
                         help="tiny: k = 1, 200 characters per reply, one page load; with "
                              "--reasoning-chars, k = 1, 2,000 characters of reasoning")

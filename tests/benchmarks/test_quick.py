@@ -80,6 +80,15 @@ ROWS: dict[str, list[str]] = {
         r"^\| 2 workers, kill -9 of one \| now \| .* \| yes \|; kill of worker 0 at "],
 }
 
+# Other paths of a script, run with these arguments after --quick: (arguments, rows).
+PATHS: dict[str, tuple[list[str], list[str]]] = {
+    # The reasoning workload (issue 33): timed builds apart from the one sampled for memory.
+    "view_build.py --reasoning-chars": (
+        ["--reasoning-chars", "2000", "--builds", "2"],
+        [r"^\| 1 \| 1 \| [\d,]+ \| \d+ MiB \| [\d.]+ s \| [\d.]+ s \([\d.]+-[\d.]+\) \| "
+         r"[\d,]+ MiB \| \d+ MiB \| [\d.]+ \|"]),
+}
+
 
 def scripts() -> list[str]:
     return sorted(p.name for p in BENCH.glob("*.py") if p.name not in HELPERS)
@@ -91,23 +100,25 @@ def test_the_lists_name_real_scripts() -> None:
     assert set(HELPERS) <= names
     assert set(PENDING) <= names
     assert set(ROWS) == set(scripts())
+    assert {name.split()[0] for name in PATHS} <= names
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", scripts())
+@pytest.mark.parametrize("name", scripts() + sorted(PATHS))
 def test_quick_mode_runs_to_the_end(name: str, tmp_path: Path) -> None:
-    source = (BENCH / name).read_text(encoding="utf-8")
-    if name in PENDING and "--quick" not in source:
-        pytest.skip(f"{name} has no --quick yet: {PENDING[name]}")
-    assert name in ROWS, f"benchmarks/{name} is new: add the rows its --quick prints to ROWS"
-    if name == "view_build.py" and os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
+    script, (extra, rows) = name.split()[0], PATHS.get(name, ([], ROWS.get(name, [])))
+    source = (BENCH / script).read_text(encoding="utf-8")
+    if script in PENDING and "--quick" not in source:
+        pytest.skip(f"{script} has no --quick yet: {PENDING[script]}")
+    assert script in ROWS, f"benchmarks/{script} is new: add the rows its --quick prints to ROWS"
+    if script == "view_build.py" and os.environ.get("RIMO_EVAL_NO_BROWSER") == "1":
         pytest.skip("RIMO_EVAL_NO_BROWSER=1, as for the browser tests (tests/support/browser.py)")
     env = {**os.environ, "TMPDIR": str(tmp_path), "RIMO_MIRROR": str(find_mirror()),
            "TQDM_DISABLE": "1"}
     # Its own process group: a script past the limit is killed with the servers it started.
-    proc = subprocess.Popen([sys.executable, str(BENCH / name), "--quick"], cwd=REPO_ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, str(BENCH / script), "--quick", *extra],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
@@ -115,7 +126,7 @@ def test_quick_mode_runs_to_the_end(name: str, tmp_path: Path) -> None:
         output, _ = proc.communicate()
         pytest.fail(f"{name} --quick ran past 300 s:\n{output[-4000:]}")
     assert proc.returncode == 0, f"{name} --quick exited {proc.returncode}:\n{output[-4000:]}"
-    missing = [row for row in ROWS[name] if not re.search(row, output, re.MULTILINE)]
+    missing = [row for row in rows if not re.search(row, output, re.MULTILINE)]
     assert not missing, f"{name} --quick did not print {missing}:\n{output[-4000:]}"
 
 
