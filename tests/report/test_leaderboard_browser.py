@@ -124,3 +124,42 @@ def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) ->
                 assert CUTOFFS[row["label"]] in text, text
             else:
                 assert unseen is None, unseen
+
+
+PAGE_FITS = """
+const wide = document.querySelector('div.wide'), doc = document.documentElement;
+return {page_scroll: doc.scrollWidth, page: doc.clientWidth, box: wide.clientWidth,
+        box_scroll: wide.scrollWidth, box_right: wide.getBoundingClientRect().right,
+        overflow: getComputedStyle(wide).overflowX,
+        heads: [...wide.querySelectorAll('th')].map(th => th.innerText),
+        rows: [...wide.querySelector('table').rows].slice(1).map(r => r.innerText)};
+"""
+
+
+def test_leaderboard_at_k_4_scrolls_in_its_box_not_the_page(driver: Any, tmp_path: Path
+                                                           ) -> None:
+    """At k > 1 the table has its mean@k columns besides the first sample's: wider than a
+    1,280 px window may be, it scrolls inside its own box (as designed), never the page, and
+    no run or column is cut."""
+    rng = np.random.default_rng(1)
+    parts = rng.integers(1, 5, 456)
+    runs = []
+    for name, backend, section, p in WIDE:
+        run = make_run(name, rng.random((335, 4)) < p, rng.random((456, 4)) < p, parts, k=4,
+                       years=True)
+        run.params = {"predict": {"backend": backend, backend: section, "samples": 4}}
+        runs.append(run)
+    board = build(runs, find_metric("RIMO-N.accuracy", 4),
+                  {"samples": 200, "seed": 0, "confidence": 0.95})
+    write(tmp_path, {"leaderboard.html": render_html(board, {})})
+    assert driver.get_window_size()["width"] == 1280
+    load(driver, tmp_path / "leaderboard.html")
+    got = driver.execute_script(PAGE_FITS)
+    assert got["page_scroll"] <= got["page"], got  # the page itself never scrolls sideways
+    assert got["box"] <= got["page"] and got["box_right"] <= got["page"], got
+    if got["box_scroll"] > got["box"]:  # wider than the window: its own box scrolls
+        assert got["overflow"] in ("auto", "scroll"), got
+    assert any("@" in h for h in got["heads"]), got["heads"]  # the k-sample columns are there
+    assert len(got["rows"]) == len(board["runs"]) == len(WIDE), got
+    for row, text in zip(board["runs"], got["rows"], strict=True):
+        assert row["label"] in text and row["model"] in text, text  # wrapped, never cut
