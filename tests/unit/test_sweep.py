@@ -1,6 +1,7 @@
 """``rimo-eval sweep`` without a cluster: the sweep file's checks, the generated script, and an
 array task's own steps run directly (skip by name on a real bare git remote; a server that
-never gets ready; a server that dies), each leaving its record."""
+never gets ready; a server that dies; a DVC push that fails, on a real DVC project), each
+leaving its record."""
 
 from __future__ import annotations
 
@@ -173,3 +174,72 @@ def test_without_slurm_the_cluster_helper_says_what_is_missing(monkeypatch: pyte
     monkeypatch.setattr(slurm, "_which", lambda name: None if name == "slurmd" else "/bin/x")
     reason = slurm.unavailable()
     assert reason is not None and "missing slurmd" in reason and "make slurm" in reason
+
+
+READY_SERVER = """import http.server, sys
+
+class Ready(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # /v1/models: ready
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Ready).serve_forever()
+"""
+
+
+def dvc_remote_repo(tmp_path: Path, remote: Path) -> tuple[Path, str]:
+    """A bare git remote holding a one-stage DVC project (its output made from the predict
+    params the task sets) whose default DVC remote is ``remote``."""
+    work, origin = tmp_path / "work", tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    subprocess.run(["dvc", "init", "-q"], cwd=work, check=True)
+    (work / "params.yaml").write_text(yaml.safe_dump({"predict": {
+        "backend": "constant", "limit": 3,
+        "openai": {"base_url": None, "model": None, "cache_dir": None}}}))
+    (work / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"predict": {
+        "cmd": f"{sys.executable} -c \"import yaml; open('out.txt', 'w').write("
+               f"repr(yaml.safe_load(open('params.yaml'))))\"",
+        "params": ["predict"], "outs": ["out.txt"]}}}))
+    subprocess.run(["dvc", "remote", "add", "-d", "team", str(remote)], cwd=work, check=True)
+    (work / ".gitignore").write_text("/out.txt\n")
+    git(work, "add", "-A")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "a dvc project")
+    git(work, "push", "-q", str(origin), "main")
+    return origin, git(work, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.slow
+def test_a_failed_data_push_pushes_no_ref_and_the_retry_pushes_both(tmp_path: Path) -> None:
+    """The push sends the data first, then the experiment's ref: when `dvc push` fails (here
+    the DVC remote is a file, not a folder), the git remote gets no ref, so no experiment on
+    it lacks its files. Once the remote is fixed, the same task pushes the data and the ref."""
+    remote = tmp_path / "dvc-remote"
+    remote.write_text("not a folder")
+    origin, rev = dvc_remote_repo(tmp_path, remote)
+    script = tmp_path / "ready_server.py"  # a model server that is ready at once
+    script.write_text(READY_SERVER)
+    server = {"command": f"{sys.executable} {script} {{port}}", "ready_timeout_s": 30,
+              "port": free_port()}
+    plan = plan_of(tmp_path, {**BASE, "server": server, "workdir": str(tmp_path / "node")},
+                   url=str(origin))
+    plan = Plan(**{**plan.__dict__, "rev": rev})
+    assert run_task(plan, 0) == 1
+    record = json.loads((Path(plan.results) / "m-a.json").read_text())
+    assert record["status"] == "failed" and record["step"] == "push", record
+    assert "dvc push (the data) failed" in record["reason"], record["reason"]
+    assert git(origin, "for-each-ref", "refs/exps") == ""  # no ref without its data
+
+    remote.unlink()  # the remote fixed: the task runs again and pushes both
+    assert run_task(plan, 0) == 0
+    record = json.loads((Path(plan.results) / "m-a.json").read_text())
+    assert record["status"] == "pushed", record
+    ref = exp_ref(rev, "m-a")
+    assert git(origin, "rev-parse", ref).strip() == record["commit"]
+    # The ref's output is in the DVC remote: its dvc.lock names an md5 the remote holds.
+    lock = yaml.safe_load(git(origin, "show", f"{ref}:dvc.lock"))
+    md5 = lock["stages"]["predict"]["outs"][0]["md5"]
+    assert (remote / "files/md5" / md5[:2] / md5[2:]).is_file()
