@@ -18,10 +18,7 @@ nothing to what is tested here and would triple the time.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import time
 from collections import defaultdict
@@ -38,7 +35,7 @@ from rimo_eval.core.hashing import fingerprint
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
 from tests.support.paths import REPO_ROOT
-from tests.support.pipeline_repo import env, make_repo
+from tests.support.pipeline_repo import env, make_repo, stop_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -92,27 +89,6 @@ def wait_for_queue(repo: Path, names: list[str], timeout_s: float = 600) -> str:
             time.sleep(1.5)
         time.sleep(0.5)
     raise AssertionError(f"queue not done after {timeout_s} s:\n{status}")
-
-
-def stop_workers(repo: Path, *, kill: bool = False) -> None:
-    """``dvc queue stop``, then wait for this repo's workers to exit and SIGKILL any left: a
-    worker whose idle monitor died (dvc-task's, on a control message read half-written while
-    the other worker shut down) never exits on its own, and while one lives each DVC command
-    that asks the queue waits on its replies."""
-    run(repo, "dvc", "queue", "stop", *(["--kill"] if kill else []), check=False)
-    pids = []
-    for pid_file in (repo / ".dvc/tmp/exps/celery").glob("dvc-exp-worker-*.pid"):
-        with contextlib.suppress(OSError, ValueError):
-            pid = int(pid_file.read_text().strip())
-            if "queue-worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
-                pids.append(pid)
-    deadline = time.monotonic() + 30
-    while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-        time.sleep(0.2)
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from rimo_eval.core.errors import StageError
 from tests.support import partial_run as pr
 from tests.support.browser import chromium, renderer_alive
 from tests.support.chat_server import ChatServer
-from tests.support.pipeline_repo import sh
+from tests.support.pipeline_repo import env, sh, stop_workers
 
 pytestmark = pytest.mark.slow
 
@@ -227,3 +228,46 @@ def test_partial_banner_and_pending_samples_in_chromium(caught: dict[str, Any]) 
             ".reduce((a, td) => a + Number(td.textContent), 0)")
         assert counted == sum(c != "-" for c in codes[pending])
         assert renderer_alive(driver)
+
+
+NEW = 3  # replies the queue's worker gets (at least) before the server holds every request
+
+
+def test_partial_view_of_a_queued_experiment_while_its_worker_runs(tmp_path: Path) -> None:
+    """After ``dvc queue start`` the experiment has left the queue for a worker (DVC's active
+    entries), whose predict is held after a few replies: its partial view finds it there and
+    shows the replies so far, the finished k = 1 run's and the worker's own, the rest
+    pending. The worker shares the workspace's response cache (core/shared.py)."""
+    with ChatServer() as server:
+        root = pr.project(tmp_path / "proj", server, 1)
+        pr.commit_pipeline(root)
+        pr.cli(root, "predict")
+        first = len(server.ok_records())
+        sh(root, "dvc", "exp", "run", "--queue", "--name", "q2", "-S", "predict.samples=2")
+        server.hang_after = first + NEW
+        # Into a file: the worker inherits its starter's output (tests/e2e/test_queue.py).
+        with (tmp_path / "queue.log").open("w") as log:
+            try:
+                subprocess.run(["dvc", "queue", "start"], cwd=root, env=env(), stdout=log,
+                               stderr=log, check=True, timeout=120)
+                deadline = time.monotonic() + 240
+                while not (len([r for r in server.records if r.outcome == "hanging"])
+                           == pr.CONCURRENCY
+                           and len(pr.cache_entries(root)) == len(server.ok_records())
+                           >= first + NEW):
+                    assert time.monotonic() < deadline, (tmp_path / "queue.log").read_text()
+                    time.sleep(0.3)
+                status = sh(root, "dvc", "queue", "status", timeout=120).stdout
+                result = pr.cli(root, "view", "--partial", "q2")
+                answered = len(server.ok_records())  # every slot held: no more come
+            finally:
+                stop_workers(root, kill=True)
+    assert any(line.split()[1:2] == ["q2"] and "Running" in line
+               for line in status.splitlines()), status
+    assert "PARTIAL view" in result.stdout + result.stderr
+    run = pr.site_index(root / "reports/views/q2.partial")["runs"][0]
+    assert run["kind"] == "queued experiment" and run["k"] == 2
+    partial = run["partial"]
+    assert (partial["answered"], partial["requests"]) == (answered, 2 * first)
+    assert first < answered < 2 * first
+    assert 0 < partial["samples_answered"] < partial["samples"]

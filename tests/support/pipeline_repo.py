@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +100,24 @@ def copy_repo(src: Path, dest: Path) -> Path:
 
     shutil.copytree(src, dest, symlinks=True, ignore=skip)
     return dest
+
+
+def stop_workers(repo: Path, *, kill: bool = False) -> None:
+    """``dvc queue stop``, then wait for this repo's workers to exit and SIGKILL any left: a
+    worker whose idle monitor died (dvc-task's, on a control message read half-written while
+    the other worker shut down) never exits on its own, and while one lives each DVC command
+    that asks the queue waits on its replies."""
+    sh(repo, "dvc", "queue", "stop", *(["--kill"] if kill else []), check=False)
+    pids = []
+    for pid_file in (repo / ".dvc/tmp/exps/celery").glob("dvc-exp-worker-*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text().strip())
+            if "queue-worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                pids.append(pid)
+    deadline = time.monotonic() + 30
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
