@@ -73,16 +73,25 @@ return {scroll: wide.scrollWidth, box: wide.clientWidth, page: document.document
 """
 
 
-def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) -> None:
-    rng = np.random.default_rng(0)
+def wide_runs(k: int, seed: int) -> list[Any]:
+    """WIDE's five runs at ``k`` samples, their items dated (the year lens), their params."""
+    rng = np.random.default_rng(seed)
     parts = rng.integers(1, 5, 456)
     runs = []
     for name, backend, section, p in WIDE:
-        run = make_run(name, rng.random((335, 1)) < p, rng.random((456, 1)) < p, parts,
+        run = make_run(name, rng.random((335, k)) < p, rng.random((456, k)) < p, parts, k=k,
                        years=True)
-        run.params = {"predict": {"backend": backend, backend: section}}
-        if name in CUTOFFS:
-            run.params["score"] = {"training_cutoff": CUTOFFS[name]}
+        run.params = {"predict": {"backend": backend, backend: section,
+                                  **({"samples": k} if k > 1 else {})}}
+        runs.append(run)
+    return runs
+
+
+def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) -> None:
+    runs = wide_runs(1, 0)
+    for run in runs:
+        if run.label in CUTOFFS:
+            run.params["score"] = {"training_cutoff": CUTOFFS[run.label]}
         for track in ("RIMO-N", "RIMO-P"):
             block = run.metrics[track]
             block["usage"] = {"prompt_tokens": 4_567_890, "completion_tokens": 23_456_789,
@@ -91,7 +100,6 @@ def test_leaderboard_table_fits_a_1280_px_window(driver: Any, tmp_path: Path) ->
                 if m in block:
                     block[f"{m}_ci_low"], block[f"{m}_ci_high"] = block[m] - 0.04, block[m] + 0.04
         run.date = "2026-12-04T10:00:00+00:00"
-        runs.append(run)
     board = build(runs, find_metric("RIMO-N.accuracy", 1),
                   {"samples": 200, "seed": 0, "confidence": 0.95})
     write(tmp_path, {"leaderboard.html": render_html(board, {})})
@@ -141,14 +149,7 @@ def test_leaderboard_at_k_4_scrolls_in_its_box_not_the_page(driver: Any, tmp_pat
     """At k > 1 the table has its mean@k columns besides the first sample's: wider than a
     1,280 px window may be, it scrolls inside its own box (as designed), never the page, and
     no run or column is cut."""
-    rng = np.random.default_rng(1)
-    parts = rng.integers(1, 5, 456)
-    runs = []
-    for name, backend, section, p in WIDE:
-        run = make_run(name, rng.random((335, 4)) < p, rng.random((456, 4)) < p, parts, k=4,
-                       years=True)
-        run.params = {"predict": {"backend": backend, backend: section, "samples": 4}}
-        runs.append(run)
+    runs = wide_runs(4, 1)
     board = build(runs, find_metric("RIMO-N.accuracy", 4),
                   {"samples": 200, "seed": 0, "confidence": 0.95})
     write(tmp_path, {"leaderboard.html": render_html(board, {})})

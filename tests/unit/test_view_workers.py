@@ -74,11 +74,8 @@ def test_workers_write_the_site_one_process_writes(run: Any, tmp_path: Path,
     assert len([f for f in alone if f.startswith("data/items/")]) == N + P
 
 
-def test_a_worker_skips_the_row_groups_before_its_block(run: Any,
-                                                        monkeypatch: pytest.MonkeyPatch
-                                                        ) -> None:
-    """A cursor asked first for an item deep in the table reads from the row group that
-    holds it, not every group before (the file's problem-id statistics)."""
+def spied_cursor(run: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[DetailsCursor, list[int]]:
+    """A fresh RIMO-N cursor of ``run`` and the row groups it decodes, in order, as it reads."""
     cursor = run.cursors[TRACK_N].reopened()
     read: list[int] = []
     real = cursor._file.read_row_group
@@ -88,6 +85,15 @@ def test_a_worker_skips_the_row_groups_before_its_block(run: Any,
         return real(group, **kwargs)
 
     monkeypatch.setattr(cursor._file, "read_row_group", spy)
+    return cursor, read
+
+
+def test_a_worker_skips_the_row_groups_before_its_block(run: Any,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A cursor asked first for an item deep in the table reads from the row group that
+    holds it, not every group before (the file's problem-id statistics)."""
+    cursor, read = spied_cursor(run, monkeypatch)
     last = f"2001n{N - 1:02d}"
     assert cursor.get(last, K - 1)["reasoning"] == f"reasoning {N - 1}/{K - 1} " * (50 + N - 1)
     groups = cursor._file.metadata.num_row_groups
@@ -101,15 +107,7 @@ def test_an_item_ending_with_its_row_group_does_not_read_the_next(
         run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The item whose rows end where their row group does is complete by the statistics: the
     next group (the next block's, read by another worker) is not decoded for it."""
-    cursor = run.cursors[TRACK_N].reopened()
-    read: list[int] = []
-    real = cursor._file.read_row_group
-
-    def spy(group: int, **kwargs: Any) -> Any:
-        read.append(group)
-        return real(group, **kwargs)
-
-    monkeypatch.setattr(cursor._file, "read_row_group", spy)
+    cursor, read = spied_cursor(run, monkeypatch)
     # Four rows a group, three samples an item: item 3's rows are 9-11, group 2's last three.
     assert [cursor.get("2001n03", j)["reasoning"] for j in range(K)] == [
         f"reasoning 3/{j} " * 53 for j in range(K)]
