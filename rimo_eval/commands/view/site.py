@@ -89,7 +89,6 @@ def write_stream(out: Path, payloads: Iterable[dict[str, Any]],
     """``write_site`` with the payloads written as they come (one item's every run and sample
     at a time, so a k = 64 reasoning run is never held whole) and the index and search words,
     which only the last payload completes, asked of ``finish`` after them."""
-
     return write_with(out, lambda tmp: {"items": write_items_here(tmp, payloads), "jobs": 1},
                       finish)
 
