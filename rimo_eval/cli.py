@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from rimo_eval.core.config import load_params
 from rimo_eval.core.errors import StageError
+from rimo_eval.core.terminal import for_terminal
 
 STAGES = {
     "check-params": "Validate the whole params file (DVC runs it on any change to the file)",
@@ -187,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ``judge --calibrate``: the judge stage's other entry point.
         (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)
     except StageError as exc:
-        print(f"rimo-eval {args.command}: error: {exc}", file=sys.stderr)
+        # A server's or model's text may be quoted: no terminal control reaches the screen.
+        print(for_terminal(f"rimo-eval {args.command}: error: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"rimo-eval {args.command}: interrupted; artifacts left as they were",

@@ -4,7 +4,8 @@ A transport's HTTP layer raises these (never another client library's types): a 
 that failed (``ConnectionFailed``, raised from the socket error so that ``probe`` can name the
 cause), a timeout (``RequestTimeout``), an HTTP status >= 400 (``HTTPStatusError``, with the
 server's message, ``code``, ``param`` and ``Retry-After``), a 2xx body that is not a usable
-completion (``MalformedResponse``), and a status that a native provider's SDK raised
+completion (``MalformedResponse``), a body the engine refuses to read (``BadReply``: over the
+size cap, or JSON nested past the parser's depth), and a status that a native provider's SDK raised
 (``ProviderStatusError``, as that provider's classifier read it).
 
 Every failure becomes one ``ErrorDecision``: ``retry``, ``fatal`` (the stage stops),
@@ -112,6 +113,19 @@ class MalformedResponse(EngineError):
     """HTTP 2xx with a body that is not a usable chat completion."""
 
 
+class BadReply(EngineError):
+    """A body the engine will not read: larger than ``max_reply_bytes`` decoded (``kind``
+    ``reply_too_large``) or JSON nested deeper than the parser goes (``json_too_deep``).
+
+    That item's error (``classify``'s last rule), never retried: unlike a body cut short by
+    the network, it is what the server chose to send, and another try would be paid for and
+    read again for the same answer. Recorded as the item's ``details.error_kind``."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class HTTPStatusError(EngineError):
     """An HTTP status >= 400, with what the server said about it."""
 
@@ -137,7 +151,7 @@ def _error_object(body: bytes) -> dict[str, Any]:
     the top-level object; ``{}`` for a body that is not JSON."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return {}
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         error: dict[str, Any] = data["error"]

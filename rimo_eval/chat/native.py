@@ -9,10 +9,18 @@ content: ``empty``, retried first) is that item's error. ``fatal`` decisions (40
 spend cap) and ``parameter`` decisions (a 400 naming a request parameter) stop the stage,
 naming the params key (``RetryingTransport.final_error``); everything goes through the key's
 ``Redactor`` first.
+
+``timeout_s`` is the deadline of the whole call here too: the SDKs' own timeouts (httpx's) are
+per read, so a server trickling a byte at a time would hold a call past it; the call is
+cancelled at the deadline and fails as a ``RequestTimeout`` (retried, as a timeout is). The
+SDKs read and decode the body themselves, so the openai transport's ``max_reply_bytes`` cap
+is not applied here (docs/backends.md); their JSON depth errors reach the classifier as any
+other exception (that item's error).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,7 +28,13 @@ from typing import Any
 
 from rimo_eval.chat import probe
 from rimo_eval.chat.api_key import key_source
-from rimo_eval.chat.errors import Action, ErrorDecision, MalformedResponse, error_for
+from rimo_eval.chat.errors import (
+    Action,
+    ErrorDecision,
+    MalformedResponse,
+    RequestTimeout,
+    error_for,
+)
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply
@@ -62,8 +76,19 @@ class NativeTransport(RetryingTransport):
 
     async def _attempt(self, request: dict[str, Any]) -> ChatReply:
         started = time.monotonic()
-        response = await self._guard(self._call(request), request)
+        response = await self._within(self._timeout_s, self._call(request), request)
         return self.reply_of(response, time.monotonic() - started)
+
+    async def _within(self, seconds: float, call: Awaitable[Any], request: Mapping[str, Any]
+                      ) -> Any:
+        """``call`` (guarded) cancelled at ``seconds``: ``RequestTimeout`` then."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await self._guard(call, request)
+        except TimeoutError:  # only the deadline's: _guard turns the SDK's into errors
+            # The cause said is the deadline, not the cancellation it made inside the SDK.
+            raise RequestTimeout("timed out") from TimeoutError(
+                f"no complete reply within {seconds:g}s")
 
     def reply_of(self, response: Any, latency_s: float) -> ChatReply:
         """The reply in an SDK response (online, or a batch's result), or the engine's error
@@ -81,5 +106,5 @@ class NativeTransport(RetryingTransport):
 
     async def _probe_with(self, call: Callable[[], Awaitable[Any]]) -> None:
         wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
-        await probe.probe_endpoint(lambda: self._guard(call(), {}), self.base_url, wait,
+        await probe.probe_endpoint(lambda: self._within(wait, call(), {}), self.base_url, wait,
                                    self.section)

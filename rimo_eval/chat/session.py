@@ -49,6 +49,7 @@ from rimo_eval.chat.transport import (
 )
 from rimo_eval.core.chat_params import EngineParams
 from rimo_eval.core.errors import StageError
+from rimo_eval.core.terminal import for_terminal
 
 T = TypeVar("T")
 Messages = list[dict[str, str]]
@@ -155,7 +156,7 @@ class Session:
             if exc is None:
                 raise
             # The run already failed: its own error is the one raised, this one is said too.
-            print(f"rimo-eval: {failed}", file=sys.stderr)
+            print(for_terminal(f"rimo-eval: {failed}"), file=sys.stderr)
         finally:
             if self._waits is not None:
                 await self._waits.close()

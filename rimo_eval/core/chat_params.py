@@ -28,6 +28,7 @@ class PricePerMtok(Section):
 
 
 DEFAULT_RESPONSE_CACHE = ".rimo_cache/responses"
+MAX_REPLY_BYTES = 64 * 1024 * 1024
 
 
 def _http_url(url: str | None) -> str | None:
@@ -66,7 +67,8 @@ def _folder(value: str | None) -> str | None:
 class EngineParams(Section):
     """How the chat engine calls any endpoint: operational knobs, never in the fingerprint."""
 
-    # per request: a reasoning model may think for many minutes
+    # The deadline of one request, connecting to the last byte of the reply (each retry has its
+    # own): a reasoning model may think for many minutes before a non-streamed reply.
     timeout_s: Operational[PosNumber] = 1800.0
     max_retries: Operational[NonNegInt] = 6
     backoff_initial_s: Operational[Annotated[Number, Field(ge=0)]] = 1.0
@@ -102,6 +104,10 @@ class ChatParams(EngineParams):
     extra_body: Result[dict[str, Any] | None] = Field(default_factory=dict)
     system_prompt: Result[str | None] = None
     api_key_env: Operational[str | None] = "OPENAI_API_KEY"  # the variable's NAME, not the key
+    # The most bytes a reply body may have once decoded (gzip included): a larger one is that
+    # item's error (error_kind reply_too_large), read no further. Real replies are far smaller
+    # (32 KB of reasoning is about 40 KB of JSON); the cap bounds memory against a bomb.
+    max_reply_bytes: Operational[PosInt] = MAX_REPLY_BYTES
 
     @field_validator("base_url")
     @classmethod

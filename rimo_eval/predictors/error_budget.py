@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.predictions import STATUS_ERROR, Prediction
+from rimo_eval.core.terminal import for_terminal
 
 # "part 2 of 3: failed after 7 attempt(s): X": the same cause, whatever part or attempt count
 _NOISE = re.compile(r"^part \d+ of \d+: |failed after \d+ attempt\(s\): ")
@@ -46,6 +47,7 @@ def check_error_budget(preds: Iterable[Prediction], allow: float, unit: str = "i
         raise StageError(f"predict: {summary}. That is {why}; nothing was written. Replies "
                          f"received are cached, so a re-run after the fix only sends the "
                          f"failed requests.")
-    print(f"predict: WARNING: {summary} (within predict.allow_errors = {allow:g}; "
-          f"scored as wrong, counted as errors in the metrics)", file=sys.stderr)
+    print(for_terminal(f"predict: WARNING: {summary} (within predict.allow_errors = "
+                       f"{allow:g}; scored as wrong, counted as errors in the metrics)"),
+          file=sys.stderr)
     return len(failed)

@@ -25,8 +25,9 @@ RIMO-P chaining can be checked (request k must contain the replies to requests 1
 Server-wide: ``responder(body, prompt)``, when set and returning a string, is the reply (a
 scripted judge; fault directives still come first); ``shape(completion, prompt)``, when set
 and returning something, is the body sent instead of the completion built (a dict, sent as
-JSON with every non-ASCII character escaped, as servers do, or bytes sent as they are), or a
-``(status, body)`` pair: hostile replies; ``latency_s`` before every reply, and
+JSON with every non-ASCII character escaped, as servers do, or bytes sent as they are), a
+``(status, body)`` pair, or a ``Written`` reply that writes itself (``hostile_replies``: a
+gzip bomb, a trickle of one byte at a time): hostile replies; ``latency_s`` before every reply, and
 ``hang_after``: once that many requests were answered, later ones hang (used to kill a client
 at a known point); ``fail_all``: every request gets that HTTP status (a broken server);
 ``die_after``: once that many were answered the server dies (listener closed, later requests on
@@ -61,7 +62,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
 from tests.support.loopback import (
@@ -73,8 +74,18 @@ from tests.support.loopback import (
     serve_until_interrupted,
 )
 
-# What ``ChatServer.shape`` may return instead of the completion: a body, or (status, body).
-Shaped = dict[str, Any] | bytes | tuple[int, dict[str, Any] | bytes] | None
+
+@runtime_checkable
+class Written(Protocol):
+    """A reply that writes itself on the handler (headers, pacing); ``stop`` is set when the
+    server stops (``tests/support/hostile_replies.py``)."""
+
+    def write(self, handler: LoopbackHandler, stop: threading.Event) -> None: ...
+
+
+# What ``ChatServer.shape`` may return instead of the completion: a body, (status, body), or
+# a reply that writes itself.
+Shaped = dict[str, Any] | bytes | tuple[int, dict[str, Any] | bytes] | Written | None
 
 
 def request_log(base_url: str, since: int | None = None) -> dict[str, Any]:
@@ -322,7 +333,9 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(shaped, tuple):
                 status, shaped = shaped
             try:
-                if isinstance(shaped, bytes):  # a body as it is, UTF-8 or not
+                if isinstance(shaped, Written):
+                    shaped.write(self, server._stop)
+                elif isinstance(shaped, bytes):  # a body as it is, UTF-8 or not
                     self._send(status, shaped, "application/json")
                 else:  # JSON escapes (ensure_ascii): a lone surrogate goes out as \ud800
                     self._json(status, completion if shaped is None else shaped)

@@ -117,15 +117,17 @@ def test_the_fingerprint_holds_the_result_fields_and_dvc_their_keys(backend: str
 
 # What the hand-written lists kept out before issue 31 (predictors/chat_predictor.py's
 # OPERATIONAL_KEYS plus the popped "n", and judge/chat.py's _NOT_IDENTITY): the marks must
-# give the very same fingerprints.
+# give the very same fingerprints. max_reply_bytes (issue 42), operational and new since, is
+# left out too: adding it changed no fingerprint.
 OLD_OPERATIONAL = frozenset({"timeout_s", "max_retries", "backoff_initial_s", "backoff_max_s",
                              "concurrency", "cache_dir", "api_key_env", "n_threads",
                              "model_cache_dir", "model_path", "price_per_mtok",
-                             "breaker_window", "stall_warning_s", "batch", "n"})
+                             "breaker_window", "stall_warning_s", "batch", "n",
+                             "max_reply_bytes"})
 OLD_NOT_JUDGE_IDENTITY = frozenset({"timeout_s", "max_retries", "backoff_initial_s",
                                     "backoff_max_s", "concurrency", "cache_dir", "api_key_env",
                                     "breaker_window", "stall_warning_s", "enabled",
-                                    "calibration"})
+                                    "calibration", "max_reply_bytes"})
 
 
 def _old(section: BaseModel, left_out: frozenset[str]) -> dict[str, Any]:

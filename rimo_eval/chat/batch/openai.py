@@ -54,6 +54,16 @@ def _polled(batch: Any) -> Polled:
     return Polled(batch.id, batch.status, batch.status in TERMINAL, done)
 
 
+def _line(text: str) -> Any:
+    """One line of an output or error file; a garbled one (not JSON, or nested past the
+    parser's depth) is None: its request counts as not answered and is sent again, as a
+    garbled body online is retried, instead of failing the whole batch at every rerun."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 class OpenAIBatchTransport(BatchRounds):
     def __init__(self, params: OpenAIParams, section: str) -> None:
         online = OpenAITransport(params, section)  # same requests, keys and errors
@@ -123,8 +133,8 @@ class OpenAIBatchTransport(BatchRounds):
         for file_id in self._files.get(polled.batch_id, ()):
             if file_id:
                 content = await self.client.files.content(file_id)
-                lines += [json.loads(x) for x in content.text.splitlines() if x.strip()]
-        by_key = {line.get("custom_id"): line for line in lines}
+                lines += [_line(x) for x in content.text.splitlines() if x.strip()]
+        by_key = {line.get("custom_id"): line for line in lines if isinstance(line, dict)}
         return {key: self._read(by_key.get(key), payload["request"])
                 for key, payload in record.keys.items()}
 

@@ -40,6 +40,7 @@ from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError
 from rimo_eval.core.chat_params import AnthropicParams, OpenAIParams
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.core.shared import shared_path
+from rimo_eval.core.terminal import for_terminal
 
 COLLECT_S = 0.5  # requests arriving within this of each other share a batch
 # One key's outcome in a batch: its reply, the error it ends with, or None: not answered.
@@ -211,8 +212,9 @@ class BatchRounds(ChatTransport):
             polled = await self.poll(record.batch_id)
             if (polled.status, polled.counts) != shown:  # the progress: round, state, counts
                 shown = (polled.status, polled.counts)
-                print(f"{self.section}.batch: round {record.round}: {polled.batch_id} "
-                      f"{polled.status}{polled.counts}", file=sys.stderr, flush=True)
+                print(for_terminal(f"{self.section}.batch: round {record.round}: "
+                                   f"{polled.batch_id} {polled.status}{polled.counts}"),
+                      file=sys.stderr, flush=True)
             if polled.ended:
                 break
             await asyncio.sleep(float(self.settings.poll_s))

@@ -62,7 +62,8 @@ class OpenAITransport(RetryingTransport):
         self._extra_body: dict[str, Any] = dict(params.extra_body or {})
         self._timeout_s = float(params.timeout_s)
         self._http = OpenAIHTTP(self.base_url, key, self._timeout_s,
-                                min(_CONNECT_TIMEOUT_S, self._timeout_s), self.concurrency)
+                                min(_CONNECT_TIMEOUT_S, self._timeout_s), self.concurrency,
+                                params.max_reply_bytes, f"{section}.max_reply_bytes")
 
     def endpoint(self) -> dict[str, Any]:
         # base_url is part of the key: a model name alone ("default", "gpt-oss") does not say
