@@ -62,6 +62,9 @@ ROWS: dict[str, list[str]] = {
         r"^digested \d+ oracle files and \d+ k = 3 entries; k = 3 \d+ requests [0-9a-f]{64}"],
     "scale_memory.py": [r"^k=1: \d+ requests; predict [\d.]+ s, \d+ MiB; .*compare [\d.]+ s",
                         r'"cpu_ms_per_request"'],
+    # The bomb is read up to the cap only: that request's error, whatever its size.
+    "reply_bomb.py": [r"^\| honest, \d+ B gzipped \| ok \d+ characters \| \d+ MiB \|",
+                      r"^\| bomb, 128 MiB decoded \| failed reply_too_large \| \d+ MiB \|"],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
