@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.commands.sweep.plan import Plan, SweepFile, read_sweep, resolve, s_value
+from rimo_eval.commands.sweep.overrides import hydra_value
+from rimo_eval.commands.sweep.plan import Plan, SweepFile, read_sweep, resolve
 from rimo_eval.commands.sweep.remote import exp_ref
 from rimo_eval.commands.sweep.script import array_spec, render
 from rimo_eval.commands.sweep.task import run_task
@@ -44,10 +45,10 @@ def test_each_task_gets_its_server_port_and_overrides(tmp_path: Path) -> None:
     assert (a.port, b.port) == (8000, 8001)
     assert a.server == ["vllm", "serve", "/models/A", "--host", "127.0.0.1", "--port", "8000",
                         "--served-model-name", "m-a"]
-    assert b.overrides == ["predict.backend=openai",
-                           "predict.openai.base_url=http://127.0.0.1:8001/v1",
-                           "predict.openai.model=m-b",
-                           "predict.openai.cache_dir=/tmp/rimo-sweep/cache",
+    assert b.overrides == ["predict.backend='openai'",
+                           "predict.openai.base_url='http://127.0.0.1:8001/v1'",
+                           "predict.openai.model='m-b'",
+                           "predict.openai.cache_dir='/tmp/rimo-sweep/cache'",
                            "predict.limit=null", "predict.openai.seed=7"]
     assert Plan.from_file(_written(tmp_path, plan)) == plan
 
@@ -59,11 +60,13 @@ def _written(tmp_path: Path, plan: Plan) -> Path:
 
 
 @pytest.mark.parametrize("value, text", [
-    (None, "null"), (3, "3"), (0.6, "0.6"), ("gpt-4o", "gpt-4o"), ("07", '"07"'),
-    ("true", '"true"'), ("a: b", '"a: b"'), ({"k": [1]}, '{"k": [1]}')])
-def test_override_values_read_back_as_dvc_parses_them(value: object, text: str) -> None:
-    assert s_value(value) == text
-    assert yaml.safe_load(text) == value
+    (None, "null"), (3, "3"), (0.6, "0.6"), ("gpt-4o", "'gpt-4o'"), ("07", "'07'"),
+    ("true", "'true'"), ("1e3", "'1e3'"), ("a,b", "'a,b'"), ("it's", "'it\\'s'"),
+    ("x\\", "'x\\\\'"), ("${oc.env:HOME}", "'\\${oc.env:HOME}'"),
+    ({"k": [1, "a"]}, "{k:[1,'a']}")])
+def test_override_values_are_written_in_dvcs_override_grammar(value: object, text: str) -> None:
+    """Hydra's grammar, which DVC reads -S with (test_sweep_values.py runs DVC's own parser)."""
+    assert hydra_value(value) == text
 
 
 @pytest.mark.parametrize("change, message", [
@@ -99,6 +102,7 @@ def test_the_script_lists_the_tasks_and_runs_the_plan(tmp_path: Path) -> None:
     script = render(plan)
     assert "#SBATCH --array=0-1%2\n#SBATCH --output=" in script and "#SBATCH --gres=gpu:1" in script
     assert "-S predict.openai.seed=7" in script and "server: vllm serve /models/B" in script
+    assert "#SBATCH --array=0-1%2" in script.split("\nset -euo pipefail\n")[0]
     # With setup lines the venv they activate runs the task, not the submitting interpreter.
     assert script.endswith('source /venv/bin/activate\nexec rimo-eval sweep task '
                            f'{tmp_path}/sweep-results/plan.json "$SLURM_ARRAY_TASK_ID"\n')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from rimo_eval.commands.sweep.plan import Plan, read_sweep, resolve
 from rimo_eval.commands.sweep.remote import ls_remote, pushed
 from rimo_eval.commands.sweep.script import array_spec, plan_path, render, script_path
 from rimo_eval.commands.sweep.task import read_record, run_task
+from rimo_eval.commands.sweep.values import check_git_remote
 from rimo_eval.core.atomic import write_text
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.core.git import git, head_commit
@@ -52,10 +54,11 @@ def repo_root() -> Path:
 
 
 def git_url(root: Path, remote: str) -> str:
-    """A remote's name gives its URL; a URL or a path is taken as it is."""
+    """A remote's name gives its URL; a URL or a path is taken as it is. ``remote`` has passed
+    values.check_git_remote: no option reaches git."""
     if "/" in remote or ":" in remote:
         return remote
-    url = git(root, "remote", "get-url", remote)
+    url = git(root, "remote", "get-url", "--", remote)
     if not url:
         raise ConfigError(f"git_remote: {remote!r} is not a remote of {root} (git remote -v); "
                           f"name one, or give its URL")
@@ -81,8 +84,11 @@ def load_plan(file: Path) -> Plan:
     remote = sweep.data.get("git_remote") or "origin"
     if not isinstance(remote, str):
         raise ConfigError(f"{file}: git_remote: a remote's name or a git URL")
+    check_git_remote(f"{file}: git_remote", remote)  # before any git command sees it
+    # The -S values are tried on the params.yaml each task's clone will have.
+    params_text = git(root, "show", f"{rev}:params.yaml")
     return resolve(sweep, repo=root, rev=rev, git_url=git_url(root, remote),
-                   python=sys.executable)
+                   python=sys.executable, params_text=params_text)
 
 
 def submit(file: Path, dry_run: bool) -> int:
@@ -137,7 +143,7 @@ def status(file: Path, as_json: bool) -> int:
         record = read_record(plan, name) or {"status": "not run", "step": None, "reason": None}
         rows.append({"name": name, "on_remote": name in done, **{
             k: record.get(k) for k in ("status", "step", "job", "node", "reason")}})
-    collect = [f"dvc exp pull {plan.git_url} {' '.join(n for n in names if n in done)}",
+    collect = [shlex.join(["dvc", "exp", "pull", plan.git_url, *(n for n in names if n in done)]),
                "rimo-eval leaderboard --all"] if done else []
     if as_json:
         print(json.dumps({"rev": plan.rev, "tasks": rows, "collect": collect}, indent=1))

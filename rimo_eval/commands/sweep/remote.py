@@ -19,7 +19,7 @@ def exp_ref(rev: str, name: str) -> str:
 def ls_remote(git_url: str, *patterns: str, cwd: str | None = None) -> dict[str, str]:
     """ref -> sha on the remote; a remote that cannot be read is an error, never "empty"."""
     try:
-        proc = subprocess.run(["git", "ls-remote", git_url, *patterns], cwd=cwd,
+        proc = subprocess.run(["git", "ls-remote", "--", git_url, *patterns], cwd=cwd,
                               capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise StageError(f"git ls-remote {git_url}: {exc}") from exc

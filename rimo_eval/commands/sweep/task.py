@@ -110,11 +110,12 @@ class Run:
         with self.log_path.open("a", encoding="utf-8") as log:
             log.write(f"{now()} [{self.task.name}] {text}\n")
 
-    def start(self, argv: list[str], log: TextIO, cwd: str | None = None
-              ) -> subprocess.Popen[bytes]:
+    def start(self, argv: list[str], log: TextIO, cwd: str | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         # Its own process group: stopping the task stops the command and all it started.
         proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=None if env is None else {**os.environ, **env})
         self.children.append(proc)
         return proc
 
@@ -221,25 +222,26 @@ def _steps(run: Run, clone: Path) -> int:
     with run.server_log_path.open("a", encoding="utf-8") as log:
         log.write(f"{now()} $ {' '.join(task.server)}\n")
         log.flush()
-        server = run.start(task.server, log)
+        server = run.start(task.server, log, env=task.server_env)
     run.save(ready_s=round(wait_ready(run, server, task.port, plan.ready_timeout_s), 1))
     run.step("clone")
     shutil.rmtree(clone, ignore_errors=True)
     clone.parent.mkdir(parents=True, exist_ok=True)
-    run.command(["git", "clone", "-q", "--no-checkout", plan.git_url, str(clone)], plan.repo,
-                "git clone")
+    # After `--`: the URL and the folder are never read as options (plan.py checks them too).
+    run.command(["git", "clone", "-q", "--no-checkout", "--", plan.git_url, str(clone)],
+                plan.repo, "git clone")
     run.command(["git", "checkout", "-q", "--detach", plan.rev], str(clone),
                 f"git checkout {plan.rev[:12]}")
-    remote = ["-r", plan.dvc_remote] if plan.dvc_remote else []
+    remote = [f"--remote={plan.dvc_remote}"] if plan.dvc_remote else []
     # What the remote lacks is rebuilt by the run itself: a partial pull is no failure. With
     # targets, only what they depend on (not the report's and the view's files).
-    scope = ["--with-deps", *plan.targets] if plan.targets else []
+    scope = ["--with-deps", "--", *plan.targets] if plan.targets else []
     with contextlib.suppress(TaskFailed):
         run.command(["dvc", "pull", "-q", "--allow-missing", *remote, *scope], str(clone),
                     "dvc pull")
     run.step("run")
     sets = [arg for override in task.overrides for arg in ("-S", override)]
-    run.command(["dvc", "exp", "run", "--temp", "-n", task.name, *plan.targets, *sets],
+    run.command(["dvc", "exp", "run", "--temp", "-n", task.name, *sets, "--", *plan.targets],
                 str(clone), "dvc exp run")
     run.step("push")
     # The experiment's commit in the throwaway clone: `dvc push` sends the outputs its
@@ -247,7 +249,7 @@ def _steps(run: Run, clone: Path) -> int:
     run.command(["git", "checkout", "-q", "--detach", exp_ref(plan.rev, task.name)],
                 str(clone), "git checkout of the experiment")
     run.command(["dvc", "push", *remote, *scope], str(clone), "dvc push (the data)")
-    run.command(["dvc", "exp", "push", "--no-cache", plan.git_url, task.name], str(clone),
+    run.command(["dvc", "exp", "push", "--no-cache", "--", plan.git_url, task.name], str(clone),
                 "dvc exp push (the ref)")
     run.step("verify")
     done = pushed(plan.git_url, plan.rev, [task.name], cwd=plan.repo)
