@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from rimo_eval.core.effects import ByKey, Content, Cost, Operational, Removed, Result
+from rimo_eval.core.input_files import check_input
 from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.core.shared import shared_path
 
@@ -212,3 +213,9 @@ class LocalParams(Section):
     @classmethod
     def _cache_dir(cls, value: str | None) -> str | None:
         return _folder(value)
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, value: str | None) -> str | None:
+        check_input(value)
+        return value

@@ -51,6 +51,7 @@ from rimo_eval.core.effects import (
     key_paths,
 )
 from rimo_eval.core.errors import ConfigError
+from rimo_eval.core.input_files import check_input
 from rimo_eval.core.params_keys import nearest
 from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.core.surrogates import escaped, first_lone_surrogate, split_pair
@@ -73,6 +74,12 @@ class FetchParams(Section):
 class ValidateParams(Section):
     errata: Annotated[str, Field(min_length=1)]
 
+    @field_validator("errata")
+    @classmethod
+    def _errata(cls, value: str) -> str:
+        check_input(value)
+        return value
+
 
 class ConstantParams(Section):
     answer: Result[str] = "0"
@@ -81,6 +88,12 @@ class ConstantParams(Section):
 
 class ReplayParams(Section):
     path: Content[Annotated[str, Field(min_length=1)]]
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        check_input(value, folder=True)  # a file, or a folder of .jsonl and .csv
+        return value
 
 
 class OracleParams(Section):

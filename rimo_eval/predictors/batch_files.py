@@ -15,18 +15,20 @@ split off as online, by ``think_split`` when the reply is read.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from rimo_eval.chat.batch.openai import batch_line
+from rimo_eval.chat.batch.openai import ENDPOINT, batch_line
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.errors import MalformedResponse
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.session import lookup
-from rimo_eval.core.atomic import write_bytes
 from rimo_eval.core.errors import DataError, StageError
+from rimo_eval.core.input_files import input_problem
 from rimo_eval.core.items import Item
+from rimo_eval.core.outputs import claim_file, output_file
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
@@ -62,9 +64,27 @@ def round_requests(predictor: ChatPredictor[Any], items: Sequence[Item]
     return wanted
 
 
+EXPORT = ("predict", "predict --export-batch")  # the tool and option (core/outputs.py)
+MAX_LINE = 1 << 26  # bytes of a request line: far above any prompt
+
+
+def is_export(fh: BinaryIO) -> bool:
+    """Whether an existing file is a request file export_batch wrote (its first line one of
+    batch_line's: the only other files it may replace are empty)."""
+    try:
+        line = json.loads(fh.readline(MAX_LINE))
+    except ValueError:
+        return False
+    return (isinstance(line, dict) and sorted(line) == ["body", "custom_id", "method", "url"]
+            and line["url"] == ENDPOINT and isinstance(line["custom_id"], str)
+            and re.fullmatch(r"[0-9a-f]{64}", line["custom_id"]) is not None)
+
+
 def export_batch(predictor: ChatPredictor[Any], items: Sequence[Item], path: Path) -> str:
+    claim_file(path, *EXPORT, is_export)  # refused before the cache is read
     wanted = round_requests(predictor, items)
-    write_bytes(path, b"".join(batch_line(k, wanted[k]["request"]) for k in sorted(wanted)))
+    with output_file(path, *EXPORT, is_export) as tmp:
+        tmp.write_bytes(b"".join(batch_line(k, wanted[k]["request"]) for k in sorted(wanted)))
     if not wanted:
         return f"{path}: 0 requests: every reply is cached; run predict"
     return (f"{path}: {len(wanted)} requests; run e.g. `vllm run-batch -i {path} -o OUT "
@@ -72,6 +92,9 @@ def export_batch(predictor: ChatPredictor[Any], items: Sequence[Item], path: Pat
 
 
 def import_batch(predictor: ChatPredictor[Any], items: Sequence[Item], path: Path) -> str:
+    problem = input_problem(str(path))  # a FIFO would hang the read
+    if problem:
+        raise DataError(f"predict --import-batch: {problem}")
     wanted = round_requests(predictor, items)
     try:
         raw = path.read_bytes().splitlines()

@@ -14,7 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for side in ("a", "b"):
         parser.add_argument(side, metavar=side.upper(), help=RUN_HELP)
     parser.add_argument("--json", action="store_true", help="JSON instead of Markdown")
-    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write a self-contained HTML report (a new file or one "
+                             "compare wrote)")
     parser.add_argument("--flips", type=int, metavar="N", help=f"flips listed per track ({FLIPS})")
     parser.add_argument("--all-flips", action="store_true", help="list every flipped item")
     parser.add_argument("--strict", action="store_true",

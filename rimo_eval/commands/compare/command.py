@@ -27,7 +27,7 @@ from rimo_eval.commands.compare.pairing import (
     metric_rows,
     pair,
 )
-from rimo_eval.commands.compare.render import render_html, render_markdown
+from rimo_eval.commands.compare.render import TOOL, render_html, render_markdown
 from rimo_eval.commands.compare.revisions import Side, load_side
 from rimo_eval.commands.compare.shared import describe, overlap, require_same_items, same_items
 from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve
@@ -37,14 +37,16 @@ from rimo_eval.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core.atomic import write_text
 from rimo_eval.core.config import Params
 from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.missing import require_outputs
+from rimo_eval.core.outputs import claim_file, html_ours, output_file
 from rimo_eval.core.statistics import bootstrap, bootstrap_params, mcnemar_exact
 from rimo_eval.core.tracks import TRACK_P, TRACKS
 from rimo_eval.judge.metrics import judge_block
+
+HTML_OPTION = "compare --html"
 
 
 def bootstrap_settings(params: Params | Mapping[str, Any] | None, args: argparse.Namespace
@@ -121,10 +123,13 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
 def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: compare needs no params file (each side carries its own)."""
     boot = bootstrap_settings(params, args)
+    if args.html:  # refused before the work, not after
+        claim_file(args.html, TOOL, HTML_OPTION, html_ours(TOOL))
     result = compare(Path("."), args.a, args.b, **boot, strict=getattr(args, "strict", False))
     cap = None if getattr(args, "all_flips", False) else getattr(args, "flips", None) or FLIPS
     if args.html:
-        write_text(args.html, render_html(result, cap))
+        with output_file(args.html, TOOL, HTML_OPTION, html_ours(TOOL)) as tmp:
+            tmp.write_text(render_html(result, cap), encoding="utf-8")
         print(f"compare: wrote {args.html}", file=sys.stderr)
     if args.json:  # every flip: the cap is for reading, not for machines
         print(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import FLIP_HEAD, flip_cells
 from rimo_eval.core.numbers import fmt_p, md_cell, md_row
+from rimo_eval.core.outputs import generator
 from rimo_eval.core.tracks import TRACKS
+
+TOOL = "compare"  # the page's mark (core/outputs.py): --html replaces only a page of compare's
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -158,6 +162,7 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
     fig = delta_chart(result["metrics"], level)
     return _template().render(
         a=a, b=b, items_note=items_note(result),
+        generator=markupsafe.Markup(generator(TOOL)),  # how --html knows its own page again
         sides=[[(k, ""), (ca[k], ""), (cb[k], "")] for k in ca],
         metrics_head=["metric", "A", "B", "Δ (B - A)",
                       f"{boot['confidence'] * 100:g}% CI of Δ"],

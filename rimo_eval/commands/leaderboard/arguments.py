@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true",
                         help="the workspace and every DVC experiment of its baseline")
     parser.add_argument("--out", default=OUT_DIR.as_posix(),
-                        help="folder (default: %(default)s)")
+                        help="folder, new or one the leaderboard wrote, replaced whole "
+                             "(default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the JSON, not the Markdown")
     parser.add_argument("--label", choices=LABELS, default=LABELS[0],
                         help="name rows by experiment (default) or by model")

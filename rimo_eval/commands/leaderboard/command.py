@@ -2,7 +2,8 @@
 
 Runs are resolved and read as ``compare`` does (loading), refused unless comparable
 (comparable), ranked with paired statistics (statistics), and rendered (board, tables,
-figures). Every file is written atomically; ``--json`` also prints the JSON.
+figures). The files are written in a folder swapped in whole for ``--out`` (core/outputs.py);
+``--json`` also prints the JSON.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_runs
 from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from rimo_eval.core.atomic import dumps_json, write_bytes, write_text
+from rimo_eval.core.atomic import dumps_json
 from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
 from rimo_eval.core.errors import ConfigError, DataError
+from rimo_eval.core.outputs import claim_folder, output_folder
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
@@ -66,21 +68,22 @@ def leaderboard(root: Path, names: list[str], every: bool = False, label: str = 
 
 
 def write(out: Path, files: Mapping[str, str | bytes]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        if isinstance(content, str):
-            write_text(out / name, content)
-        else:
-            write_bytes(out / name, content)
+    """The files in a folder that replaces ``out`` whole: a new, empty or earlier leaderboard
+    folder, never one of the user's (core/outputs.py)."""
+    with output_folder(out, "leaderboard", "leaderboard --out") as tmp:
+        for name, content in files.items():
+            (tmp / name).write_bytes(content.encode("utf-8") if isinstance(content, str)
+                                     else content)
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: the runs carry their own metrics; score.bootstrap is used for
     the rank bootstrap when a params file is there, as compare does."""
     boot = bootstrap_settings(params, args)
+    out = Path(args.out)
+    claim_folder(out, "leaderboard", "leaderboard --out")  # refused before the work
     board, files = leaderboard(Path("."), list(args.runs), args.all, args.label, args.sort,
                                **boot, cutoffs=parse_cutoffs(getattr(args, "cutoff", None)))
-    out = Path(args.out)
     write(out, files)
     for x in board["left_out"]:
         print(f"leaderboard: left out {x['label']}: {x['reason']}", file=sys.stderr)

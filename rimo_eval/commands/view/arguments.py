@@ -14,9 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help=f"{RUN_HELP} (default: the workspace)")
     parser.add_argument("--out", type=Path,
-                        help="folder of the static site (default: reports/view, the view "
-                             "stage's site, for the workspace alone; reports/views/A+B for "
-                             "named runs)")
+                        help="folder of the static site, new or one the view wrote, "
+                             "replaced whole (default: reports/view, the view stage's site, "
+                             "for the workspace alone; reports/views/A+B for named runs)")
     add_cutoff(parser, "the unseen filter")
     parser.add_argument("--search-reasoning", action="store_true",
                         help="the search covers every reasoning too, not only the problems "

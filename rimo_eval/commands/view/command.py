@@ -29,6 +29,7 @@ from rimo_eval.core.config import Params
 from rimo_eval.core.cutoff import parse_cutoffs
 from rimo_eval.core.errors import ConfigError, StageError
 from rimo_eval.core.hashing import sha256_bytes
+from rimo_eval.core.outputs import claim_folder
 from rimo_eval.core.predictions import predictions_path
 from rimo_eval.core.tracks import TRACK_N
 
@@ -70,6 +71,7 @@ def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | N
     if partial and len(names) > 1:
         raise ConfigError(f"view --partial: one run at a time, got {names}: a partial run's "
                           "pending samples are not wrong answers, so it is not compared")
+    claim_folder(out, "view", "view --out")  # refused before minutes of work, not after
     runs: list[Run] = []
     try:
         for name in names:

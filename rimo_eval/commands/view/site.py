@@ -6,14 +6,13 @@ The data are ``<script src>`` files, not JSON, because Chromium blocks fetch()/X
 compressed once, packing.py, rendered in the page when shown) and ``data/search/NNN.js``
 (each item's distinct words, loaded at the first search). JSON is
 written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
-a byte-identical site. The folder is built beside DIR and swapped in whole.
+a byte-identical site. The folder is built beside DIR and swapped in whole, and only
+replaces a folder the view wrote (core/outputs.py).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
@@ -23,6 +22,7 @@ from rimo_eval.commands.view.packing import encode, pack
 from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.katex import FILES as KATEX_FILES
 from rimo_eval.core.katex import katex_dir
+from rimo_eval.core.outputs import output_folder
 
 ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
 # The page's Markdown parser, sanitiser and Zstandard decoder, from node_modules beside KaTeX's
@@ -98,12 +98,10 @@ def write_with(out: Path, items: Callable[[Path], dict[str, int]],
     """The site in a folder beside ``out``: the page and its assets, then ``items(folder)``
     writes the item files (and returns how many, ``items``, by how many processes, ``jobs``),
     then the index and search words of ``finish``; the folder then replaces ``out`` whole
-    (nothing half-written is ever at ``out``)."""
+    (nothing half-written is ever at ``out``), which must be new, empty or an earlier site:
+    core/outputs.py."""
     katex = katex_dir()
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with output_folder(out, "view", "view --out") as tmp:
         for name in ASSETS:
             _write(tmp / name, resources.files("rimo_eval.commands.view").joinpath(
                 "assets", name).read_bytes())
@@ -124,18 +122,6 @@ def write_with(out: Path, items: Callable[[Path], dict[str, int]],
                           blob=encode(words[c * SEARCH_CHUNK:(c + 1) * SEARCH_CHUNK])))
         for path in tmp.rglob("*"):  # readable by a static host, whatever mkdtemp chose
             path.chmod(0o755 if path.is_dir() else 0o644)
-        tmp.chmod(0o755)
-        old = out.with_name(f".{out.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
-        if out.exists():
-            out.rename(old)
-        tmp.rename(out)
-        if old.exists():
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return {**made, "files": sum(1 for p in out.rglob("*") if p.is_file()), "bytes": size}
 
