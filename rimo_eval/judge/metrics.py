@@ -6,7 +6,7 @@ part judged correct) and ``sub_problem_accuracy``. ``unparsable``, ``errors`` an
 verdicts count as incorrect and are reported. With k samples per item, each sample is judged and
 an item's score is the mean over its samples. Intervals: as the score stage, Wilson for strict
 at one sample per item (a proportion), else the percentile bootstrap over items
-(rimo_eval.core.statistics), with the ``score.bootstrap`` settings.
+(rimo_eval.stats), with the ``score.bootstrap`` settings.
 
 Also used by ``rimo-eval audit`` (recompute from the table) and ``rimo-eval compare``.
 """
@@ -24,9 +24,9 @@ import pandas as pd
 from rimo_eval.core import judge_record
 from rimo_eval.core.grading import leading_matches
 from rimo_eval.core.numbers import rounded
-from rimo_eval.core.statistics import bootstrap, proportion, ratio
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.judge.parse import CORRECT, UNPARSABLE
+from rimo_eval.stats import bootstrap, proportion, ratio
 
 ERROR = "error"  # the request failed after its retries
 MISSING = "missing"  # no candidate text for the part: not sent, incorrect (as upstream)

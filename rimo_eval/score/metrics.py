@@ -20,7 +20,6 @@ from rimo_eval.core.dicts import key_of
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.predictions import STATUS_ERROR, STATUS_MISSING
-from rimo_eval.core.statistics import Interval, bootstrap, proportion, ratio, wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.core.years import OUTCOME
 from rimo_eval.score.diagnostics import (
@@ -33,6 +32,7 @@ from rimo_eval.score.diagnostics import (
 from rimo_eval.score.samples import extend_metrics, first_sample, with_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import band_rows, year_blocks
+from rimo_eval.stats import Interval, bootstrap, proportion, ratio, wilson
 
 
 def status_counts(df: pd.DataFrame) -> dict[str, int]:
@@ -56,7 +56,7 @@ def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
 
 def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-N: accuracy is a proportion of items, so its interval (and each domain's) is
-    Wilson's (rimo_eval.core.statistics.wilson), not the bootstrap."""
+    Wilson's (rimo_eval.stats.wilson), not the bootstrap."""
     correct = scores["correct"].to_numpy(dtype=float)
     by_domain, by_domain_n, by_domain_ci = {}, {}, {}
     for domain in DOMAINS:

@@ -22,8 +22,7 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.cutoff import cutoff_text, cutoff_year
-from rimo_eval.core.numbers import rounded
-from rimo_eval.core.statistics import wilson
+from rimo_eval.core.numbers import rounded, significant
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.core.years import (
     BAND_LABELS,
@@ -34,7 +33,7 @@ from rimo_eval.core.years import (
     shortlist_of,
     year_of,
 )
-from rimo_eval.score.two_proportions import difference
+from rimo_eval.stats import fisher_p, newcombe, wilson
 
 
 def _cell(right: int, n: int, name: str, confidence: float) -> dict[str, Any]:
@@ -66,6 +65,18 @@ def by_year_band(years: np.ndarray, right: np.ndarray, name: str, confidence: fl
             continue
         out[label] = _cell(int(right[mask].sum()), int(mask.sum()), name, confidence)
     return out
+
+
+def difference(right_a: int, n_a: int, right_b: int, n_b: int, confidence: float
+               ) -> dict[str, float | None]:
+    """p_a - p_b of two disjoint subsets with Newcombe's interval and Fisher's p (rounded as
+    every metric): the subsets are different items, so compare's paired tests do not apply."""
+    ci = newcombe(right_a, n_a, right_b, n_b, confidence)
+    d = right_a / n_a - right_b / n_b if n_a and n_b else None
+    return {"difference": rounded(d),
+            "difference_ci_low": rounded(ci[0]) if ci else None,
+            "difference_ci_high": rounded(ci[1]) if ci else None,
+            "fisher_p": significant(fisher_p(right_a, n_a, right_b, n_b))}
 
 
 def unseen_block(years: np.ndarray, right: np.ndarray, name: str, cutoff: Any,
@@ -102,5 +113,5 @@ def year_columns(problem_id: str) -> dict[str, Any]:
     return {"year": year_of(problem_id), "shortlist": shortlist_of(problem_id)}
 
 
-__all__ = ["band_rows", "by_year_band", "outcomes", "unseen_block", "year_blocks",
+__all__ = ["band_rows", "by_year_band", "difference", "outcomes", "unseen_block", "year_blocks",
            "year_columns"]

@@ -19,11 +19,11 @@ import pytest
 
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.statistics import wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
+from rimo_eval.stats import wilson
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.factories import small_benchmark
 from tests.support.independent_grader import independent_gold, independent_metrics
@@ -209,7 +209,7 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
     old = _old_code_metrics(tmp_path, replay, real_items)
     if old is not None:
         # Every key the old code wrote keeps its value but the intervals of proportions, now
-        # Wilson's (issue 19; tests/unit/test_intervals.py); usage, the diagnostics (RIMO-P's
+        # Wilson's (issue 19; tests/unit/test_statistics.py); usage, the diagnostics (RIMO-P's
         # since issue 28) and the breakdown's intervals are the new keys. The bootstrap
         # intervals (prefix score, sub-problem accuracy) are equal.
         # The year lens (issue 32) adds its breakdown: by_year_band and year_trend.

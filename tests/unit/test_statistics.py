@@ -1,15 +1,33 @@
-"""rimo_eval.core.statistics: the one bootstrap (score's intervals, compare's paired deltas) and
-the exact McNemar, checked against hand counts, brute force and scipy."""
+"""rimo_eval.stats, the project's statistics in one place, against closed forms worked by hand,
+brute force and independent implementations (scipy, statsmodels): Wilson, Newcombe, Fisher, the
+seeded bootstrap (draw, intervals, paired p-value), the concordance counts, exact McNemar, Holm;
+and where the score stage uses Wilson or the bootstrap."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
-from scipy.stats import binomtest
+from scipy import stats
+from scipy.stats import binomtest, fisher_exact
+from statsmodels.stats.proportion import confint_proportions_2indep
 
-from rimo_eval.core.statistics import bootstrap, mcnemar_exact
+from rimo_eval.commands.compare.samples import mean_test
+from rimo_eval.score.metrics import single_interval
+from rimo_eval.stats import (
+    bootstrap,
+    bootstrap_p,
+    concordance,
+    draw,
+    fisher_p,
+    holm,
+    mcnemar_exact,
+    newcombe,
+    proportion,
+    wilson,
+)
 
 # --- exact McNemar -----------------------------------------------------------------------------
 
@@ -107,3 +125,134 @@ def test_ratio_of_sums_and_empty_subgroups() -> None:
     mask = np.zeros(20)
     mask[0] = 1.0
     assert bootstrap({"g": (mask, mask)}, 200, 0, 0.95) == {"g": {"low": 1.0, "high": 1.0}}
+
+
+# --- Wilson ------------------------------------------------------------------------------------
+
+
+def closed_form(k: int, n: int, z: float) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+Z95 = 1.959963984540054
+
+
+def test_wilson_known_values_at_the_extremes_and_the_middle() -> None:
+    # 0/5: [0, z^2 / (n + z^2)]; 5/5 its mirror; 1/2 symmetric around 1/2.
+    assert wilson(0, 5, 0.95) == {"low": 0.0, "high": round(Z95**2 / (5 + Z95**2), 6)}
+    assert wilson(0, 5, 0.95) == {"low": 0.0, "high": 0.434482}
+    assert wilson(5, 5, 0.95) == {"low": 0.565518, "high": 1.0}
+    assert wilson(1, 2, 0.95) == {"low": 0.094531, "high": 0.905469}
+    assert wilson(0, 0, 0.95) == {"low": None, "high": None}  # no items, no interval
+
+
+@pytest.mark.parametrize("k,n", [(0, 5), (5, 5), (1, 2), (3, 10), (156, 335), (1, 456),
+                                 (455, 456), (0, 1), (17, 40)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_wilson_agrees_with_closed_form_and_scipy(k: int, n: int, confidence: float) -> None:
+    z = {0.9: 1.6448536269514722, 0.95: Z95, 0.99: 2.5758293035489004}[confidence]
+    got = wilson(k, n, confidence)
+    low, high = closed_form(k, n, z)
+    ref = binomtest(k, n).proportion_ci(confidence, method="wilson")
+    assert got["low"] == pytest.approx(max(low, 0.0), abs=1e-6)
+    assert got["high"] == pytest.approx(min(high, 1.0), abs=1e-6)
+    assert got["low"] == pytest.approx(ref.low, abs=1e-6)
+    assert got["high"] == pytest.approx(ref.high, abs=1e-6)
+    assert got["low"] <= k / n <= got["high"]
+
+
+def test_wilson_refuses_impossible_counts() -> None:
+    for k, n in ((3, 2), (-1, 4)):
+        with pytest.raises(ValueError, match="successes"):
+            wilson(k, n, 0.95)
+    with pytest.raises(ValueError, match="confidence"):
+        wilson(1, 2, 1.0)
+
+
+def test_the_bootstrap_collapses_where_wilson_does_not() -> None:
+    """The bug this replaces: 0/5 right was shown as [0%, 0%], the oracle as [100%, 100%]."""
+    ones = np.ones(5)
+    for outcomes in (np.zeros(5), ones):
+        boot = bootstrap({"m": (outcomes, ones)}, 1000, 0, 0.95)["m"]
+        assert boot["low"] == boot["high"]
+        honest = proportion(outcomes, 0.95)
+        assert honest is not None and honest["high"] - honest["low"] > 0.4
+
+
+def test_proportion_only_for_zero_one_outcomes() -> None:
+    assert proportion(np.array([1.0, 0.0, 1.0]), 0.95) == wilson(2, 3, 0.95)
+    assert proportion(np.array([0.5, 1.0]), 0.95) is None  # a mean over samples
+
+
+def test_single_interval_uses_wilson_for_pass_and_maj_and_bootstrap_for_means() -> None:
+    ci = single_interval({"samples": 200, "seed": 0, "confidence": 0.95})
+    assert ci(np.array([1.0, 1.0, 1.0, 1.0]), None) == wilson(4, 4, 0.95)
+    means = np.array([0.25, 0.5, 0.75, 1.0])
+    assert ci(means, None) == bootstrap({"m": (means, np.ones(4))}, 200, 0, 0.95)["m"]
+
+# --- Newcombe and Fisher (two independent proportions) ------------------------------------------
+
+
+@pytest.mark.parametrize("a,na,b,nb", [(3, 20, 40, 100), (0, 12, 5, 30), (12, 12, 0, 7),
+                                       (45, 90, 130, 245)])
+def test_newcombe_agrees_with_statsmodels_and_fisher_with_scipy(a: int, na: int, b: int,
+                                                                  nb: int) -> None:
+    low, high = newcombe(a, na, b, nb, 0.95) or (None, None)
+    ref = confint_proportions_2indep(a, na, b, nb, method="newcomb", compare="diff")
+    assert (low, high) == pytest.approx(ref, abs=1e-9)
+    assert fisher_p(a, na, b, nb) == pytest.approx(fisher_exact([[a, na - a], [b, nb - b]]
+                                                                ).pvalue, rel=1e-12)
+    assert newcombe(0, 0, b, nb, 0.95) is None and fisher_p(a, na, 0, 0) is None
+
+
+# --- concordance, Holm and the paired bootstrap p-value -----------------------------------------
+
+
+def test_concordance_counts_the_four_cells() -> None:
+    a = np.array([1, 1, 0, 0, 1, 0, 1], dtype=float)
+    b = np.array([1, 0, 1, 0, 0, 0, 1], dtype=bool)
+    # By hand: right in A only at 1 and 4, in B only at 2, both at 0 and 6, neither at 3 and 5.
+    c = concordance(a, b)
+    assert (c.a_only, c.b_only, c.both, c.neither) == (2, 1, 2, 2)
+    with pytest.raises(ValueError, match="concordance"):
+        concordance(a, b[:3])
+
+
+def test_draw_is_seeded_and_empty_without_items_or_samples() -> None:
+    assert (draw(7, 20, 3) == draw(7, 20, 3)).all() and draw(7, 20, 3).shape == (20, 7)
+    assert draw(0, 20, 3).shape == (0, 0) and draw(5, 0, 3).shape == (0, 5)
+    assert bootstrap_p(np.ones(5), draw(5, 0, 3)) == 1.0
+    assert bootstrap_p(np.zeros(0), draw(0, 10, 3)) == 1.0
+
+
+def test_holm_matches_the_step_down_definition() -> None:
+    p = [0.01, 0.04, 0.03, 0.005, 0.5]
+    # By hand: sorted 0.005, 0.01, 0.03, 0.04, 0.5 times 5, 4, 3, 2, 1, running max, cap 1.
+    assert holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.025, 0.5])
+    assert holm([0.6, 0.6]) == [1.0, 1.0] and holm([]) == []
+
+
+def test_bootstrap_p_is_compares_mean_test() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 5, 200) / 4, rng.integers(0, 5, 200) / 4
+    paired = pd.DataFrame({"correct_a": a, "correct_b": b})
+    expected = mean_test("correct", paired, {"a": 4, "b": 4}, 1000, 11, 0.95)["p_value"]
+    assert bootstrap_p(b - a, draw(200, 1000, 11)) == expected
+    assert bootstrap_p(a - b, draw(200, 1000, 11)) == expected  # two-sided: symmetric
+
+
+def test_paired_bootstrap_agrees_with_scipy_bootstrap() -> None:
+    """The resampled mean differences (the test's statistic) against scipy's paired bootstrap:
+    the same percentile interval up to Monte Carlo error."""
+    rng = np.random.default_rng(5)
+    a, b = rng.random(300), rng.random(300) + 0.05
+    idx = draw(300, 4000, 1)
+    ours = np.quantile((b - a)[idx].mean(axis=1), [0.025, 0.975])
+    theirs = stats.bootstrap((a, b), lambda x, y: np.mean(y - x), paired=True,
+                             n_resamples=4000, method="percentile", rng=2).confidence_interval
+    assert ours == pytest.approx([theirs.low, theirs.high], abs=0.01)
+    assert (b - a).mean() == pytest.approx(stats.ttest_rel(b, a).statistic
+                                           * (b - a).std(ddof=1) / np.sqrt(300))

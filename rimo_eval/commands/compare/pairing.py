@@ -2,7 +2,7 @@
 
 Items are paired by (problem_id, item hash), which makes the tests paired: exact McNemar on
 the discordant pairs of RIMO-N ``correct`` and RIMO-P ``strict``, and the seeded bootstrap of
-core.statistics (items resampled jointly for A and B) for the delta of every rate metric.
+rimo_eval.stats (items resampled jointly for A and B) for the delta of every rate metric.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.commands.compare.samples import (
     as_mean_at_k,
     maj_mcnemar,
+    mcnemar_test,
     mean_test,
     per_item,
     sample_count,
@@ -28,11 +29,11 @@ from rimo_eval.core.dicts import flatten
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
-from rimo_eval.core.statistics import bootstrap, mcnemar_exact
 from rimo_eval.core.tables import records
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.judge.metrics import compare_rows as judge_rows
 from rimo_eval.score.samples import with_sample
+from rimo_eval.stats import bootstrap
 
 TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
 # Numerator in A, numerator in B, denominator: every rate metric is a ratio of per-item sums.
@@ -143,25 +144,18 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
         specs, intervals = as_mean_at_k(track, specs), as_mean_at_k(track, intervals)
         return {"paired": len(paired), **unpaired, "k": k, "note": which_test(k),
                 "test": mean_test(col, paired, k, samples, seed, confidence),
-                "maj_test": maj_mcnemar(paired, mcnemar_exact),
+                "maj_test": maj_mcnemar(paired),
                 "deltas": {name: {**paired_values(s), "ci": intervals[name]}
                            for name, s in specs.items()},
                 "flips": []}
-    flipped = flips(track, paired)
-    lost = sum(1 for f in flipped if f["a"])
-    gained = len(flipped) - lost
     return {
         "paired": len(paired),
         **unpaired,
         "k": k, "note": which_test(k),
-        "test": {"name": "exact McNemar", "metric": col, "right_in_a_only": lost,
-                 "right_in_b_only": gained, "discordant": lost + gained,
-                 "both_right": int((paired[f"{col}_a"] & paired[f"{col}_b"]).sum()),
-                 "both_wrong": int((~paired[f"{col}_a"] & ~paired[f"{col}_b"]).sum()),
-                 "p_value": mcnemar_exact(lost, gained)},
+        "test": mcnemar_test(col, paired[f"{col}_a"].to_numpy(), paired[f"{col}_b"].to_numpy()),
         "deltas": {name: {**paired_values(s), "ci": intervals[name]}
                    for name, s in specs.items()},
-        "flips": flipped,
+        "flips": flips(track, paired),
     }
 
 
