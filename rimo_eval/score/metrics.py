@@ -29,6 +29,7 @@ from rimo_eval.score.diagnostics import (
     has_flags,
     lenient_ratio,
 )
+from rimo_eval.score.floors import floor_blocks
 from rimo_eval.score.samples import extend_metrics, first_sample, with_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import band_rows, year_blocks
@@ -174,6 +175,8 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
         metrics[track].update(year_blocks(first_sample(scores[track]), track,
                                           float(boot["confidence"]), cutoff))
         metrics[track]["year_trend"] = year_trend(scores[track], track, float(boot["confidence"]))
+    # RIMO-N's floor and answer types (context, breakdown.json): sample 0, as the headline.
+    metrics[TRACK_N].update(floor_blocks(first_sample(scores[TRACK_N]), float(boot["confidence"])))
     if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
         first = first_sample(scores[TRACK_N])
         metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)

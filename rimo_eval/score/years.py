@@ -36,7 +36,9 @@ from rimo_eval.core.years import (
 from rimo_eval.stats import fisher_p, newcombe, wilson
 
 
-def _cell(right: int, n: int, name: str, confidence: float) -> dict[str, Any]:
+def cell(right: int, n: int, name: str, confidence: float) -> dict[str, Any]:
+    """One subset of items (a year band, an answer type): n, right, the rate, its Wilson
+    interval."""
     ci = wilson(right, n, confidence)
     return {"n": n, "right": right, name: rounded(right / n) if n else None,
             f"{name}_ci_low": ci["low"], f"{name}_ci_high": ci["high"]}
@@ -63,7 +65,7 @@ def by_year_band(years: np.ndarray, right: np.ndarray, name: str, confidence: fl
         mask = bands == label
         if label == LATER_BAND and not mask.any():
             continue
-        out[label] = _cell(int(right[mask].sum()), int(mask.sum()), name, confidence)
+        out[label] = cell(int(right[mask].sum()), int(mask.sum()), name, confidence)
     return out
 
 
@@ -86,7 +88,7 @@ def unseen_block(years: np.ndarray, right: np.ndarray, name: str, cutoff: Any,
     ua, un = int(right[after].sum()), int(after.sum())
     sa, sn = int(right[~after].sum()), int((~after).sum())
     return {"cutoff": cutoff_text(cutoff), "rule": "year > cutoff year",
-            "unseen": _cell(ua, un, name, confidence), "seen": _cell(sa, sn, name, confidence),
+            "unseen": cell(ua, un, name, confidence), "seen": cell(sa, sn, name, confidence),
             **difference(ua, un, sa, sn, confidence)}
 
 
@@ -103,9 +105,9 @@ def year_blocks(first: pd.DataFrame, track: str, confidence: float, cutoff: Any 
 
 def band_rows(blocks: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]]:
     """Plot rows (band, value, interval, n) of the bands that hold items, in year order."""
-    return [{"band": label, name: cell.get(name), f"{name}_ci_low": cell.get(f"{name}_ci_low"),
-             f"{name}_ci_high": cell.get(f"{name}_ci_high"), "n": cell.get("n")}
-            for label, cell in ordered_bands(blocks) if cell.get("n")]
+    return [{"band": label, name: c.get(name), f"{name}_ci_low": c.get(f"{name}_ci_low"),
+             f"{name}_ci_high": c.get(f"{name}_ci_high"), "n": c.get("n")}
+            for label, c in ordered_bands(blocks) if c.get("n")]
 
 
 def year_columns(problem_id: str) -> dict[str, Any]:
@@ -113,5 +115,5 @@ def year_columns(problem_id: str) -> dict[str, Any]:
     return {"year": year_of(problem_id), "shortlist": shortlist_of(problem_id)}
 
 
-__all__ = ["band_rows", "by_year_band", "difference", "outcomes", "unseen_block", "year_blocks",
-           "year_columns"]
+__all__ = ["band_rows", "by_year_band", "cell", "difference", "outcomes", "unseen_block",
+           "year_blocks", "year_columns"]
