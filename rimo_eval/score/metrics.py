@@ -33,21 +33,12 @@ from rimo_eval.score.floors import floor_blocks
 from rimo_eval.score.samples import extend_metrics, first_sample, with_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import band_rows, year_blocks
-from rimo_eval.stats import Interval, bootstrap, proportion, ratio, wilson
+from rimo_eval.stats import Interval, mean_interval, proportion, ratio, wilson
 
 
 def status_counts(df: pd.DataFrame) -> dict[str, int]:
     return {"missing": int((df["status"] == STATUS_MISSING).sum()),
             "errors": int((df["status"] == STATUS_ERROR).sum())}
-
-
-def intervals(ratios: Mapping[str, tuple[np.ndarray, np.ndarray]], boot: Mapping[str, Any]
-              ) -> dict[str, Interval]:
-    """The ``ci`` block: an interval per metric, nulls where there is none."""
-    found = bootstrap(ratios, int(boot["samples"]), int(boot["seed"]),
-                      float(boot["confidence"]))
-    return {name: ci if ci is not None else {"low": None, "high": None}
-            for name, ci in found.items()}
 
 
 def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
@@ -90,27 +81,26 @@ def p_headline(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def _parts_intervals(graded: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
-    """Per number of parts: strict's Wilson interval and the prefix score's bootstrap (one draw
-    over all gradable items, each group's rows masked in), flat beside each metric."""
+    """Per number of parts: strict's Wilson interval and the prefix score's (a mean of
+    fractions: rimo_eval.stats.means), flat beside each metric."""
     parts = graded["number_of_parts"].to_numpy(dtype=int)
     prefix = graded["prefix_score"].to_numpy(dtype=float)
-    groups = sorted({int(k) for k in parts})
-    masks = {str(k): (parts == k).astype(float) for k in groups}
-    boot_ci = intervals({k: (prefix * m, m) for k, m in masks.items()}, boot)
     out = {}
-    for k, m in masks.items():
-        strict = wilson_or_null(int(graded["strict"].to_numpy()[m > 0].sum()), int(m.sum()), boot)
-        out[k] = {"strict_ci_low": strict["low"], "strict_ci_high": strict["high"],
-                  "prefix_score_ci_low": boot_ci[k]["low"],
-                  "prefix_score_ci_high": boot_ci[k]["high"]}
+    for k in sorted({int(k) for k in parts}):
+        m = parts == k
+        strict = wilson_or_null(int(graded["strict"].to_numpy()[m].sum()), int(m.sum()), boot)
+        mean = mean_interval(prefix[m], None, float(boot["confidence"]))
+        out[str(k)] = {"strict_ci_low": strict["low"], "strict_ci_high": strict["high"],
+                       "prefix_score_ci_low": mean["low"], "prefix_score_ci_high": mean["high"]}
     return out
 
 
 def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-P: strict is a proportion (Wilson); prefix score and sub-problem accuracy are means
-    of per-item fractions (sub-problems of one item are not independent): bootstrap."""
+    of per-item fractions (sub-problems of one item are not independent): Wilson's interval of
+    the sum over the items (rimo_eval.stats.means)."""
     graded = scores[scores["gradable"].astype(bool)]  # an empty column is object dtype
-    ones = np.ones(len(graded))
+    confidence = float(boot["confidence"])
     parts = graded["number_of_parts"].to_numpy(dtype=float)
     ci_parts = _parts_intervals(graded, boot)
     by_parts = {str(k): {**p_headline(graded[graded["number_of_parts"] == k]),
@@ -124,10 +114,10 @@ def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
         "ungradable": int((~scores["gradable"]).sum()),
         "by_parts": by_parts,
         "ci": {"strict": wilson_or_null(int(strict.sum()), len(strict), boot),
-               **intervals({
-                   "sub_problem_accuracy": (graded["n_matched"].to_numpy(dtype=float), parts),
-                   "prefix_score": (graded["prefix_score"].to_numpy(dtype=float), ones),
-               }, boot)},
+               "sub_problem_accuracy": mean_interval(graded["n_matched"].to_numpy(dtype=float),
+                                                     parts, confidence),
+               "prefix_score": mean_interval(graded["prefix_score"].to_numpy(dtype=float), None,
+                                             confidence)},
     }
 
 
@@ -143,13 +133,14 @@ def sample_spec(predict_cfg: PredictParams | Mapping[str, Any] | None) -> dict[s
 def single_interval(boot: Mapping[str, Any]
                     ) -> Callable[[np.ndarray, np.ndarray | None], Interval]:
     """One metric's interval: sum(num)/sum(den) (den None: the mean). Per-item 0/1 outcomes
-    with no denominator (pass@k, maj@k) are a proportion: Wilson; anything else the bootstrap."""
+    with no denominator (pass@k, maj@k) are a proportion: Wilson; a mean of fractions (mean@k)
+    Wilson's interval of the sum (rimo_eval.stats.means), which is the same on 0/1 values."""
     def ci(num: np.ndarray, den: np.ndarray | None) -> Interval:
         if den is None and len(num):
             found = proportion(num, float(boot["confidence"]))
             if found is not None:
                 return found
-        return intervals({"m": (num, np.ones(len(num)) if den is None else den)}, boot)["m"]
+        return mean_interval(num, den, float(boot["confidence"]))
     return ci
 
 
@@ -226,5 +217,5 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     return tables
 
 
-__all__ = ["compute", "intervals", "metrics_n",
+__all__ = ["compute", "metrics_n",
            "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]

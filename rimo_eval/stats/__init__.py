@@ -6,6 +6,8 @@ leaderboard, the report and the view compute comes from here.
   two independent proportions and Fisher's exact test (disjoint items of one run).
 - ``bootstrap``: the seeded index draw, percentile intervals of ratios of per-item sums, the
   paired bootstrap p-value.
+- ``means``: the interval of a mean of per-item fractions (Wilson's on the sum), which never
+  collapses to a point.
 - ``paired``: counting the concordant and discordant pairs, the exact McNemar, Holm.
 
 A room like ``core/``: it imports ``core/`` only, so the judge may use it without reaching
@@ -21,6 +23,7 @@ from rimo_eval.stats.bootstrap import (
     bootstrap_params,
     draw,
 )
+from rimo_eval.stats.means import mean_interval
 from rimo_eval.stats.paired import Concordance, concordance, holm, mcnemar_exact
 from rimo_eval.stats.proportions import (
     fisher_p,
@@ -32,5 +35,6 @@ from rimo_eval.stats.proportions import (
 )
 
 __all__ = ["Concordance", "Interval", "Ratio", "bootstrap", "bootstrap_p", "bootstrap_params",
-           "concordance", "draw", "fisher_p", "holm", "mcnemar_exact", "newcombe", "proportion",
+           "concordance", "draw", "fisher_p", "holm", "mcnemar_exact", "mean_interval", "newcombe",
+           "proportion",
            "ratio", "wilson", "wilson_bounds"]
