@@ -113,7 +113,7 @@ def phases(repo: Path, names: list[str]) -> dict[str, float]:
     from rimo_eval.commands.leaderboard.comparable import check
     from rimo_eval.commands.leaderboard.figures import figures
     from rimo_eval.commands.leaderboard.loading import load_runs
-    from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
+    from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric
     from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 
     t0 = time.perf_counter()

@@ -40,6 +40,7 @@ MODULES = {
     "view": "rimo_eval.commands.view.command",
     "cache": "rimo_eval.commands.cache",
     "sweep": "rimo_eval.commands.sweep.command",
+    "plan": "rimo_eval.commands.plan.command",
 }
 # Where each tool declares its arguments (``add_arguments(parser)``): a light module, as the
 # parser is built for every command, stages included.
@@ -50,9 +51,11 @@ ARGUMENTS = {
     "view": "rimo_eval.commands.view.arguments",
     "cache": "rimo_eval.commands.cache",
     "sweep": "rimo_eval.commands.sweep.command",
+    "plan": "rimo_eval.commands.plan.arguments",
 }
 # Commands that run without a params file (they use one when it is there).
-PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep"}
+PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep",
+                   "plan"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -62,6 +65,7 @@ TOOLS = {
     "view": "Browse every answer of one or more runs: a static site with rendered math",
     "cache": "The response cache: stats, prune (by age, model, endpoint), verify",
     "sweep": "A model sweep as a Slurm job array: submit, status (each task an experiment)",
+    "plan": "Power: the RIMO-N difference a run could detect against another; size for a target",
 }
 
 

@@ -39,7 +39,9 @@ HEADLINE: dict[str, tuple[str, ...]] = {
 # The year lens (rimo_eval.score.years, rimo_eval.score.trend) is a breakdown too: descriptive.
 YEAR_KEYS = ("by_year_band", "unseen", "year_trend")
 BREAKDOWN_KEYS: dict[str, tuple[str, ...]] = {
-    TRACK_N: ("by_domain", "by_domain_n", "by_domain_ci", *YEAR_KEYS),
+    # RIMO-N's floor and answer types (rimo_eval.score.floors): context, not a metric.
+    TRACK_N: ("by_domain", "by_domain_n", "by_domain_ci", *YEAR_KEYS, "baselines",
+              "by_answer_type"),
     TRACK_P: ("sub_problems", "by_parts", *YEAR_KEYS),
 }
 LOW, HIGH = "_ci_low", "_ci_high"

@@ -4,9 +4,9 @@ The same three measures as exact match, computed from verdicts instead: ``prefix
 upstream measure: consecutive parts judged correct, from the first, over parts), ``strict`` (every
 part judged correct) and ``sub_problem_accuracy``. ``unparsable``, ``errors`` and ``missing``
 verdicts count as incorrect and are reported. With k samples per item, each sample is judged and
-an item's score is the mean over its samples. Intervals: as the score stage, Wilson for strict
-at one sample per item (a proportion), else the percentile bootstrap over items
-(rimo_eval.core.statistics), with the ``score.bootstrap`` settings.
+an item's score is the mean over its samples. Intervals: as the score stage, Wilson's interval of
+the sum over items (rimo_eval.stats.means; Wilson's own for strict at one sample per item), at
+``score.bootstrap.confidence``.
 
 Also used by ``rimo-eval audit`` (recompute from the table) and ``rimo-eval compare``.
 """
@@ -18,15 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 import pandas as pd
 
 from rimo_eval.core import judge_record
 from rimo_eval.core.grading import leading_matches
 from rimo_eval.core.numbers import rounded
-from rimo_eval.core.statistics import bootstrap, proportion, ratio
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.judge.parse import CORRECT, UNPARSABLE
+from rimo_eval.stats import mean_interval, ratio
 
 ERROR = "error"  # the request failed after its retries
 MISSING = "missing"  # no candidate text for the part: not sent, incorrect (as upstream)
@@ -62,14 +61,12 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
     parts = per_item["parts"].to_numpy(dtype=float)
     n = len(per_item)
     agree = table[table["exact_match"].fillna(False).astype(bool)]
-    # The score stage's bootstrap (one draw for all three), so the intervals mean the same thing.
-    ones = np.ones(n)
-    ci = bootstrap({"prefix_score": (prefix, ones), "strict": (strict, ones),
-                    "sub_problem_accuracy": (correct, parts)},
-                   int(boot["samples"]), int(boot["seed"]), float(boot["confidence"]))
-    # strict over items with one sample each is a proportion: Wilson, as in the score stage.
-    if n:
-        ci["strict"] = proportion(strict, float(boot["confidence"])) or ci["strict"]
+    # As the score stage: means of per-item fractions get Wilson's interval of the sum, which
+    # is Wilson's own for strict over items with one sample each (a proportion).
+    confidence = float(boot["confidence"])
+    ci = {"prefix_score": mean_interval(prefix, None, confidence),
+          "strict": mean_interval(strict, None, confidence),
+          "sub_problem_accuracy": mean_interval(correct, parts, confidence)}
     return {
         "prefix_score": ratio(prefix.sum(), n),
         "strict": ratio(strict.sum(), n),
@@ -83,7 +80,7 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
         # On the parts exact match calls correct: how often the judge agrees.
         "agreement_with_exact_match": ratio((agree["verdict"] == CORRECT).sum(), len(agree)),
         "agreement_n": len(agree),
-        "ci": {k: v or {"low": None, "high": None} for k, v in ci.items()},
+        "ci": ci,
     }
 
 

@@ -30,12 +30,12 @@ from rimo_eval.core.config import JudgeParams, Params
 from rimo_eval.core.errors import DataError, StageError
 from rimo_eval.core.items import ITEMS_DIR, Item, load_items
 from rimo_eval.core.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
-from rimo_eval.core.statistics import bootstrap_params
 from rimo_eval.core.tables import records
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.judge import chat
 from rimo_eval.judge.judging import Job, judge_fingerprint, judge_jobs
 from rimo_eval.judge.metrics import ERROR, MISSING, judge_metrics
+from rimo_eval.stats import bootstrap_params
 
 JUDGE_SCHEMA = pa.schema([
     ("problem_id", pa.string()), ("sample", pa.int64()), ("part", pa.int64()),

@@ -20,6 +20,7 @@ from rimo_eval.core.json_object import read_object as read_json
 from rimo_eval.core.metrics_files import read_all
 from rimo_eval.core.numbers import pct
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.stats.floors import DECISION, OTHER, floor_line
 
 
 def read_metrics(metrics_path: str | os.PathLike[str], breakdown_path: str | os.PathLike[str],
@@ -57,6 +58,30 @@ def headline_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
          f"{p.get('n', '—')} items"),
     ]
     return pd.DataFrame(rows, columns=["Track", "Metric", "Value", "95% interval", "Based on"])
+
+
+def floor_table(metrics: Mapping[str, Any]) -> tuple[str, pd.DataFrame]:
+    """RIMO-N's floor line and its context rows (breakdown.json ``baselines``,
+    ``by_answer_type``): the best constant answer on these items, then accuracy on the items
+    whose gold is 0 or 1 (decision-like: a guess is worth half) and on the others. No rows for
+    a run scored before them."""
+    n = metrics.get(TRACK_N) or {}
+    best = (n.get("baselines") or {}).get("best_constant") or {}
+    types = n.get("by_answer_type") or {}
+    rows = []
+    if best.get("answer") is not None:
+        rows.append((f'a constant "{best["answer"]}" (the best constant answer)',
+                     pct(best.get("accuracy")), "—", f"{best.get('n')} items"))
+    for key, label in ((DECISION, "items with gold 0 or 1"), (OTHER, "the other items")):
+        cell = types.get(key)
+        if cell:
+            rows.append((label, pct(cell.get("accuracy")),
+                         _ci({"c": {"low": cell.get("accuracy_ci_low"),
+                                    "high": cell.get("accuracy_ci_high")}}, "c"),
+                         f"{cell.get('right')} / {cell.get('n')} items"))
+    frame = pd.DataFrame(rows, columns=["RIMO-N, context (not a metric)", "accuracy",
+                                        "95% interval", "based on"])
+    return floor_line(TRACK_N, n.get("accuracy"), n.get("baselines")), frame
 
 
 def counts_table(metrics: Mapping[str, Any]) -> pd.DataFrame:

@@ -20,7 +20,6 @@ from rimo_eval.core.dicts import key_of
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
 from rimo_eval.core.predictions import STATUS_ERROR, STATUS_MISSING
-from rimo_eval.core.statistics import Interval, bootstrap, proportion, ratio, wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.core.years import OUTCOME
 from rimo_eval.score.diagnostics import (
@@ -30,23 +29,16 @@ from rimo_eval.score.diagnostics import (
     has_flags,
     lenient_ratio,
 )
+from rimo_eval.score.floors import floor_blocks
 from rimo_eval.score.samples import extend_metrics, first_sample, with_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import band_rows, year_blocks
+from rimo_eval.stats import Interval, mean_interval, proportion, ratio, wilson
 
 
 def status_counts(df: pd.DataFrame) -> dict[str, int]:
     return {"missing": int((df["status"] == STATUS_MISSING).sum()),
             "errors": int((df["status"] == STATUS_ERROR).sum())}
-
-
-def intervals(ratios: Mapping[str, tuple[np.ndarray, np.ndarray]], boot: Mapping[str, Any]
-              ) -> dict[str, Interval]:
-    """The ``ci`` block: an interval per metric, nulls where there is none."""
-    found = bootstrap(ratios, int(boot["samples"]), int(boot["seed"]),
-                      float(boot["confidence"]))
-    return {name: ci if ci is not None else {"low": None, "high": None}
-            for name, ci in found.items()}
 
 
 def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
@@ -56,7 +48,7 @@ def wilson_or_null(successes: int, n: int, boot: Mapping[str, Any]
 
 def metrics_n(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-N: accuracy is a proportion of items, so its interval (and each domain's) is
-    Wilson's (rimo_eval.core.statistics.wilson), not the bootstrap."""
+    Wilson's (rimo_eval.stats.wilson), not the bootstrap."""
     correct = scores["correct"].to_numpy(dtype=float)
     by_domain, by_domain_n, by_domain_ci = {}, {}, {}
     for domain in DOMAINS:
@@ -89,27 +81,26 @@ def p_headline(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def _parts_intervals(graded: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
-    """Per number of parts: strict's Wilson interval and the prefix score's bootstrap (one draw
-    over all gradable items, each group's rows masked in), flat beside each metric."""
+    """Per number of parts: strict's Wilson interval and the prefix score's (a mean of
+    fractions: rimo_eval.stats.means), flat beside each metric."""
     parts = graded["number_of_parts"].to_numpy(dtype=int)
     prefix = graded["prefix_score"].to_numpy(dtype=float)
-    groups = sorted({int(k) for k in parts})
-    masks = {str(k): (parts == k).astype(float) for k in groups}
-    boot_ci = intervals({k: (prefix * m, m) for k, m in masks.items()}, boot)
     out = {}
-    for k, m in masks.items():
-        strict = wilson_or_null(int(graded["strict"].to_numpy()[m > 0].sum()), int(m.sum()), boot)
-        out[k] = {"strict_ci_low": strict["low"], "strict_ci_high": strict["high"],
-                  "prefix_score_ci_low": boot_ci[k]["low"],
-                  "prefix_score_ci_high": boot_ci[k]["high"]}
+    for k in sorted({int(k) for k in parts}):
+        m = parts == k
+        strict = wilson_or_null(int(graded["strict"].to_numpy()[m].sum()), int(m.sum()), boot)
+        mean = mean_interval(prefix[m], None, float(boot["confidence"]))
+        out[str(k)] = {"strict_ci_low": strict["low"], "strict_ci_high": strict["high"],
+                       "prefix_score_ci_low": mean["low"], "prefix_score_ci_high": mean["high"]}
     return out
 
 
 def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     """RIMO-P: strict is a proportion (Wilson); prefix score and sub-problem accuracy are means
-    of per-item fractions (sub-problems of one item are not independent): bootstrap."""
+    of per-item fractions (sub-problems of one item are not independent): Wilson's interval of
+    the sum over the items (rimo_eval.stats.means)."""
     graded = scores[scores["gradable"].astype(bool)]  # an empty column is object dtype
-    ones = np.ones(len(graded))
+    confidence = float(boot["confidence"])
     parts = graded["number_of_parts"].to_numpy(dtype=float)
     ci_parts = _parts_intervals(graded, boot)
     by_parts = {str(k): {**p_headline(graded[graded["number_of_parts"] == k]),
@@ -123,10 +114,10 @@ def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
         "ungradable": int((~scores["gradable"]).sum()),
         "by_parts": by_parts,
         "ci": {"strict": wilson_or_null(int(strict.sum()), len(strict), boot),
-               **intervals({
-                   "sub_problem_accuracy": (graded["n_matched"].to_numpy(dtype=float), parts),
-                   "prefix_score": (graded["prefix_score"].to_numpy(dtype=float), ones),
-               }, boot)},
+               "sub_problem_accuracy": mean_interval(graded["n_matched"].to_numpy(dtype=float),
+                                                     parts, confidence),
+               "prefix_score": mean_interval(graded["prefix_score"].to_numpy(dtype=float), None,
+                                             confidence)},
     }
 
 
@@ -142,13 +133,14 @@ def sample_spec(predict_cfg: PredictParams | Mapping[str, Any] | None) -> dict[s
 def single_interval(boot: Mapping[str, Any]
                     ) -> Callable[[np.ndarray, np.ndarray | None], Interval]:
     """One metric's interval: sum(num)/sum(den) (den None: the mean). Per-item 0/1 outcomes
-    with no denominator (pass@k, maj@k) are a proportion: Wilson; anything else the bootstrap."""
+    with no denominator (pass@k, maj@k) are a proportion: Wilson; a mean of fractions (mean@k)
+    Wilson's interval of the sum (rimo_eval.stats.means), which is the same on 0/1 values."""
     def ci(num: np.ndarray, den: np.ndarray | None) -> Interval:
         if den is None and len(num):
             found = proportion(num, float(boot["confidence"]))
             if found is not None:
                 return found
-        return intervals({"m": (num, np.ones(len(num)) if den is None else den)}, boot)["m"]
+        return mean_interval(num, den, float(boot["confidence"]))
     return ci
 
 
@@ -174,6 +166,8 @@ def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, in
         metrics[track].update(year_blocks(first_sample(scores[track]), track,
                                           float(boot["confidence"]), cutoff))
         metrics[track]["year_trend"] = year_trend(scores[track], track, float(boot["confidence"]))
+    # RIMO-N's floor and answer types (context, breakdown.json): sample 0, as the headline.
+    metrics[TRACK_N].update(floor_blocks(first_sample(scores[TRACK_N]), float(boot["confidence"])))
     if has_flags(scores[TRACK_N]):  # scores from before the flags have no diagnostics
         first = first_sample(scores[TRACK_N])
         metrics[TRACK_N]["diagnostics"] = diagnostics_n(scores[TRACK_N], first)
@@ -223,5 +217,5 @@ def plot_tables(metrics: Mapping[str, Any]) -> dict[str, str]:
     return tables
 
 
-__all__ = ["compute", "intervals", "metrics_n",
+__all__ = ["compute", "metrics_n",
            "metrics_p", "p_headline", "plot_tables", "ratio", "rounded", "status_counts"]

@@ -37,7 +37,6 @@ from rimo_eval.core.predictions import (
     read_run_id,
 )
 from rimo_eval.core.provenance import build_provenance
-from rimo_eval.core.statistics import bootstrap_params
 from rimo_eval.core.tables import write_parquet
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.diagnostics import (
@@ -51,6 +50,7 @@ from rimo_eval.score.diagnostics import (
 from rimo_eval.score.metrics import compute, plot_tables, sample_spec
 from rimo_eval.score.samples import with_sample
 from rimo_eval.score.years import year_columns
+from rimo_eval.stats import bootstrap_params
 
 # The competition year and shortlist label (rimo_eval.score.years), read from the id.
 YEAR_COLUMNS = (("year", pa.int32()), ("shortlist", pa.string()))

@@ -22,8 +22,7 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.cutoff import cutoff_text, cutoff_year
-from rimo_eval.core.numbers import rounded
-from rimo_eval.core.statistics import wilson
+from rimo_eval.core.numbers import rounded, significant
 from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.core.years import (
     BAND_LABELS,
@@ -34,10 +33,12 @@ from rimo_eval.core.years import (
     shortlist_of,
     year_of,
 )
-from rimo_eval.score.two_proportions import difference
+from rimo_eval.stats import fisher_p, newcombe, wilson
 
 
-def _cell(right: int, n: int, name: str, confidence: float) -> dict[str, Any]:
+def cell(right: int, n: int, name: str, confidence: float) -> dict[str, Any]:
+    """One subset of items (a year band, an answer type): n, right, the rate, its Wilson
+    interval."""
     ci = wilson(right, n, confidence)
     return {"n": n, "right": right, name: rounded(right / n) if n else None,
             f"{name}_ci_low": ci["low"], f"{name}_ci_high": ci["high"]}
@@ -64,8 +65,20 @@ def by_year_band(years: np.ndarray, right: np.ndarray, name: str, confidence: fl
         mask = bands == label
         if label == LATER_BAND and not mask.any():
             continue
-        out[label] = _cell(int(right[mask].sum()), int(mask.sum()), name, confidence)
+        out[label] = cell(int(right[mask].sum()), int(mask.sum()), name, confidence)
     return out
+
+
+def difference(right_a: int, n_a: int, right_b: int, n_b: int, confidence: float
+               ) -> dict[str, float | None]:
+    """p_a - p_b of two disjoint subsets with Newcombe's interval and Fisher's p (rounded as
+    every metric): the subsets are different items, so compare's paired tests do not apply."""
+    ci = newcombe(right_a, n_a, right_b, n_b, confidence)
+    d = right_a / n_a - right_b / n_b if n_a and n_b else None
+    return {"difference": rounded(d),
+            "difference_ci_low": rounded(ci[0]) if ci else None,
+            "difference_ci_high": rounded(ci[1]) if ci else None,
+            "fisher_p": significant(fisher_p(right_a, n_a, right_b, n_b))}
 
 
 def unseen_block(years: np.ndarray, right: np.ndarray, name: str, cutoff: Any,
@@ -75,7 +88,7 @@ def unseen_block(years: np.ndarray, right: np.ndarray, name: str, cutoff: Any,
     ua, un = int(right[after].sum()), int(after.sum())
     sa, sn = int(right[~after].sum()), int((~after).sum())
     return {"cutoff": cutoff_text(cutoff), "rule": "year > cutoff year",
-            "unseen": _cell(ua, un, name, confidence), "seen": _cell(sa, sn, name, confidence),
+            "unseen": cell(ua, un, name, confidence), "seen": cell(sa, sn, name, confidence),
             **difference(ua, un, sa, sn, confidence)}
 
 
@@ -92,9 +105,9 @@ def year_blocks(first: pd.DataFrame, track: str, confidence: float, cutoff: Any 
 
 def band_rows(blocks: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]]:
     """Plot rows (band, value, interval, n) of the bands that hold items, in year order."""
-    return [{"band": label, name: cell.get(name), f"{name}_ci_low": cell.get(f"{name}_ci_low"),
-             f"{name}_ci_high": cell.get(f"{name}_ci_high"), "n": cell.get("n")}
-            for label, cell in ordered_bands(blocks) if cell.get("n")]
+    return [{"band": label, name: c.get(name), f"{name}_ci_low": c.get(f"{name}_ci_low"),
+             f"{name}_ci_high": c.get(f"{name}_ci_high"), "n": c.get("n")}
+            for label, c in ordered_bands(blocks) if c.get("n")]
 
 
 def year_columns(problem_id: str) -> dict[str, Any]:
@@ -102,5 +115,5 @@ def year_columns(problem_id: str) -> dict[str, Any]:
     return {"year": year_of(problem_id), "shortlist": shortlist_of(problem_id)}
 
 
-__all__ = ["band_rows", "by_year_band", "outcomes", "unseen_block", "year_blocks",
-           "year_columns"]
+__all__ = ["band_rows", "by_year_band", "cell", "difference", "outcomes", "unseen_block",
+           "year_blocks", "year_columns"]

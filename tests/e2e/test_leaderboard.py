@@ -26,7 +26,7 @@ from rimo_eval.commands.leaderboard.board import build as build_board
 from rimo_eval.commands.leaderboard.command import leaderboard
 from rimo_eval.commands.leaderboard.comparable import check
 from rimo_eval.commands.leaderboard.loading import load_runs
-from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.tables import render_markdown
 from rimo_eval.core.dicts import flatten
 from rimo_eval.core.errors import DataError

@@ -16,14 +16,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from rimo_eval.core.errors import StageError
 from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.statistics import wilson
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
+from rimo_eval.stats import wilson
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.factories import small_benchmark
 from tests.support.independent_grader import independent_gold, independent_metrics
@@ -209,12 +210,13 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
     old = _old_code_metrics(tmp_path, replay, real_items)
     if old is not None:
         # Every key the old code wrote keeps its value but the intervals of proportions, now
-        # Wilson's (issue 19; tests/unit/test_intervals.py); usage, the diagnostics (RIMO-P's
-        # since issue 28) and the breakdown's intervals are the new keys. The bootstrap
-        # intervals (prefix score, sub-problem accuracy) are equal.
+        # Wilson's (issue 19; tests/unit/test_statistics.py), and of means of fractions (issue
+        # 45, below); usage, the diagnostics (RIMO-P's since issue 28) and the breakdown's
+        # intervals are the new keys.
         # The year lens (issue 32) adds its breakdown: by_year_band and year_trend.
         years = {"by_year_band", "year_trend"}
-        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci", *years},
+        added = {TRACK_N: {"usage", "diagnostics", "by_domain_ci", *years,
+                           "baselines", "by_answer_type"},  # RIMO-N's floor (issue 45)
                  TRACK_P: {"usage", "diagnostics", *years}}
 
         def points(track: str, block: dict[str, Any]) -> dict[str, Any]:
@@ -227,8 +229,15 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
         for track in (TRACK_N, TRACK_P):
             assert points(track, m[track]) == points(track, old[track])
             assert set(m[track]) - set(old[track]) == added[track]
-        for key in ("prefix_score", "sub_problem_accuracy"):
-            assert m[TRACK_P]["ci"][key] == old[TRACK_P]["ci"][key]
+        # The means of fractions' intervals are Wilson's of the sum since issue 45 (not the
+        # old bootstrap): prefix score over the n gradable items, checked with statsmodels.
+        n_p = m[TRACK_P]["n"]
+        low, high = proportion_confint(want["prefix"] * n_p, n_p, alpha=1 - BOOT["confidence"],
+                                       method="wilson")
+        assert m[TRACK_P]["ci"]["prefix_score"] == pytest.approx({"low": low, "high": high},
+                                                                 abs=1e-6)
+        sub = m[TRACK_P]["ci"]["sub_problem_accuracy"]
+        assert sub["low"] < m[TRACK_P]["sub_problem_accuracy"] < sub["high"]
         assert m[TRACK_N]["ci"]["accuracy"] == wilson(
             m[TRACK_N]["correct"], m[TRACK_N]["n"], BOOT["confidence"])
         # The sample block now also records the run's predict.limit and sample_seed.

@@ -17,7 +17,7 @@ import numpy as np
 from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.command import write
 from rimo_eval.commands.leaderboard.figures import figures
-from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.tables import render_html
 from tests.support.leaderboard_runs import make_run
 from tests.support.report_browser import (  # noqa: F401 - the fixture

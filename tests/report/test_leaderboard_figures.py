@@ -29,7 +29,7 @@ from rimo_eval.commands.leaderboard.figures import (
     label,
 )
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.commands.leaderboard.statistics import find_metric
+from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.years import year_heatmap
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.tracks import TRACK_N, TRACK_P

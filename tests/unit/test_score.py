@@ -14,6 +14,7 @@ from rimo_eval.core.metrics_files import join, read_all
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
+from rimo_eval.stats import wilson
 from tests.support.factories import n_item, small_benchmark, write_items
 
 BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
@@ -86,9 +87,11 @@ def test_metrics_by_hand(scored: tuple[Path, dict]) -> None:
     two = p["by_parts"]["2"]
     assert {k: two[k] for k in ("n", "strict", "sub_problem_accuracy", "prefix_score")} == {
         "n": 1, "strict": 0.0, "sub_problem_accuracy": 0.5, "prefix_score": 0.5}
-    # Wilson for the proportions (0/1 of one item, 1/2 of a domain), a bootstrap for prefix.
+    # Wilson for the proportions (0/1 of one item, 1/2 of a domain); for the prefix score (a
+    # mean of fractions) Wilson's of the sum, 0.5 out of 1 (statsmodels: 0.054621, 0.945379),
+    # not the point [0.5, 0.5] the bootstrap gave.
     assert (two["strict_ci_low"], two["strict_ci_high"]) == (0.0, 0.793451)
-    assert (two["prefix_score_ci_low"], two["prefix_score_ci_high"]) == (0.5, 0.5)
+    assert (two["prefix_score_ci_low"], two["prefix_score_ci_high"]) == (0.054621, 0.945379)
     assert n["by_domain_ci"]["algebra"] == {"low": 0.094531, "high": 0.905469}
     assert n["ci"]["accuracy"] == {"low": 0.150039, "high": 0.849961}  # Wilson 2/4
     assert m["sample"] == {"evaluated": {TRACK_N: 4, TRACK_P: 4},
@@ -133,8 +136,10 @@ def test_metrics_file_holds_the_headline_first_and_points_to_its_provenance(
     # show` is a number.
     breakdown = json.loads((root / "breakdown.json").read_text(encoding="utf-8"))
     year_lens = {"by_year_band", "year_trend"}  # descriptive: breakdowns (test_years.py)
-    assert set(breakdown[TRACK_N]) - {"by_domain", "by_domain_n", "by_domain_ci"} == year_lens
-    assert {k: v for k, v in breakdown[TRACK_N].items() if k not in year_lens} == {
+    floor = {"baselines", "by_answer_type"}  # RIMO-N's floor, context (test_floors.py)
+    assert set(breakdown[TRACK_N]) - {"by_domain", "by_domain_n", "by_domain_ci"} == \
+        year_lens | floor
+    assert {k: v for k, v in breakdown[TRACK_N].items() if k not in year_lens | floor} == {
         "by_domain": {"algebra": 0.5, "combinatorics": 0.5},
                                   "by_domain_n": {"algebra": 2, "combinatorics": 2},
                                   "by_domain_ci": {d: {"low": 0.094531, "high": 0.905469}
@@ -208,3 +213,21 @@ def test_tables_from_two_predict_runs_are_refused(tmp_path: Path) -> None:
     with pytest.raises(StageError, match="more than one predict run"):
         score(BOOT, tmp_path / "items", tmp_path / "a", tmp_path / "scores",
               tmp_path / "m.json", tmp_path / "plots")
+
+
+def test_an_all_wrong_rimo_p_sample_has_no_point_interval(tmp_path: Path) -> None:
+    """Issue 45 §3: a 4-item RIMO-P run with every part wrong printed ``prefix score 0.0% 95%
+    [0.0%, 0.0%]`` (the percentile bootstrap of all zeros); its interval is now Wilson's of the
+    sum, as wide as strict's, whose items are the same."""
+    small_benchmark(tmp_path / "items")
+    predict({"backend": "constant", "constant": {"answer": "0", "solution": "wrong"}},
+            tmp_path / "items", tmp_path / "preds")
+    m = score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
+              tmp_path / "metrics.json", tmp_path / "plots")
+    p = m[TRACK_P]
+    assert p["prefix_score"] == p["sub_problem_accuracy"] == p["strict"] == 0.0
+    assert p["ci"]["prefix_score"] == p["ci"]["strict"] == wilson(0, p["n"], 0.95)
+    assert p["ci"]["prefix_score"]["high"] > 0.4
+    # Parts of unequal counts weigh the items unequally: fewer effective items, wider.
+    sub = p["ci"]["sub_problem_accuracy"]
+    assert sub["low"] == 0.0 and sub["high"] >= p["ci"]["prefix_score"]["high"]

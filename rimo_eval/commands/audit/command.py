@@ -68,8 +68,8 @@ from rimo_eval.core.metrics_files import POINTER_KEY, pointer, split
 from rimo_eval.core.missing import require_outputs
 from rimo_eval.core.provenance import predictions_identity
 from rimo_eval.core.provenance import upstream_pin as make_upstream_pin
-from rimo_eval.core.statistics import bootstrap_params
 from rimo_eval.core.tracks import TRACK_N, TRACKS
+from rimo_eval.stats import bootstrap_params
 
 
 def _read_json(root: Path, path: Path, required: bool = True) -> dict[str, Any] | None:

@@ -42,9 +42,9 @@ from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import DataError
 from rimo_eval.core.missing import require_outputs
 from rimo_eval.core.outputs import claim_file, html_ours, output_file
-from rimo_eval.core.statistics import bootstrap, bootstrap_params, mcnemar_exact
 from rimo_eval.core.tracks import TRACK_P, TRACKS
 from rimo_eval.judge.metrics import judge_block
+from rimo_eval.stats import bootstrap_params
 
 HTML_OPTION = "compare --html"
 
@@ -138,6 +138,6 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     return 0
 
 
-__all__ = ["WORKSPACE", "Revision", "Side", "bootstrap", "bootstrap_settings", "compare",
-           "compare_sides", "compare_track", "flips", "load_side", "main", "mcnemar_exact",
-           "metric_rows", "pair", "render_html", "render_markdown", "resolve"]
+__all__ = ["WORKSPACE", "Revision", "Side", "bootstrap_settings", "compare", "compare_sides",
+           "compare_track", "flips", "load_side", "main", "metric_rows", "pair", "render_html",
+           "render_markdown", "resolve"]

@@ -2,7 +2,7 @@
 
 Items are paired by (problem_id, item hash), which makes the tests paired: exact McNemar on
 the discordant pairs of RIMO-N ``correct`` and RIMO-P ``strict``, and the seeded bootstrap of
-core.statistics (items resampled jointly for A and B) for the delta of every rate metric.
+rimo_eval.stats (items resampled jointly for A and B) for the delta of every rate metric.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.commands.compare.samples import (
     as_mean_at_k,
     maj_mcnemar,
+    mcnemar_test,
     mean_test,
     per_item,
     sample_count,
@@ -28,11 +29,12 @@ from rimo_eval.core.dicts import flatten
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.numbers import rounded
-from rimo_eval.core.statistics import bootstrap, mcnemar_exact
 from rimo_eval.core.tables import records
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.judge.metrics import compare_rows as judge_rows
 from rimo_eval.score.samples import with_sample
+from rimo_eval.stats import bootstrap
+from rimo_eval.stats.floors import floor_line
 
 TESTED = {TRACK_N: "correct", TRACK_P: "strict"}
 # Numerator in A, numerator in B, denominator: every rate metric is a ratio of per-item sums.
@@ -143,25 +145,18 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
         specs, intervals = as_mean_at_k(track, specs), as_mean_at_k(track, intervals)
         return {"paired": len(paired), **unpaired, "k": k, "note": which_test(k),
                 "test": mean_test(col, paired, k, samples, seed, confidence),
-                "maj_test": maj_mcnemar(paired, mcnemar_exact),
+                "maj_test": maj_mcnemar(paired),
                 "deltas": {name: {**paired_values(s), "ci": intervals[name]}
                            for name, s in specs.items()},
                 "flips": []}
-    flipped = flips(track, paired)
-    lost = sum(1 for f in flipped if f["a"])
-    gained = len(flipped) - lost
     return {
         "paired": len(paired),
         **unpaired,
         "k": k, "note": which_test(k),
-        "test": {"name": "exact McNemar", "metric": col, "right_in_a_only": lost,
-                 "right_in_b_only": gained, "discordant": lost + gained,
-                 "both_right": int((paired[f"{col}_a"] & paired[f"{col}_b"]).sum()),
-                 "both_wrong": int((~paired[f"{col}_a"] & ~paired[f"{col}_b"]).sum()),
-                 "p_value": mcnemar_exact(lost, gained)},
+        "test": mcnemar_test(col, paired[f"{col}_a"].to_numpy(), paired[f"{col}_b"].to_numpy()),
         "deltas": {name: {**paired_values(s), "ci": intervals[name]}
                    for name, s in specs.items()},
-        "flips": flipped,
+        "flips": flips(track, paired),
     }
 
 
@@ -171,6 +166,9 @@ def compare_track(track: str, a: pd.DataFrame, b: pd.DataFrame, samples: int, se
 def _table_keys(metrics: Mapping[str, Any]) -> dict[str, Any]:
     # Each side's own intervals and the provenance are not quantities to subtract.
     keep = {k: v for k, v in metrics.items() if k in TRACKS or k == "sample"}
+    # The floor is context with a section of its own (floor_context), not a count to subtract.
+    keep = {k: {m: x for m, x in v.items() if m != "baselines"} if k == TRACK_N
+            and isinstance(v, Mapping) else v for k, v in keep.items()}
     return {k: v for k, v in flatten(keep).items()
             if ".ci." not in k and ".by_domain_ci." not in k and not k.endswith(("_ci_low",
                                                                                "_ci_high"))
@@ -219,6 +217,15 @@ def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
     return rows
 
 
+def floor_context(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """One side's RIMO-N floor line and answer types, over the compared items (context beside
+    the metrics, never a metric: breakdown.json ``baselines`` and ``by_answer_type``)."""
+    n = metrics.get(TRACK_N) or {}
+    return {"line": floor_line(TRACK_N, n.get("accuracy"), n.get("baselines")),
+            "best_constant": (n.get("baselines") or {}).get("best_constant"),
+            "by_answer_type": n.get("by_answer_type")}
+
+
 def _check_unique(side: str, frame: pd.DataFrame) -> None:
     keys = with_sample(frame)[["problem_id", "sample"]]
     dup = sorted(set(keys["problem_id"][keys.duplicated()]))
@@ -259,10 +266,12 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
                          "changed_items": len(sets[t]["changed_items"])} for t in TRACKS}},
         "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence},
         "metrics": metric_rows(a.metrics, b.metrics, deltas) + judge_rows(a.judge, b.judge),
+        "floors": {"a": floor_context(a.metrics), "b": floor_context(b.metrics)},
         "params_diff": params_diff(*params),
         "tracks": tracks,
     }
 
 
-__all__ = ["TESTED", "PairedRatio", "compare_sides", "compare_track", "flips", "metric_rows",
+__all__ = ["TESTED", "PairedRatio", "compare_sides", "compare_track", "flips", "floor_context",
+           "metric_rows",
            "pair", "paired_values", "ratio_delta", "ratio_specs"]

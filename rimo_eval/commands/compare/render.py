@@ -16,7 +16,7 @@ import markupsafe
 
 from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import FLIP_HEAD, flip_cells
-from rimo_eval.core.numbers import fmt_p, md_cell, md_row
+from rimo_eval.core.numbers import fmt_p, md_cell, md_row, pct
 from rimo_eval.core.outputs import generator
 from rimo_eval.core.tracks import TRACKS
 
@@ -69,6 +69,30 @@ def _shown_flips(t: Mapping[str, Any], cap: int | None) -> tuple[list[Any], str]
     return listed, note
 
 
+FLOOR_TITLE = "RIMO-N floor and answer types (context, not a metric)"
+FLOOR_HEAD = ["RIMO-N answer type", "A", "B"]
+TYPE_LABELS = {"0/1": "gold 0 or 1", "other": "other gold"}
+
+
+def _type_cell(cell: Mapping[str, Any] | None) -> str:
+    if not cell or not cell.get("n"):
+        return "-"
+    return (f"{pct(cell.get('accuracy'))} [{pct(cell.get('accuracy_ci_low'))}, "
+            f"{pct(cell.get('accuracy_ci_high'))}] ({cell.get('right')}/{cell.get('n')})")
+
+
+def floor_rows(result: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Each side's floor line, and one row per answer type (accuracy, interval, right/n)."""
+    floors = result.get("floors") or {}
+    a, b = floors.get("a") or {}, floors.get("b") or {}
+    lines = [f"{side}: {f['line']}" for side, f in (("A", a), ("B", b)) if f.get("line")]
+    rows = [[label, _type_cell((a.get("by_answer_type") or {}).get(key)),
+             _type_cell((b.get("by_answer_type") or {}).get(key))]
+            for key, label in TYPE_LABELS.items()
+            if (a.get("by_answer_type") or {}).get(key) or (b.get("by_answer_type") or {}).get(key)]
+    return lines, rows
+
+
 def _param_value(x: Any) -> str:
     return "-" if x is None else str(x)
 
@@ -92,7 +116,13 @@ def render_markdown(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
             "| count | A | B | Δ (B - A) |", "| --- | ---: | ---: | ---: |"]
     out += [md_row([r["name"], fmt(r["a"]), fmt(r["b"]), fmt_delta(r["delta"])])
             for r in result["metrics"] if not r["rate"]]
-    out += ["", "</details>", "", "### Paired tests", "",
+    out += ["", "</details>"]
+    lines, types = floor_rows(result)
+    if lines:
+        out += ["", f"### {FLOOR_TITLE}", ""] + [f"- {md_cell(line)}" for line in lines]
+        if types:
+            out += ["", md_row(FLOOR_HEAD), "| --- | ---: | ---: |"] + [md_row(r) for r in types]
+    out += ["", "### Paired tests", "",
             "| track | test | paired items | right in A only | right in B only | p (two-sided) |",
             "| --- | --- | ---: | ---: | ---: | ---: |"]
     for track, t in result["tracks"].items():
@@ -148,6 +178,7 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
     boot = result["bootstrap"]
     level = f"{boot['confidence'] * 100:g}%"
     ca, cb = _side_cells(a), _side_cells(b)
+    lines, types = floor_rows(result)
     tracks = []
     for track, t in result["tracks"].items():
         listed, note = _shown_flips(t, cap)
@@ -187,8 +218,10 @@ def render_html(result: Mapping[str, Any], cap: int | None = FLIPS) -> str:
                 (t["paired"], "num"), (t["test"]["right_in_a_only"], "num"),
                 (t["test"]["right_in_b_only"], "num"), (fmt_p(t["test"]["p_value"]), "num")]
                for track, t in result["tracks"].items()],
+        floor_title=FLOOR_TITLE, floor_lines=lines, floor_head=FLOOR_HEAD,
+        floor_types=[[(r[0], ""), (r[1], "num"), (r[2], "num")] for r in types],
         tracks=tracks)
 
 
-__all__ = ["fmt", "fmt_ci", "fmt_delta", "items_note", "render_html",
+__all__ = ["floor_rows", "fmt", "fmt_ci", "fmt_delta", "items_note", "render_html",
            "render_markdown"]

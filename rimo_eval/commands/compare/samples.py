@@ -13,6 +13,7 @@ import pandas as pd
 
 from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.score.samples import majority
+from rimo_eval.stats import bootstrap_p, concordance, draw, mcnemar_exact
 
 MEANS = ("correct", "strict", "n_matched", "prefix_score", "n_predicted", "prefix_len")
 TEST_MEAN = "paired bootstrap on the per-item mean over samples"
@@ -57,11 +58,6 @@ def mean_test(col: str, paired: pd.DataFrame, k: dict[str, int], samples: int, s
     a = paired[f"{col}_a"].to_numpy(dtype=float)
     b = paired[f"{col}_b"].to_numpy(dtype=float)
     diff = b - a
-    p_value = 1.0
-    if len(diff) and samples > 0:
-        idx = np.random.default_rng(seed).integers(0, len(diff), size=(samples, len(diff)))
-        deltas = diff[idx].mean(axis=1)
-        p_value = float(min(1.0, 2 * min((deltas <= 0).mean(), (deltas >= 0).mean())))
     return {
         "name": TEST_MEAN, "metric": f"mean_at_k.{col}", "k": k,
         "delta": round(float(diff.mean()), 6) if len(diff) else None,
@@ -71,20 +67,24 @@ def mean_test(col: str, paired: pd.DataFrame, k: dict[str, int], samples: int, s
         "discordant": int((diff != 0).sum()),
         "both_right": int(((a == 1) & (b == 1)).sum()),
         "both_wrong": int(((a == 0) & (b == 0)).sum()),
-        "p_value": round(p_value, 6),
+        "p_value": bootstrap_p(diff, draw(len(diff), samples, seed)),
     }
 
 
-def maj_mcnemar(paired: pd.DataFrame, mcnemar: Any) -> dict[str, Any] | None:
+def mcnemar_test(metric: str, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """Exact McNemar on a paired 0/1 outcome (per item, A and B), in compare's words."""
+    c = concordance(a, b)
+    return {"name": "exact McNemar", "metric": metric, "right_in_a_only": c.a_only,
+            "right_in_b_only": c.b_only, "discordant": c.a_only + c.b_only,
+            "both_right": c.both, "both_wrong": c.neither,
+            "p_value": mcnemar_exact(c.a_only, c.b_only)}
+
+
+def maj_mcnemar(paired: pd.DataFrame) -> dict[str, Any] | None:
     """Exact McNemar on maj@k, a 0/1 outcome, when both sides have it."""
     if not {"maj_a", "maj_b"} <= set(paired.columns):
         return None
-    a, b = paired["maj_a"].astype(bool), paired["maj_b"].astype(bool)
-    lost, gained = int((a & ~b).sum()), int((~a & b).sum())
-    return {"name": "exact McNemar", "metric": "maj_at_k", "right_in_a_only": lost,
-            "right_in_b_only": gained, "discordant": lost + gained,
-            "both_right": int((a & b).sum()), "both_wrong": int((~a & ~b).sum()),
-            "p_value": mcnemar(lost, gained)}
+    return mcnemar_test("maj_at_k", paired["maj_a"].to_numpy(), paired["maj_b"].to_numpy())
 
 
 def which_test(k: dict[str, int]) -> str:

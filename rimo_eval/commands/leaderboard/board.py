@@ -4,7 +4,7 @@ Each run carries its label and every numeric key of its own metrics.json, flatte
 under the track (``RIMO-N.accuracy``, ``RIMO-N.accuracy_ci_low``, ``RIMO-P.usage.cost_usd``...),
 copied, never recomputed, so every point value is the run's own. Old runs' RIMO-N ``ci_low`` /
 ``ci_high`` are named ``accuracy_ci_low`` / ``accuracy_ci_high`` here, the names of the
-interval contract. The rank and the test against the leader come from statistics.rank.
+interval contract. The rank and the test against the leader come from ranking.rank.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.commands.leaderboard.statistics import Metric, rank
+from rimo_eval.commands.leaderboard.ranking import Metric, rank
 from rimo_eval.commands.leaderboard.years import year_keys
 from rimo_eval.core.dicts import flatten
 from rimo_eval.core.metrics_files import LEGACY_N

@@ -1,7 +1,7 @@
 """``rimo-eval leaderboard [RUN ...] [--all]``: rank runs, write md, tex, HTML, JSON, figures.
 
 Runs are resolved and read as ``compare`` does (loading), refused unless comparable
-(comparable), ranked with paired statistics (statistics), and rendered (board, tables,
+(comparable), ranked with paired statistics (ranking), and rendered (board, tables,
 figures). The files are written in a folder swapped in whole for ``--out`` (core/outputs.py);
 ``--json`` also prints the JSON.
 """
@@ -20,7 +20,7 @@ from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_runs
-from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
+from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from rimo_eval.core.atomic import dumps_json
 from rimo_eval.core.config import Params

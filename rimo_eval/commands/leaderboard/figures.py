@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from rimo_eval.commands.leaderboard.labels import label
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.commands.leaderboard.statistics import find_metric, item_table, rank
+from rimo_eval.commands.leaderboard.ranking import find_metric, item_table, rank
 from rimo_eval.commands.leaderboard.years import year_heatmap
 from rimo_eval.core.items import DOMAINS
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
@@ -57,7 +57,7 @@ def panel_colours(board: Mapping[str, Any], runs: Sequence[Run] | None, name: st
                   ) -> dict[str, str]:
     """label -> colour on the panel of metric ``name``: blue its leader, red the runs
     significantly below it. The ranked metric's are the table's own tests; any other metric
-    is tested the same way (statistics.rank: same draw, same test, Holm over its runs)."""
+    is tested the same way (ranking.rank: same draw, same test, Holm over its runs)."""
     if name == board["ranked_by"]:
         return {r["label"]: _colour(r) for r in board["runs"]}
     if not runs:

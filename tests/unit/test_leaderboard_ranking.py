@@ -1,4 +1,5 @@
-"""The leaderboard's statistics against independent computations (scipy, by hand, compare).
+"""The leaderboard's ranking against independent computations (scipy, by hand, compare); the
+statistics it uses (draw, Holm, the paired p-value) are tested in tests/unit/test_statistics.py.
 
 Runs are built from score frames in the schema the score stage writes, so these tests need no
 DVC; tests/e2e/test_leaderboard.py runs the same code on real experiments.
@@ -15,18 +16,11 @@ from rimo_eval.commands.compare.samples import mean_test
 from rimo_eval.commands.leaderboard.board import build, judge_keys
 from rimo_eval.commands.leaderboard.comparable import check
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.commands.leaderboard.statistics import (
-    bootstrap_p,
-    default_metric,
-    draw,
-    find_metric,
-    holm,
-    rank,
-    ranks_of,
-)
+from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric, rank, ranks_of
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.stats import holm
 from tests.support.leaderboard_runs import make_run
 
 
@@ -51,13 +45,6 @@ def test_mcnemar_against_leader_matches_scipy_binomtest(runs: list[Run]) -> None
                                                 rel=1e-12)
 
 
-def test_holm_matches_the_step_down_definition() -> None:
-    p = [0.01, 0.04, 0.03, 0.005, 0.5]
-    # By hand: sorted 0.005, 0.01, 0.03, 0.04, 0.5 times 5, 4, 3, 2, 1, running max, cap 1.
-    assert holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.025, 0.5])
-    assert holm([0.6, 0.6]) == [1.0, 1.0] and holm([]) == []
-
-
 def test_tests_against_the_leader_are_holm_adjusted(runs: list[Run]) -> None:
     ranked = rank(runs, find_metric(f"{TRACK_N}.accuracy", 1), 500, 0, 0.95)
     others = ranked["order"][1:]
@@ -66,29 +53,6 @@ def test_tests_against_the_leader_are_holm_adjusted(runs: list[Run]) -> None:
     for i in others:
         t = ranked["tests"][i]
         assert t["below_leader"] == (t["p_holm"] < 0.05)
-
-
-def test_bootstrap_p_is_compares_mean_test() -> None:
-    rng = np.random.default_rng(3)
-    a, b = rng.integers(0, 5, 200) / 4, rng.integers(0, 5, 200) / 4
-    paired = pd.DataFrame({"correct_a": a, "correct_b": b})
-    expected = mean_test("correct", paired, {"a": 4, "b": 4}, 1000, 11, 0.95)["p_value"]
-    assert bootstrap_p(b - a, draw(200, 1000, 11)) == expected
-    assert bootstrap_p(a - b, draw(200, 1000, 11)) == expected  # two-sided: symmetric
-
-
-def test_paired_bootstrap_agrees_with_scipy_bootstrap() -> None:
-    """The resampled mean differences (the test's statistic) against scipy's paired bootstrap:
-    the same percentile interval up to Monte Carlo error."""
-    rng = np.random.default_rng(5)
-    a, b = rng.random(300), rng.random(300) + 0.05
-    idx = draw(300, 4000, 1)
-    ours = np.quantile((b - a)[idx].mean(axis=1), [0.025, 0.975])
-    theirs = stats.bootstrap((a, b), lambda x, y: np.mean(y - x), paired=True,
-                             n_resamples=4000, method="percentile", rng=2).confidence_interval
-    assert ours == pytest.approx([theirs.low, theirs.high], abs=0.01)
-    assert (b - a).mean() == pytest.approx(stats.ttest_rel(b, a).statistic
-                                           * (b - a).std(ddof=1) / np.sqrt(300))
 
 
 def test_ranks_and_rank_ranges() -> None:

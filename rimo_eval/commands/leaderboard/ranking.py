@@ -8,8 +8,8 @@
   range is the central ``confidence`` interval of its ranks over the resamples.
 - Tests against the leader, Holm-corrected over the runs below it, decided as
   ``rimo-eval compare`` does: exact McNemar on a 0/1 outcome at k = 1, the paired bootstrap of
-  per-item means otherwise (rimo_eval.commands.compare.samples.mean_test's draw and p-value), so
-  with two runs the p-value is compare's.
+  per-item means otherwise: rimo_eval.stats's draw and p-value, compare's own, so with two runs
+  the p-value is compare's.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pandas as pd
 from rimo_eval.commands.compare.samples import TEST_MEAN, per_item
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.statistics import mcnemar_exact
 from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.samples import first_sample
+from rimo_eval.stats import bootstrap_p, concordance, draw, holm, mcnemar_exact
 
 # A non-0/1 per-item score at k = 1 (prefix score, parts matched), or sample 0 at k > 1.
 TEST_ITEM = "paired bootstrap on the per-item score"
@@ -116,11 +116,6 @@ def per_item_values(tables: Sequence[pd.DataFrame], metric: Metric
     return num, den
 
 
-def draw(n: int, samples: int, seed: int) -> np.ndarray:
-    """The resampled item indices, samples x n: the score stage's and compare's draw."""
-    return np.random.default_rng(seed).integers(0, n, size=(samples, n))
-
-
 def ranks_of(values: np.ndarray) -> np.ndarray:
     """Competition ranks along the last axis: 1 + how many runs score strictly higher."""
     ranks: np.ndarray = 1 + (values[..., None, :] > values[..., :, None]).sum(axis=-1)
@@ -148,34 +143,12 @@ def rank_ranges(num: np.ndarray, den: np.ndarray, points: np.ndarray, idx: np.nd
             for r, lo, hi in zip(point_rank, low, high, strict=True)]
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error), in the input order."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: (p_values[i], i))
-    adjusted = [0.0] * m
-    running = 0.0
-    for step, i in enumerate(order):
-        running = max(running, min(1.0, (m - step) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def bootstrap_p(diff: np.ndarray, idx: np.ndarray) -> float:
-    """compare's paired bootstrap p-value (samples.mean_test): the share of resampled mean
-    differences on either side of 0, doubled, capped at 1."""
-    if len(diff) == 0 or len(idx) == 0:
-        return 1.0
-    deltas = diff[idx].mean(axis=1)
-    return round(float(min(1.0, 2 * min((deltas <= 0).mean(), (deltas >= 0).mean()))), 6)
-
-
 def test_pair(metric: Metric, k: int, leader: tuple[np.ndarray, np.ndarray],
               other: tuple[np.ndarray, np.ndarray], idx: np.ndarray) -> dict[str, Any]:
     """The leader against one run on one metric, as compare decides the test."""
     (num_l, den_l), (num_o, den_o) = leader, other
     if metric.binary and (k == 1 or metric.key in ("pass_at_k", "maj_at_k")):
-        lead, oth = num_l.astype(bool), num_o.astype(bool)
-        lost, gained = int((lead & ~oth).sum()), int((~lead & oth).sum())
+        lost, gained = concordance(num_l, num_o)[:2]
         return {"test": "exact McNemar", "leader_only": lost, "other_only": gained,
                 "p_value": mcnemar_exact(lost, gained)}
     # A ratio with per-item denominators (sub-problem accuracy) compares numerators: the
@@ -208,7 +181,7 @@ def rank(runs: Sequence[Run], metric: Metric, samples: int, seed: int, confidenc
             raise DataError(f"{r.label}: its scores give {metric.name} = {f}, its "
                             f"metrics.json says {v}: run `rimo-eval audit` at that revision")
     n = num.shape[0]
-    idx = draw(n, samples, seed) if n and samples > 0 else np.zeros((0, n), dtype=int)
+    idx = draw(n, samples, seed)
     ranges = rank_ranges(num, den, points, idx, confidence)
     order = sorted(range(len(runs)), key=lambda i: (-points[i], runs[i].label))
     leader = order[0]
@@ -225,6 +198,5 @@ def rank(runs: Sequence[Run], metric: Metric, samples: int, seed: int, confidenc
             "bootstrap": {"samples": samples, "seed": seed, "confidence": confidence}}
 
 
-__all__ = ["COLUMNS", "TEST_ITEM", "Metric", "bootstrap_p", "default_metric", "draw",
-           "find_metric", "holm", "item_table", "per_item_values", "point", "rank",
-           "rank_ranges", "rankable", "ranks_of", "test_pair"]
+__all__ = ["COLUMNS", "TEST_ITEM", "Metric", "default_metric", "find_metric", "item_table",
+           "per_item_values", "point", "rank", "rank_ranges", "rankable", "ranks_of", "test_pair"]

@@ -1,0 +1,1 @@
+"""``rimo-eval plan``: the power planner (command), its arguments (arguments)."""
