@@ -136,6 +136,12 @@ def summary(root: Path = Path("."), params: Params | Mapping[str, Any] | None = 
     extra = samples_line(metrics)
     if extra:
         lines.append(extra)
+    not_bare = ((n.get("diagnostics") or {}).get("not_bare") or 0)
+    if not_bare:
+        # A replayed answer given as a whole reply scores wrong as it is: never silently.
+        lines.append(f"  warning: {not_bare} replayed {TRACK_N} prediction(s) are not bare "
+                     f"answers (\\boxed{{}}, words or LaTeX) and score wrong: give the answer "
+                     f"alone, or the whole reply as \"reply\" (see the report's flags)")
     report = (REPORT_HTML.as_posix() if (root / REPORT_HTML).is_file()
               else f"{REPORT_HTML.as_posix()} (not built yet: dvc repro)")
     lines += [f"report: {report}",

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -86,8 +86,14 @@ class ConstantParams(Section):
     solution: Result[str] = ""
 
 
+# How predict.replay.path is read: "auto" tells each file's format from its content.
+REPLAY_FORMATS = ("auto", "rimo", "csv", "inspect_ai", "lm_eval", "every_eval_ever")
+
+
 class ReplayParams(Section):
     path: Content[Annotated[str, Field(min_length=1)]]
+    format: Result[Literal["auto", "rimo", "csv", "inspect_ai", "lm_eval",
+                           "every_eval_ever"]] = "auto"
 
     @field_validator("path")
     @classmethod

@@ -1,9 +1,13 @@
-"""Replay predictions produced elsewhere: our JSONL format or the upstream scripts' CSVs.
+"""Replay predictions produced elsewhere: our JSONL format, the upstream scripts' CSVs, or the
+logs of other tools (inspect_ai ``.eval``, lm-eval ``--log_samples``, Every Eval Ever instance
+JSONL: ``replay_foreign``, graded by RIMO's recipe, never the tool's scorer).
 
 JSONL lines are ``{"track", "problem_id", "prediction"}`` (a string for RIMO-N, a list of strings
 for RIMO-P), with an optional ``"sample": j`` (0-based, below predict.samples; absent means 0).
-CSVs are ``problem_id,llm_answer`` (RIMO-N) or ``problem_id,llm_solution1..4``
-(RIMO-P). ``path`` may also be a folder of such files.
+Instead of ``prediction`` a line may give ``reply``: the model's whole reply (RIMO-P: one per
+part), read by the same extraction as a chat backend's. CSVs are ``problem_id,llm_answer``
+(RIMO-N) or ``problem_id,llm_solution1..4`` (RIMO-P). ``path`` may also be a folder of such
+files. Each file's format is told from its content (``predict.replay.format: auto``) or named.
 """
 
 from __future__ import annotations
@@ -22,17 +26,27 @@ from rimo_eval.core.jsonl import iter_lines, noting_repeats, parse_line
 from rimo_eval.core.predictions import lone_surrogate
 from rimo_eval.core.section import Section
 from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
-from rimo_eval.predictors.base import STATUS_MISSING, Prediction, Predictor
+from rimo_eval.predictors import extract
+from rimo_eval.predictors.base import (
+    STATUS_ERROR,
+    STATUS_MISSING,
+    STATUS_OK,
+    Prediction,
+    Predictor,
+)
+from rimo_eval.predictors.foreign import CSV, RIMO, detect
+from rimo_eval.predictors.replay_foreign import Replayed, grade_reply, read_foreign, source_of
 
 P_COLUMNS = [f"llm_solution{i}" for i in range(1, 5)]
 MAX_CSV_FIELD = 1 << 30  # characters in one CSV field
+SUFFIXES = (".jsonl", ".csv", ".eval")
 
 
 def _files(path: Path) -> list[Path]:
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".csv"))
+        files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES)
         if not files:
-            raise StageError(f"{path}: replay folder holds no .jsonl or .csv file")
+            raise StageError(f"{path}: replay folder holds no .jsonl, .csv or .eval file")
         return files
     if not path.is_file():
         raise StageError(f"{path}: replay file not found (predict.replay.path)")
@@ -70,8 +84,8 @@ def _decode(path: Path) -> str:
                          f"{exc.start} ({exc.reason})") from exc
 
 
-# (track, problem_id, sample, prediction, where): one replayed prediction and its file:line.
-Row = tuple[str, str, int, str | list[str], str]
+# (track, problem_id, sample, replayed, where): one replayed prediction and its file:line.
+Row = tuple[str, str, int, Replayed, str]
 
 
 def _sample(rec: dict[str, Any], where: str) -> int:
@@ -98,18 +112,23 @@ def read_jsonl(path: Path) -> Iterator[Row]:
             # json.loads keeps the last copy: which prediction was meant is not known.
             raise StageError(f"{where}: rule replay.duplicate_key: key {repeats[0]!r} given "
                              f"twice in one line")
-        if not isinstance(rec, dict) or not {"track", "problem_id", "prediction"} <= rec.keys():
-            raise StageError(f"{where}: rule replay.fields: need track, problem_id and "
-                             f"prediction")
+        if (not isinstance(rec, dict) or not {"track", "problem_id"} <= rec.keys()
+                or ("prediction" in rec) == ("reply" in rec)):
+            raise StageError(f"{where}: rule replay.fields: need track, problem_id and one of "
+                             f"prediction (the answer) or reply (the whole reply)")
         track, pid = rec["track"], rec["problem_id"]
         if track not in TRACKS or not isinstance(pid, str):
             raise StageError(f"{where}: rule replay.fields: track must be one of {TRACKS} "
                              f"and problem_id a string")
         where = f"{where} id={pid}"
         j = _sample(rec, where)
-        value = _check_value(track, rec["prediction"], where)
+        value = _check_value(track, rec.get("prediction", rec.get("reply")), where)
         _check_text(value, where)
-        yield track, pid, j, value, where
+        if "reply" in rec:
+            texts = [value] if isinstance(value, str) else value
+            yield track, pid, j, grade_reply(track, texts), where
+        else:
+            yield track, pid, j, Replayed(value), where
 
 
 def read_csv(path: Path) -> Iterator[Row]:
@@ -144,16 +163,30 @@ def read_csv(path: Path) -> Iterator[Row]:
             while parts and not parts[-1]:  # unused trailing columns are empty
                 parts.pop()
             value = parts
-        yield track, row["problem_id"], 0, value, where  # the upstream CSVs hold one sample
+        yield track, row["problem_id"], 0, Replayed(value), where  # upstream: one sample
 
 
-def load_replay(path: Path, known: frozenset[tuple[str, str]], samples: int = 1
-                ) -> dict[tuple[str, str, int], str | list[str]]:
-    out: dict[tuple[str, str, int], str | list[str]] = {}
+def file_format(file: Path, fmt: str) -> str:
+    """The file's format: ``fmt`` as named, or told from its content (``auto``)."""
+    return detect(file) if fmt == "auto" else fmt
+
+
+def _rows(file: Path, fmt: str, items: Sequence[Item], known: frozenset[tuple[str, str]]
+          ) -> Iterator[Row]:
+    if fmt == CSV:
+        return read_csv(file)
+    if fmt == RIMO:
+        return read_jsonl(file)
+    return read_foreign(file, fmt, items, known)
+
+
+def load_replay(path: Path, known: frozenset[tuple[str, str]], samples: int = 1,
+                items: Sequence[Item] = (), fmt: str = "auto"
+                ) -> dict[tuple[str, str, int], Replayed]:
+    out: dict[tuple[str, str, int], Replayed] = {}
     seen_at: dict[tuple[str, str, int], str] = {}
     for file in _files(path):
-        reader = read_csv if file.suffix == ".csv" else read_jsonl
-        for track, pid, j, value, where in reader(file):
+        for track, pid, j, value, where in _rows(file, file_format(file, fmt), items, known):
             key = (track, pid, j)
             if key in out:
                 raise StageError(f"{where}: rule replay.duplicate: {track} {pid} sample {j} "
@@ -181,15 +214,30 @@ class ReplayPredictor(Predictor):
         if not path:
             raise StageError("params.yaml: predict.replay.path must name a file or folder")
         self.path = Path(path)
+        self.format = str(self.config.get("format", "auto"))
 
     def identity(self) -> dict[str, Any]:
         # The file contents, not just the path, decide the predictions.
         files = {p.as_posix(): sha256_file(p) for p in _files(self.path)}
-        return {**super().identity(), "files": files}
+        ident = {**super().identity(), "files": files}
+        # Another tool's log: which tool and version wrote it, and its hash, go into the
+        # predictions' backend_params (their provenance; audit recomputes the fingerprint, so
+        # an edited log is caught), and the extraction's version into the fingerprint.
+        sources = {}
+        for p in _files(self.path):
+            fmt = file_format(p, self.format)
+            if fmt not in (RIMO, CSV):
+                src = source_of(p, fmt)
+                sources[p.as_posix()] = {"tool": src.tool, "version": src.version,
+                                         "sha256": files[p.as_posix()]}
+        if sources:
+            ident["params"] = {**ident["params"], "sources": sources}
+            ident["extraction"] = extract.VERSION
+        return ident
 
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:
         known = self.known_keys or frozenset(it.key for it in items)
-        replay = load_replay(self.path, known, self.samples)
+        replay = load_replay(self.path, known, self.samples, items, self.format)
         covered = {key[:2] for key in replay}
         hit = sum(1 for it in items if it.key in covered)
         if items and not hit:
@@ -209,7 +257,10 @@ class ReplayPredictor(Predictor):
             for j in range(self.samples):
                 key = (*item.key, j)
                 if key in replay:
-                    yield Prediction(item.track, item.problem_id, replay[key], sample=j)
+                    got = replay[key]
+                    yield Prediction(item.track, item.problem_id, got.prediction,
+                                     status=STATUS_ERROR if got.error else STATUS_OK,
+                                     error=got.error, details=dict(got.details), sample=j)
                 else:
                     yield Prediction(item.track, item.problem_id, None, status=STATUS_MISSING,
                                      error=f"not in replay {self.path}", sample=j)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from rimo_eval.core.artifacts import REPORT_HTML, VIEW_DIR
-from rimo_eval.core.flags import EXPLAINING_N
+from rimo_eval.core.flags import EXPLAINING_N, NOT_BARE
 from rimo_eval.core.numbers import absent, pct
 from rimo_eval.core.predictions import parse_details
 from rimo_eval.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
@@ -37,6 +37,7 @@ FLAG_MEANING = {
     "multiple_boxes": "the boxes hold different values",
     "truncated": "cut off by the length limit (finish reason length)",
     "gold_in_text": "the gold integer is in the answer text, the prediction is wrong",
+    NOT_BARE: "a replayed prediction that is no bare answer (\\boxed{}, words, LaTeX)",
     "lenient_match": "right after MathArena-style normalisation",
     UNICODE_REPAIRED: "the reply held lone surrogates, each graded as U+FFFD",
     REDACTED: "the API key was cut out of the reply, which can change what is graded",
@@ -105,7 +106,9 @@ def _interval(ci: Any) -> str:
 
 def has_flags(scores: pd.DataFrame) -> bool:
     """Scores written before the diagnostics have no flag columns (older runs)."""
-    return all(f in scores.columns for f in (*FLAGS, "lenient_match") if f not in ENGINE_FLAGS)
+    # not_bare came after the others: a table without it still has its flags.
+    return all(f in scores.columns for f in (*FLAGS, "lenient_match")
+               if f not in ENGINE_FLAGS and f != NOT_BARE)
 
 
 def _flag(row: Mapping[str, Any], flag: str) -> bool:

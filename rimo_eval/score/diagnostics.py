@@ -15,6 +15,10 @@ reply with any reasoning set apart; ``raw_text`` for older details) and finish r
   extracted;
 * ``gold_in_text``: the gold integer appears in the answer text as a number of its own, but the
   prediction is not right;
+* ``not_bare``: a prediction given as it is, with no reply to read it from (a replay line's
+  ``prediction``), that is not a bare answer: it holds ``\\boxed{}``, words or LaTeX (``The
+  answer is \\boxed{128}.``). Exact match reads it as it is, so it scores wrong: give the
+  answer alone, or the whole reply as ``reply`` (read by the extraction);
 * ``lenient_match``: the prediction equals the gold after ``normalise``.
 
 A row without a reply (missing, error, or a replay with no text) has every text flag False;
@@ -42,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from rimo_eval.core.boxes import boxes
-from rimo_eval.core.flags import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
+from rimo_eval.core.flags import ENGINE_FLAGS, FLAGS_N, FLAGS_P, NOT_BARE, TEXT_FLAGS_N
 from rimo_eval.core.predictions import STATUS_OK, parse_details
 
 LENGTH = "length"
@@ -63,6 +67,8 @@ _LATEX_SPACES = re.compile(r"\\[,;:! ]|\\q?quad\b|~")
 _UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200b\u202f\u205f\u3000]")
 _THOUSANDS = re.compile(r"(?<=\d)[, ](?=\d{3}(?!\d))")
 _INTEGER = re.compile(r"[-+]?\d+")
+# A bare answer: digits with a sign, separators or a fraction bar, or nothing (no answer).
+_BARE = re.compile(r"\s*(?:[-+]?\d[\d.,/ ]*)?\s*")
 MAX_UNWRAP = 16  # nesting depth of boxes unwrapped; deeper is not an answer anyway
 
 
@@ -163,6 +169,12 @@ def gold_in(text: str, gold: str) -> bool:
     return re.search(pattern, _THOUSANDS.sub("", text)) is not None
 
 
+def not_bare(status: str, text: str | None, prediction: str | None) -> bool:
+    """A prediction with no reply behind it that is more than an answer (module docstring)."""
+    return (status == STATUS_OK and text is None and prediction is not None
+            and _BARE.fullmatch(prediction) is None)
+
+
 def flags_n(status: str, details: Mapping[str, Any], prediction: str | None, gold: str,
             correct: bool) -> dict[str, bool]:
     """The flags of one RIMO-N row (see the module docstring)."""
@@ -175,6 +187,7 @@ def flags_n(status: str, details: Mapping[str, Any], prediction: str | None, gol
         "multiple_boxes": len(values) > 1,
         "truncated": truncated(details),
         "gold_in_text": text is not None and not correct and gold_in(text, gold),
+        "not_bare": not_bare(status, text, prediction),
         "lenient_match": lenient_equal(prediction, gold),
         **engine_flags(details),
     }
@@ -182,7 +195,11 @@ def flags_n(status: str, details: Mapping[str, Any], prediction: str | None, gol
 
 # --- the metrics block ---------------------------------------------------------------------------
 
-def has_flags(scores: pd.DataFrame, flags: tuple[str, ...] = TEXT_FLAGS_N) -> bool:
+# The text flags every flagged table has (not_bare came later: counted where present).
+FIRST_FLAGS_N = tuple(f for f in TEXT_FLAGS_N if f != NOT_BARE)
+
+
+def has_flags(scores: pd.DataFrame, flags: tuple[str, ...] = FIRST_FLAGS_N) -> bool:
     """Scores tables written before the flags existed have none of the columns (and those
     written before ``ENGINE_FLAGS`` have only the text flags)."""
     return all(f in scores.columns for f in flags)
@@ -216,4 +233,4 @@ def lenient_ratio(first: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 __all__ = ["ENGINE_FLAGS", "FLAGS_N", "FLAGS_P", "TEXT_FLAGS_N", "answer_text", "counts",
            "diagnostics_n", "diagnostics_p", "engine_flags", "flags_n", "gold_in", "has_flags",
-           "lenient_equal", "lenient_ratio", "normalise", "parse_details", "truncated"]
+           "lenient_equal", "lenient_ratio", "normalise", "not_bare", "parse_details", "truncated"]

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from rimo_eval.core.artifacts import PREDICT_RUN_PATH
-from rimo_eval.core.config import parse_params
+from rimo_eval.core.config import REPLAY_FORMATS, parse_params
 from tests.support.params_declared import covered, declared, dvc_stages
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, make_repo, sh
@@ -34,6 +34,8 @@ def _changed(value: Any) -> Any:
         return value + 1
     if isinstance(value, float):
         return value / 2 + 0.25  # stays inside (0, 1) for a confidence level
+    if isinstance(value, str) and value in REPLAY_FORMATS:  # a choice: the next one
+        return REPLAY_FORMATS[(REPLAY_FORMATS.index(value) + 1) % len(REPLAY_FORMATS)]
     if isinstance(value, str):
         # A sha256 pin must stay 64 hex digits; any other string just gets longer.
         return value[::-1] if len(value) == 64 else f"{value}-changed"

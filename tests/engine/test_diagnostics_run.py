@@ -101,7 +101,7 @@ def test_diagnostics_block_in_metrics_json(chat_run: dict[str, Any]) -> None:
     assert n["accuracy"] == 0.2
     assert n["diagnostics"] == {
         "no_box": 1, "empty_box": 1, "multiple_boxes": 1, "truncated": 2, "gold_in_text": 3,
-        "lenient_match": 2, "unicode_repaired": 0, "redacted": 0, "usage_dropped": 0,
+        "not_bare": 0, "lenient_match": 2, "unicode_repaired": 0, "redacted": 0, "usage_dropped": 0,
         "lenient_accuracy": 0.4,
         "lenient_accuracy_ci_low": n["diagnostics"]["lenient_accuracy_ci_low"],
         "lenient_accuracy_ci_high": n["diagnostics"]["lenient_accuracy_ci_high"]}

@@ -121,7 +121,10 @@ def test_truncated_is_the_finish_reason_whatever_was_extracted() -> None:
 
 
 def test_rows_without_a_reply_have_no_text_flags() -> None:
-    # A replay: a prediction and no text. Only lenient_match can be said.
-    assert _flags(None, prediction=r"\text{12}") == {f: f == "lenient_match" for f in FLAGS_N}
+    # A replay: a prediction and no text. Only lenient_match, and not_bare (LaTeX given as the
+    # answer), can be said; a bare answer is not flagged.
+    assert _flags(None, prediction=r"\text{12}") == {f: f in ("lenient_match", "not_bare")
+                                                     for f in FLAGS_N}
+    assert _flags(None, prediction="12") == {f: f == "lenient_match" for f in FLAGS_N}
     for status in ("missing", "error"):
         assert not any(_flags("the answer is 12", status=status).values())
