@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from rimo_eval.core.config import load_params
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 STAGES = {
     "check-params": "Validate the whole params file (DVC runs it on any change to the file)",

@@ -48,7 +48,7 @@ from rimo_eval.chat.transport import (
     cache_payload,
 )
 from rimo_eval.core.chat_params import EngineParams
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 T = TypeVar("T")
 Messages = list[dict[str, str]]

@@ -24,8 +24,8 @@ from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.chat.cache_prune import Filter, Tick
 from rimo_eval.core.chat_params import DEFAULT_RESPONSE_CACHE
 from rimo_eval.core.config import Params
-from rimo_eval.core.dicts import key_of
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
+from rimo_eval.params.section import key_of
 
 ACTIONS = ("stats", "prune", "verify")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from rimo_eval.core.atomic import write_text
-from rimo_eval.core.errors import DataError
+from rimo_eval.errors import DataError
 
 PAGE = Path(".dvc/plots/page.html")
 # (npm package, its UMD build): the order they must load in.

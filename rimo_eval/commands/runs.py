@@ -15,12 +15,12 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
+from rimo_eval.artifacts.missing import require_outputs
+from rimo_eval.artifacts.paths import PARAMS_PATH
 from rimo_eval.commands.arguments import WORKSPACE
-from rimo_eval.core.artifacts import PARAMS_PATH
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.git import git
-from rimo_eval.core.json_object import parse_object
-from rimo_eval.core.missing import require_outputs
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.io.git import git
+from rimo_eval.io.json_object import parse_object
 
 
 @dataclass(frozen=True)

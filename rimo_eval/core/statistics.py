@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.core.config import BootstrapParams, ScoreParams, coerce
-from rimo_eval.core.numbers import rounded
 
 # (numerator, denominator) per item; the statistic is sum(num) / sum(den) over a resample.
 Ratio = tuple[np.ndarray, np.ndarray]

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from rimo_eval.core.surrogates import escaped
+from rimo_eval.io.surrogates import escaped
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 

@@ -19,18 +19,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.batch.openai import batch_line
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.errors import MalformedResponse
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.session import lookup
 from rimo_eval.core.atomic import write_bytes
-from rimo_eval.core.errors import DataError, StageError
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import DataError, StageError
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
 from rimo_eval.predictors.reply_reading import read_reply
+from rimo_eval.rimo.tracks import TRACK_N
 
 
 def round_requests(predictor: ChatPredictor[Any], items: Sequence[Item]

@@ -14,8 +14,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.predictions import STATUS_ERROR, Prediction
+from rimo_eval.artifacts.predictions import STATUS_ERROR, Prediction
+from rimo_eval.errors import StageError
 
 # "part 2 of 3: failed after 7 attempt(s): X": the same cause, whatever part or attempt count
 _NOISE = re.compile(r"^part \d+ of \d+: |failed after \d+ attempt\(s\): ")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from rimo_eval.core.numbers import rounded, significant
+from rimo_eval.artifacts.numbers import rounded, significant
 from rimo_eval.core.statistics import wilson_bounds
 
 

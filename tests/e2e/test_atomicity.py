@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from rimo_eval.core.artifacts import PARAMS_CHECK_PATH
+from rimo_eval.artifacts.paths import PARAMS_CHECK_PATH
 from rimo_eval.core.atomic import PAUSE_ENV
 from tests.support.pipeline_repo import copy_repo, env, sh
 

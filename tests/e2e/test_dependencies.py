@@ -53,9 +53,9 @@ def test_editing_score_code_leaves_the_paid_judge_stage_alone() -> None:
 def test_import_graph_sees_helpers() -> None:
     """The walker itself: predict reaches the hashing helper through core and the predictors."""
     files = {p.relative_to(REPO_ROOT).as_posix() for p in project_imports(MODULES["predict"])}
-    assert {"rimo_eval/core/hashing.py", "rimo_eval/core/items.py", "rimo_eval/predictors/base.py",
-            "rimo_eval/__init__.py"} <= files
-    assert not covered(REPO_ROOT / "rimo_eval/core/hashing.py", ["rimo_eval/score"])
+    assert {"rimo_eval/io/hashing.py", "rimo_eval/artifacts/items.py",
+            "rimo_eval/predictors/base.py", "rimo_eval/__init__.py"} <= files
+    assert not covered(REPO_ROOT / "rimo_eval/io/hashing.py", ["rimo_eval/score"])
 
 
 def test_every_stage_module_is_in_dvc_yaml() -> None:
@@ -71,12 +71,12 @@ def test_editing_a_core_helper_marks_every_importing_stage(tmp_path: Path, oracl
     # Every stage up to date: a copy of the session's full oracle run.
     repo = copy_repo(oracle_run, tmp_path / "repo")
     assert "Data and pipelines are up to date" in sh(repo, "dvc", "status").stdout
-    helper = repo / "rimo_eval/core/hashing.py"
+    helper = repo / "rimo_eval/io/hashing.py"
     helper.write_text(helper.read_text() + "\n# an edit to a shared helper\n")
     status = sh(repo, "dvc", "status", "--json").stdout
     changed = set(yaml.safe_load(status) or {})
     importers = {stage for stage, module in stage_modules().items()
-                 if REPO_ROOT / "rimo_eval/core/hashing.py" in
+                 if REPO_ROOT / "rimo_eval/io/hashing.py" in
                  project_imports("rimo_eval.cli") | project_imports(module)}
     # Every stage but check-params hashes something (it only validates the params file).
     assert importers == set(PIPELINE) - {"check-params"}
@@ -85,8 +85,8 @@ def test_editing_a_core_helper_marks_every_importing_stage(tmp_path: Path, oracl
 
 
 def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
-    from rimo_eval.core import artifacts as A
-    from rimo_eval.core.tracks import TRACKS
+    from rimo_eval.artifacts import paths as A
+    from rimo_eval.rimo.tracks import TRACKS
 
     spec = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
 

@@ -17,11 +17,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.predictions import predictions_path
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.core.statistics import wilson
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run

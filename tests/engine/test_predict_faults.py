@@ -26,10 +26,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.core.atomic import PAUSE_ENV
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.chat_server import ChatServer
 from tests.support.factories import write_items
 from tests.support.paths import REPO_ROOT

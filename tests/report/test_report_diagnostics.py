@@ -16,11 +16,11 @@ from matplotlib.container import ErrorbarContainer
 
 from rimo_eval.core.config import load_params
 from rimo_eval.core.metrics_files import read_all
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import selection as S
 from rimo_eval.report import stage as R
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.paths import REPO_ROOT
 from tests.support.report_fixtures import LENIENT_ID, XSS_TEXT, make_report_inputs
 

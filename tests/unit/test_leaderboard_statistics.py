@@ -25,8 +25,8 @@ from rimo_eval.commands.leaderboard.statistics import (
     ranks_of,
 )
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.leaderboard_runs import make_run
 
 

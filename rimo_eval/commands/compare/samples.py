@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.samples import majority
 
 MEANS = ("correct", "strict", "n_matched", "prefix_score", "n_predicted", "prefix_len")

@@ -23,8 +23,8 @@ from rimo_eval.commands.leaderboard.statistics import default_metric, find_metri
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
 from rimo_eval.core.atomic import dumps_json, write_bytes, write_text
 from rimo_eval.core.config import Params
-from rimo_eval.core.cutoff import parse_cutoffs
-from rimo_eval.core.errors import ConfigError, DataError
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.params.cutoff import parse_cutoffs
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",

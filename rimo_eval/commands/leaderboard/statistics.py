@@ -23,9 +23,9 @@ import pandas as pd
 
 from rimo_eval.commands.compare.samples import TEST_MEAN, per_item
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.statistics import mcnemar_exact
-from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.samples import first_sample
 
 # A non-0/1 per-item score at k = 1 (prefix score, parts matched), or sample 0 at k > 1.

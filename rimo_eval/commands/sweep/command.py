@@ -23,8 +23,8 @@ from rimo_eval.commands.sweep.remote import ls_remote, pushed
 from rimo_eval.commands.sweep.script import array_spec, plan_path, render, script_path
 from rimo_eval.commands.sweep.task import read_record, run_task
 from rimo_eval.core.atomic import write_text
-from rimo_eval.core.errors import ConfigError, StageError
-from rimo_eval.core.git import git, head_commit
+from rimo_eval.errors import ConfigError, StageError
+from rimo_eval.io.git import git, head_commit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

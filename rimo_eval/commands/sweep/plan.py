@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rimo_eval.core.errors import ConfigError
 from rimo_eval.core.yaml_file import load_unique
+from rimo_eval.errors import ConfigError
 
 # What vLLM's OpenAI-compatible server is started with; {placeholders} are filled per task.
 VLLM_COMMAND = ("vllm serve {model_path} --host 127.0.0.1 --port {port} "

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.commands.view.packing import encode, pack
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.katex import FILES as KATEX_FILES
-from rimo_eval.core.katex import katex_dir
+from rimo_eval.errors import ConfigError
+from rimo_eval.render.katex import FILES as KATEX_FILES
+from rimo_eval.render.katex import katex_dir
 
 ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
 # The page's Markdown parser, sanitiser and Zstandard decoder, from node_modules beside KaTeX's
