@@ -47,8 +47,8 @@ ARGUMENTS = {
     "compare": "rimo_eval.commands.compare.arguments",
     "leaderboard": "rimo_eval.commands.leaderboard.arguments",
     "view": "rimo_eval.commands.view.arguments",
-    "cache": "rimo_eval.commands.cache",
-    "sweep": "rimo_eval.commands.sweep.command",
+    "cache": "rimo_eval.commands.cache_arguments",
+    "sweep": "rimo_eval.commands.sweep.arguments",
 }
 # Commands that run without a params file (they use one when it is there).
 PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep"}
