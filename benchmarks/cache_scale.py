@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 import old_tree  # noqa: E402
 
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key  # noqa: E402
-from rimo_eval.core.hashing import canonical_json  # noqa: E402
+from rimo_eval.io.hashing import canonical_json  # noqa: E402
 
 BASELINE = "ec772a7"  # main before issue 30
 # Where the children run: from ROOT, ``python -m rimo_eval`` and ``-c`` would import this

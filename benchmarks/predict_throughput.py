@@ -57,8 +57,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from peer_lmeval import LMEVAL_VERSION, lmeval_venv, run_lmeval  # noqa: E402
 from timed import run_timed  # noqa: E402
 
-from rimo_eval.core.items import load_items  # noqa: E402
-from rimo_eval.core.tracks import TRACK_N, TRACKS  # noqa: E402
+from rimo_eval.artifacts.items import load_items  # noqa: E402
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS  # noqa: E402
 from tests.support.chat_server import request_log  # noqa: E402
 
 INSPECT_VERSION = "0.3.285"
@@ -387,7 +387,7 @@ def throughput(args: argparse.Namespace) -> None:
 
 # --- the local backend ---------------------------------------------------------------------
 def mirror_rimo_n(count: int) -> list[Any]:
-    from rimo_eval.core.items import Item
+    from rimo_eval.artifacts.items import Item
 
     path = find_mirror() / "RIMO-N.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count]]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 
 def reply(rng: random.Random, chars: int, answer: str) -> str:
@@ -127,9 +127,9 @@ def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from rimo_eval.core.artifacts import predictions_path
-    from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import RAW_TEXT, REASONING, row_groups
+    from rimo_eval.artifacts.paths import predictions_path
+    from rimo_eval.artifacts.predictions import RAW_TEXT, REASONING, row_groups
+    from rimo_eval.io.hashing import canonical_json
     from rimo_eval.score.stage import score
 
     src, dst, items = work / base, work / name, work / "data/items"
@@ -205,7 +205,7 @@ def as_predict_writes(preds: Path, track: str) -> None:
     """The predictions table laid out as the predict stage writes it (``predict_layout``);
     small_run leaves the texts in ``details``, one row group: a reader would decode 1 GB at
     once. Done once per table (``--work``)."""
-    from rimo_eval.core.artifacts import predictions_path
+    from rimo_eval.artifacts.paths import predictions_path
     from tests.support.view_runs import predict_layout
 
     path = predictions_path(track, preds)
@@ -264,11 +264,11 @@ def load_small(base: str, items: str, name: str) -> Any:
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
+    from rimo_eval.artifacts.predictions import TEXT_COLUMNS
     from rimo_eval.commands.compare.revisions import Revision
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
-    from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
-    from rimo_eval.core.predictions import TEXT_COLUMNS
 
     def light(path: Path) -> Any:  # as load.py reads it: no texts, no details
         names = pq.ParquetFile(path).schema_arrow.names

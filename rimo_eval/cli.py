@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from rimo_eval.core.config import load_params
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.terminal import for_terminal
+from rimo_eval.errors import StageError
+from rimo_eval.io.terminal import for_terminal
 
 STAGES = {
     "check-params": "Validate the whole params file (DVC runs it on any change to the file)",
@@ -49,8 +49,8 @@ ARGUMENTS = {
     "compare": "rimo_eval.commands.compare.arguments",
     "leaderboard": "rimo_eval.commands.leaderboard.arguments",
     "view": "rimo_eval.commands.view.arguments",
-    "cache": "rimo_eval.commands.cache",
-    "sweep": "rimo_eval.commands.sweep.command",
+    "cache": "rimo_eval.commands.cache_arguments",
+    "sweep": "rimo_eval.commands.sweep.arguments",
     "plan": "rimo_eval.commands.plan.arguments",
 }
 # Commands that run without a params file (they use one when it is there).

@@ -14,10 +14,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.artifacts import RAW_DIR
+from rimo_eval.artifacts.paths import RAW_DIR
 from rimo_eval.core.config import FetchParams, Params, coerce
-from rimo_eval.core.errors import DataError, IntegrityError, StageError
-from rimo_eval.core.hashing import sha256_bytes, sha256_file
+from rimo_eval.errors import DataError, IntegrityError, StageError
+from rimo_eval.io.hashing import sha256_bytes, sha256_file
 
 
 def pinned(cfg: FetchParams) -> dict[str, str]:

@@ -15,13 +15,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.artifacts import PREDICT_RUN_PATH
-from rimo_eval.core.atomic import atomic_path, write_json
-from rimo_eval.core.config import Params, PredictParams, coerce
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.hashing import fingerprint, sha256_bytes
-from rimo_eval.core.items import ITEMS_DIR, Item, load_items
-from rimo_eval.core.predictions import (
+from rimo_eval.artifacts.items import ITEMS_DIR, Item, load_items
+from rimo_eval.artifacts.paths import PREDICT_RUN_PATH
+from rimo_eval.artifacts.predictions import (
     PREDICTIONS_DIR,
     STATUS_MISSING,
     STATUSES,
@@ -32,13 +28,17 @@ from rimo_eval.core.predictions import (
     table_schema,
     write_groups,
 )
-from rimo_eval.core.prices import applied_price
-from rimo_eval.core.text_spool import TextSpool
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts.text_spool import TextSpool
+from rimo_eval.core.config import Params, PredictParams, coerce
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.io.atomic import atomic_path, write_json
+from rimo_eval.io.hashing import fingerprint, sha256_bytes
+from rimo_eval.params.prices import applied_price
 from rimo_eval.predictors import Prediction, Predictor
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.error_budget import check_error_budget
 from rimo_eval.predictors.registry import build_predictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 
 def select_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:

@@ -8,7 +8,7 @@ import os
 from urllib.parse import urlsplit
 
 from rimo_eval.chat.redact import DUMMY_API_KEY
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 
 def is_local_url(url: str) -> bool:

@@ -9,7 +9,7 @@ received stay in the response cache, so a re-run resumes where this one stopped.
 
 from __future__ import annotations
 
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 
 class CircuitBreaker:

@@ -57,10 +57,10 @@ import zstandard
 
 from rimo_eval.chat import cache_db
 from rimo_eval.chat.cache_db import BUSY_TIMEOUT_MS, FORMAT, is_damage
-from rimo_eval.core.atomic import fsync_dir, fsync_path
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import canonical_json, fingerprint
-from rimo_eval.core.shared import shared_path
+from rimo_eval.errors import StageError
+from rimo_eval.io.atomic import fsync_dir, fsync_path
+from rimo_eval.io.hashing import canonical_json, fingerprint
+from rimo_eval.io.workspace import shared_path
 
 DB_NAME = "responses.sqlite3"
 SYNC_EVERY_S = 1.0  # a power cut loses at most this much of a run's replies

@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rimo_eval.core.atomic import write_text
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
+from rimo_eval.io.atomic import write_text
 
 FORMAT = 2  # PRAGMA user_version of the database; 1 was the per-file layout
 BUSY_TIMEOUT_MS = 120_000  # another process's transaction is short; a long wait is a bug

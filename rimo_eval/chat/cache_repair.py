@@ -26,9 +26,9 @@ from rimo_eval.chat import cache_db
 from rimo_eval.chat.cache import DB_NAME, decode
 from rimo_eval.chat.cache_prune import Progress, checkpoint, quiet
 from rimo_eval.chat.leases import LEASE_S, alive, identity
-from rimo_eval.core.atomic import fsync_path
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import fingerprint
+from rimo_eval.errors import StageError
+from rimo_eval.io.atomic import fsync_path
+from rimo_eval.io.hashing import fingerprint
 
 CHUNK = 256  # rowids per read
 _COLUMNS = "rowid, key, model, endpoint, created, size, data"

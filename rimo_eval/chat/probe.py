@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from urllib.parse import urlsplit
 
 from rimo_eval.chat.errors import ConnectionFailed, RequestTimeout
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 PROBE_TIMEOUT_S = 10.0
 

@@ -8,7 +8,7 @@ Model text is graded, so it loses only a key that looks like a secret (``looks_s
 servers are commonly started with keys such as ``x``, ``none``, ``sk-local`` or ``token``, and
 cutting every "x" out of the replies turned ``\\boxed{7}`` into ``\\bo[REDACTED]ed{7}`` and the
 accuracy into 0. Such a key is announced once (never printed) and left in the text; a reply
-that redaction did change is flagged ``redacted`` (``rimo_eval.core.reply_flags``; the retrying
+that redaction did change is flagged ``redacted`` (``rimo_eval.chat.reply_flags``; the retrying
 transport sets it), a diagnostic flag in score.
 """
 

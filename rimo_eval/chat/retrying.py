@@ -30,9 +30,9 @@ from tenacity import (
 from rimo_eval.chat import probe
 from rimo_eval.chat.errors import ConnectionFailed, EngineError, ErrorDecision, classify
 from rimo_eval.chat.redact import Redactor
+from rimo_eval.chat.reply_flags import REDACTED
 from rimo_eval.chat.transport import RETRY_GUARD, ChatReply, ChatTransport, TransportError
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.reply_flags import REDACTED
+from rimo_eval.errors import StageError
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -48,8 +48,8 @@ from rimo_eval.chat.transport import (
     cache_payload,
 )
 from rimo_eval.core.chat_params import EngineParams
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.terminal import for_terminal
+from rimo_eval.errors import StageError
+from rimo_eval.io.terminal import for_terminal
 
 T = TypeVar("T")
 Messages = list[dict[str, str]]

@@ -11,8 +11,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from rimo_eval.core.reply_flags import UNICODE_REPAIRED, USAGE_DROPPED, USAGE_LIMIT
-from rimo_eval.core.surrogates import is_valid, valid_text, valid_value
+from rimo_eval.chat.reply_flags import UNICODE_REPAIRED, USAGE_DROPPED, USAGE_LIMIT
+from rimo_eval.io.surrogates import is_valid, valid_text, valid_value
 
 
 @dataclass
@@ -21,7 +21,7 @@ class ChatReply:
 
     Every transport (and the cache, reading an entry back) builds one, so this is where model
     text enters the engine: ``__post_init__`` makes every string valid Unicode
-    (``rimo_eval.core.surrogates``: each lone surrogate becomes U+FFFD) and adds the flag
+    (``rimo_eval.io.surrogates``: each lone surrogate becomes U+FFFD) and adds the flag
     ``unicode_repaired`` when it changed one. ``flags`` name what was done to the reply on its
     way in (``unicode_repaired``, ``redacted``, ``usage_dropped``: a usage counter that is no
     token count is left out); they are cached with it and become the reply's diagnostic flags

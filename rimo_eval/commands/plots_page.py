@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from rimo_eval.core.atomic import write_text
-from rimo_eval.core.errors import DataError
+from rimo_eval.errors import DataError
+from rimo_eval.io.atomic import write_text
 
 PAGE = Path(".dvc/plots/page.html")
 # (npm package, its UMD build): the order they must load in.

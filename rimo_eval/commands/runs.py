@@ -15,12 +15,12 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
+from rimo_eval.artifacts.missing import require_outputs
+from rimo_eval.artifacts.paths import PARAMS_PATH
 from rimo_eval.commands.arguments import WORKSPACE
-from rimo_eval.core.artifacts import PARAMS_PATH
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.git import git
-from rimo_eval.core.json_object import parse_object
-from rimo_eval.core.missing import require_outputs
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.io.git import git
+from rimo_eval.io.json_object import parse_object
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class RunFiles:
         """params.yaml at the revision; {} where it has none (or holds no mapping)."""
         import yaml
 
-        from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
+        from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
 
         if not self.exists(PARAMS_PATH):
             return {}

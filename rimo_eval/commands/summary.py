@@ -15,19 +15,20 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core import metrics_files, numbers
-from rimo_eval.core.artifacts import (
+from rimo_eval.artifacts import numbers
+from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     METRICS_PATH,
     PROVENANCE_PATH,
     REPORT_HTML,
     predictions_path,
 )
+from rimo_eval.core import metrics_files
 from rimo_eval.core.config import Params
-from rimo_eval.core.dicts import key_of
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.json_object import read_object
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import DataError
+from rimo_eval.io.json_object import read_object
+from rimo_eval.params.section import key_of
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 # The `dvc exp show` view to compare experiments: name, the two headline metrics, backend and
 # model of whatever backend ran (reports/model.json) and the sample size (predict.limit); it

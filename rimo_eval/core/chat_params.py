@@ -11,10 +11,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
-from rimo_eval.core.effects import ByKey, Content, Cost, Operational, Removed, Result
-from rimo_eval.core.input_files import check_input
-from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
-from rimo_eval.core.shared import shared_path
+from rimo_eval.io.input_files import check_input
+from rimo_eval.io.workspace import shared_path
+from rimo_eval.params.effects import ByKey, Content, Cost, Operational, Removed, Result
+from rimo_eval.params.section import NonNegInt, Number, PosInt, PosNumber, Section
 
 
 class ThinkSplit(Section):
@@ -48,7 +48,7 @@ def _http_url(url: str | None) -> str | None:
 
 def _folder(value: str | None) -> str | None:
     """A folder the stage may create: not a file, and under no file (mkdir would fail deep in
-    a run with FileExistsError). Resolved as the stage resolves it (core/shared.py)."""
+    a run with FileExistsError). Resolved as the stage resolves it (io/workspace.py)."""
     if value is None:
         return None
     if not value:

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from rimo_eval.core.artifacts import PARAMS_PATH
+from rimo_eval.artifacts.paths import PARAMS_PATH
 from rimo_eval.core.chat_params import (
     AnthropicParams,
     ChatParams,
@@ -40,22 +40,14 @@ from rimo_eval.core.chat_params import (
     LocalParams,
     OpenAIParams,
 )
-from rimo_eval.core.cutoff import cutoff_text
-from rimo_eval.core.effects import (
-    ByKey,
-    Content,
-    Effect,
-    Operational,
-    Result,
-    Switch,
-    key_paths,
-)
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.input_files import check_input
-from rimo_eval.core.params_keys import nearest
-from rimo_eval.core.section import NonNegInt, Number, PosInt, PosNumber, Section
-from rimo_eval.core.surrogates import escaped, first_lone_surrogate, split_pair
-from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.input_files import check_input
+from rimo_eval.io.surrogates import escaped, first_lone_surrogate, split_pair
+from rimo_eval.params.cutoff import cutoff_text
+from rimo_eval.params.effects import ByKey, Content, Effect, Operational, Result, Switch, key_paths
+from rimo_eval.params.keys import nearest
+from rimo_eval.params.section import NonNegInt, Number, PosInt, PosNumber, Section
+from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
 S = TypeVar("S", bound=Section)  # coerce: the section model asked for, typed as such
@@ -203,7 +195,7 @@ class JudgeParams(ChatParams):
     calibration: Switch[JudgeCalibrationParams] = JudgeCalibrationParams()
 
 
-# The predict params that change the predictions (derived from the marks, core/effects.py),
+# The predict params that change the predictions (derived from the marks, params/effects.py),
 # listed by key as the predict stage's (and the report's) params in dvc.yaml. The rest are
 # operational (concurrency, timeouts, retries, cache_dir, breaker, allow_errors) or prices:
 # changing one reruns nothing. tests/unit/test_effects.py and tests/e2e/test_params_by_key.py

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rimo_eval.core.tracks import TRACK_P
+from rimo_eval.rimo.tracks import TRACK_P
 
 RUN_KEY = "run"
 FACTS = ("model", "fingerprint")  # strings of the judge block, kept out of the metrics

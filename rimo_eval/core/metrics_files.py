@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from rimo_eval.core.artifacts import BREAKDOWN_PATH, METRICS_PATH, PROVENANCE_PATH
-from rimo_eval.core.json_object import read_object
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts.paths import BREAKDOWN_PATH, METRICS_PATH, PROVENANCE_PATH
+from rimo_eval.io.json_object import read_object
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 # metrics.json's pointer to the provenance file: [path, sha256].
 POINTER_KEY = "provenance"

@@ -21,9 +21,9 @@ from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import TransportError
 from rimo_eval.core.config import JudgeParams, coerce
-from rimo_eval.core.effects import identity
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.templates import Message
+from rimo_eval.errors import ConfigError
+from rimo_eval.params.effects import identity
+from rimo_eval.rimo.prompt_templates import Message
 
 
 def settings(cfg: JudgeParams | Mapping[str, Any] | None) -> JudgeParams:
@@ -51,7 +51,7 @@ class Answer:
 
 def endpoint_identity(cfg: JudgeParams) -> dict[str, Any]:
     """What answers the judge's requests, for the fingerprint: the fields marked ``Result``
-    (core/effects.py; no key, no operational knob, not the judge's own switches), each as the
+    (params/effects.py; no key, no operational knob, not the judge's own switches), each as the
     file set it, else its default."""
     return identity(cfg)
 

@@ -20,11 +20,11 @@ from typing import Any, cast
 
 import pandas as pd
 
+from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.core import judge_record
-from rimo_eval.core.grading import leading_matches
-from rimo_eval.core.numbers import rounded
-from rimo_eval.core.tracks import TRACK_P
 from rimo_eval.judge.parse import CORRECT, UNPARSABLE
+from rimo_eval.rimo.grading import leading_matches
+from rimo_eval.rimo.tracks import TRACK_P
 from rimo_eval.stats import mean_interval, ratio
 
 ERROR = "error"  # the request failed after its retries

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rimo_eval.core.hashing import sha256_bytes
-from rimo_eval.core.templates import Message, load_template, render, to_messages
+from rimo_eval.io.hashing import sha256_bytes
+from rimo_eval.rimo.prompt_templates import Message, load_template, render, to_messages
 
 TEMPLATE = "judge_rimo_p.txt"
 # Parts of the official solution are joined with a blank line, in order (docs/concepts.md, judge:

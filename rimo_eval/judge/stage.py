@@ -23,18 +23,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rimo_eval.artifacts.items import ITEMS_DIR, Item, load_items
+from rimo_eval.artifacts.paths import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, scores_path
+from rimo_eval.artifacts.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
 from rimo_eval.core import judge_record
-from rimo_eval.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, scores_path
-from rimo_eval.core.atomic import write_json, write_with
 from rimo_eval.core.config import JudgeParams, Params
-from rimo_eval.core.errors import DataError, StageError
-from rimo_eval.core.items import ITEMS_DIR, Item, load_items
-from rimo_eval.core.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
-from rimo_eval.core.tables import records
-from rimo_eval.core.tracks import TRACK_P
+from rimo_eval.errors import DataError, StageError
+from rimo_eval.io.atomic import write_json, write_with
+from rimo_eval.io.parquet import records
 from rimo_eval.judge import chat
 from rimo_eval.judge.judging import Job, judge_fingerprint, judge_jobs
 from rimo_eval.judge.metrics import ERROR, MISSING, judge_metrics
+from rimo_eval.rimo.tracks import TRACK_P
 from rimo_eval.stats import bootstrap_params
 
 JUDGE_SCHEMA = pa.schema([

@@ -6,18 +6,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rimo_eval.core.items import Item
+from rimo_eval.artifacts.items import Item
 
 # Re-exported: backends build these.
-from rimo_eval.core.predictions import STATUS_ERROR as STATUS_ERROR
-from rimo_eval.core.predictions import STATUS_MISSING as STATUS_MISSING
-from rimo_eval.core.predictions import STATUS_OK as STATUS_OK
-from rimo_eval.core.predictions import STATUSES as STATUSES
-from rimo_eval.core.predictions import Prediction as Prediction
-from rimo_eval.core.section import Section
+from rimo_eval.artifacts.predictions import STATUS_ERROR as STATUS_ERROR
+from rimo_eval.artifacts.predictions import STATUS_MISSING as STATUS_MISSING
+from rimo_eval.artifacts.predictions import STATUS_OK as STATUS_OK
+from rimo_eval.artifacts.predictions import STATUSES as STATUSES
+from rimo_eval.artifacts.predictions import Prediction as Prediction
+from rimo_eval.params.section import Section
 
 if TYPE_CHECKING:
-    from rimo_eval.core.text_spool import TextSpool
+    from rimo_eval.artifacts.text_spool import TextSpool
 
 
 class Predictor(ABC):

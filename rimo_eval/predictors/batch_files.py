@@ -20,19 +20,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.batch.openai import ENDPOINT, batch_line
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.errors import MalformedResponse
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.session import lookup
-from rimo_eval.core.errors import DataError, StageError
-from rimo_eval.core.input_files import input_problem
-from rimo_eval.core.items import Item
-from rimo_eval.core.outputs import claim_file, output_file
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import DataError, StageError
+from rimo_eval.io.input_files import input_problem
+from rimo_eval.io.outputs import claim_file, output_file
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
 from rimo_eval.predictors.reply_reading import read_reply
+from rimo_eval.rimo.tracks import TRACK_N
 
 
 def round_requests(predictor: ChatPredictor[Any], items: Sequence[Item]
@@ -64,7 +64,7 @@ def round_requests(predictor: ChatPredictor[Any], items: Sequence[Item]
     return wanted
 
 
-EXPORT = ("predict", "predict --export-batch")  # the tool and option (core/outputs.py)
+EXPORT = ("predict", "predict --export-batch")  # the tool and option (io/outputs.py)
 MAX_LINE = 1 << 26  # bytes of a request line: far above any prompt
 
 

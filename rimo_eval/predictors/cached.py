@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rimo_eval.artifacts.items import Item
+from rimo_eval.artifacts.predictions import STATUS_MISSING, Prediction
+from rimo_eval.artifacts.text_spool import TextSpool
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.session import lookup
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.items import Item
-from rimo_eval.core.predictions import STATUS_MISSING, Prediction
-from rimo_eval.core.text_spool import TextSpool
-from rimo_eval.core.tracks import TRACK_N
 from rimo_eval.predictors.chat_predictor import (
     ChatPredictor,
     add_part,
@@ -33,6 +32,7 @@ from rimo_eval.predictors.chat_predictor import (
 )
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
 from rimo_eval.predictors.reply_reading import read_reply, sum_parts
+from rimo_eval.rimo.tracks import TRACK_N
 
 PENDING = "pending: not in the response cache yet"
 KEYS_PER_QUERY = 500  # SQLite's host-parameter limit is 32766 (999 on old builds)

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from rimo_eval import __version__
+from rimo_eval.artifacts.items import Item
+from rimo_eval.artifacts.predictions import STATUS_ERROR, Prediction
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import ChatTransport, TransportError
 from rimo_eval.core.chat_params import (
@@ -48,16 +50,14 @@ from rimo_eval.core.chat_params import (
     ThinkSplit,
 )
 from rimo_eval.core.config import coerce
-from rimo_eval.core.effects import Effect, fields_marked, identity
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import Item
-from rimo_eval.core.predictions import STATUS_ERROR, Prediction
-from rimo_eval.core.section import Section
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
+from rimo_eval.params.effects import Effect, fields_marked, identity
+from rimo_eval.params.section import Section
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.base import Predictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 from rimo_eval.predictors.reply_reading import USAGE_KEYS, Answer, read_reply, sum_parts
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 PROTOCOL = "rimo-chat-v1"  # bump when the way items become calls changes
 
@@ -118,7 +118,7 @@ class ChatPredictor(Predictor, Generic[P]):
         return {}
 
     def identity(self) -> dict[str, Any]:
-        # The fields marked Result (core/effects.py): each as the file set it, else its default.
+        # The fields marked Result (params/effects.py): each as the file set it, else its default.
         ident = {"backend": self.name, "params": identity(self.params),
                  "templates": template_hashes(), "protocol": PROTOCOL,
                  "extractor": extract.VERSION, "version": __version__, **self.endpoint_identity()}

@@ -14,9 +14,9 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.predictions import STATUS_ERROR, Prediction
-from rimo_eval.core.terminal import for_terminal
+from rimo_eval.artifacts.predictions import STATUS_ERROR, Prediction
+from rimo_eval.errors import StageError
+from rimo_eval.io.terminal import for_terminal
 
 # "part 2 of 3: failed after 7 attempt(s): X": the same cause, whatever part or attempt count
 _NOISE = re.compile(r"^part \d+ of \d+: |failed after \d+ attempt\(s\): ")

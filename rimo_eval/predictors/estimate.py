@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.session import lookup
 from rimo_eval.chat.transport import ChatReply, ChatTransport
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N, TRACKS
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 
 CHARS_PER_TOKEN = 4
 TOKENIZER = "characters / 4 (no tokenizer loaded)"

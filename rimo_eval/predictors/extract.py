@@ -1,6 +1,6 @@
 """The RIMO-N answer extractor: the content of the last ``\\boxed{...}`` with balanced braces.
 
-The box rules live in rimo_eval.core.boxes (score's diagnostics read replies with the same
+The box rules live in rimo_eval.rimo.boxes (score's diagnostics read replies with the same
 scanner). ``extract_boxed`` returns ``None`` when there is no balanced box; an empty
 ``\\boxed{}`` (a model echoing the prompt's "inside \\boxed{}") gives ``""``, which stays the
 prediction (so exact match is unchanged) but is reported as ``extraction: "empty_box"``.
@@ -8,7 +8,7 @@ prediction (so exact match is unchanged) but is reported as ``extraction: "empty
 
 from __future__ import annotations
 
-from rimo_eval.core.boxes import boxes
+from rimo_eval.rimo.boxes import boxes
 
 VERSION = "last-balanced-boxed-v1"  # part of the predictor fingerprint: bump on any rule change
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import StageError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 RIMO, CSV, INSPECT, LMEVAL, EEE = "rimo", "csv", "inspect_ai", "lm_eval", "every_eval_ever"
 FORMATS = (RIMO, CSV, INSPECT, LMEVAL, EEE)
@@ -84,7 +84,7 @@ def detect(path: Path) -> str:
 
 
 def _lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    from rimo_eval.core.jsonl import iter_lines, parse_line
+    from rimo_eval.io.jsonl import iter_lines, parse_line
 
     for lineno, line in iter_lines(path.read_text(encoding="utf-8-sig")):
         if not line.strip():

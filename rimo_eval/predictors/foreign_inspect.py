@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import zstandard
 
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 from rimo_eval.predictors.foreign import INSPECT, Reply, Source
 
 ZSTD = 93  # the zip compression method inspect writes

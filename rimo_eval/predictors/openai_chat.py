@@ -13,8 +13,8 @@ from typing import Any
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.transport import ChatTransport
 from rimo_eval.core.chat_params import OpenAIParams, ThinkSplit
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.section import Section
+from rimo_eval.errors import ConfigError
+from rimo_eval.params.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 
 

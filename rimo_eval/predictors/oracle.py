@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.base import Prediction, Predictor
+from rimo_eval.rimo.tracks import TRACK_N
 
 
 class OraclePredictor(Predictor):

@@ -1,6 +1,6 @@
 """The RIMO prompts: RIMO-N and RIMO-P part templates rendered into chat messages.
 
-Rendering is ``rimo_eval.core.templates`` (also the judge's). The templates' sha256 digests
+Rendering is ``rimo_eval.rimo.prompt_templates`` (also the judge's). The templates' sha256 digests
 are part of the predictor fingerprint: editing a template changes the fingerprint and, because
 the rendered messages change, misses the response cache.
 """
@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rimo_eval.core.hashing import sha256_bytes
-from rimo_eval.core.items import Item
-from rimo_eval.core.templates import Message, load_template, render, template_bytes, to_messages
+from rimo_eval.artifacts.items import Item
+from rimo_eval.io.hashing import sha256_bytes
+from rimo_eval.rimo.prompt_templates import (
+    Message,
+    load_template,
+    render,
+    template_bytes,
+    to_messages,
+)
 
 RIMO_N = "rimo_n.txt"
 RIMO_P_SINGLE = "rimo_p_single.txt"  # a one-part RIMO-P item: its sub-problem is the problem

@@ -7,8 +7,8 @@ from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, e
 from typing import Any
 
 from rimo_eval.core.config import PREDICTOR_GROUP, PredictParams
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.section import Section
+from rimo_eval.errors import ConfigError
+from rimo_eval.params.section import Section
 from rimo_eval.predictors.base import Predictor
 
 GROUP = PREDICTOR_GROUP  # defined with the params models, which admit plugin sections

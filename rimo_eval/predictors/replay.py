@@ -19,13 +19,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import sha256_file
-from rimo_eval.core.items import Item
-from rimo_eval.core.jsonl import iter_lines, noting_repeats, parse_line
-from rimo_eval.core.predictions import lone_surrogate
-from rimo_eval.core.section import Section
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts.items import Item
+from rimo_eval.artifacts.predictions import lone_surrogate
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import sha256_file
+from rimo_eval.io.jsonl import iter_lines, noting_repeats, parse_line
+from rimo_eval.params.section import Section
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.base import (
     STATUS_ERROR,
@@ -36,6 +35,7 @@ from rimo_eval.predictors.base import (
 )
 from rimo_eval.predictors.foreign import CSV, RIMO, detect
 from rimo_eval.predictors.replay_foreign import Replayed, grade_reply, read_foreign, source_of
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 P_COLUMNS = [f"llm_solution{i}" for i in range(1, 5)]
 MAX_CSV_FIELD = 1 << 30  # characters in one CSV field
@@ -98,7 +98,7 @@ def _sample(rec: dict[str, Any], where: str) -> int:
 
 
 def read_jsonl(path: Path) -> Iterator[Row]:
-    # The project's one JSONL reader (rimo_eval.core.jsonl): same line split and strictness.
+    # The project's one JSONL reader (rimo_eval.io.jsonl): same line split and strictness.
     for lineno, line in iter_lines(_decode(path)):
         if not line.strip():
             continue

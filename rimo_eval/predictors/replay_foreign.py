@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import Item
-from rimo_eval.core.predictions import lone_surrogate
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.artifacts.items import Item
+from rimo_eval.artifacts.predictions import lone_surrogate
+from rimo_eval.errors import StageError
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.foreign import (
     EEE,
@@ -36,6 +35,7 @@ from rimo_eval.predictors.foreign import (
     read_lmeval,
 )
 from rimo_eval.predictors.foreign_inspect import inspect_source, read_inspect
+from rimo_eval.rimo.tracks import TRACK_N
 
 _SPACE = re.compile(r"\s+")
 SHOWN = 5  # unmatched replies named in an error

@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.report.tables import sorted_parts
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 Bounds = tuple[float, float] | None
 

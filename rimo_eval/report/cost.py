@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core.numbers import pct
-from rimo_eval.core.tracks import TRACKS
+from rimo_eval.artifacts.numbers import pct
+from rimo_eval.rimo.tracks import TRACKS
 
 COST_COLUMNS = ["track", "items", "samples per item", "requests", "prompt tokens",
                 "completion tokens", "reasoning tokens", "reasoning tokens per item",

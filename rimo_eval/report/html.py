@@ -16,8 +16,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from rimo_eval.core.numbers import absent
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.numbers import absent
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 MAX_FINDINGS = 200  # rows of a findings table; the rest are counted, not listed
 # Math must never be rendered from model or upstream text: the report's KaTeX renders its

@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts.numbers import pct
 from rimo_eval.core import judge_record
-from rimo_eval.core.numbers import pct
-from rimo_eval.core.tracks import TRACK_P
+from rimo_eval.rimo.tracks import TRACK_P
 
 SECTION = "RIMO-P by judge (not the benchmark's primary protocol)"
 OFF = ("The judge is off (judge.enabled: false). RIMO-P is graded by exact match above, the "

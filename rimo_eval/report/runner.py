@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.atomic import write_text
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.git import head_commit
-from rimo_eval.core.katex import AUTO_RENDER, inline_css, inline_script, katex_dir
+from rimo_eval.errors import StageError
+from rimo_eval.io.atomic import write_text
+from rimo_eval.io.git import head_commit
+from rimo_eval.render.katex import AUTO_RENDER, inline_css, inline_script, katex_dir
 
 CELL_TIMEOUT_S = 600  # a report cell takes seconds; a hang should fail the stage, not block it
 

@@ -15,20 +15,20 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from rimo_eval.core.artifacts import REPORT_HTML, VIEW_DIR
-from rimo_eval.core.flags import EXPLAINING_N, NOT_BARE
-from rimo_eval.core.numbers import absent, pct
-from rimo_eval.core.predictions import parse_details
-from rimo_eval.core.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
-from rimo_eval.core.tables import records
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.flags import EXPLAINING_N, NOT_BARE
+from rimo_eval.artifacts.numbers import absent, pct
+from rimo_eval.artifacts.paths import REPORT_HTML, VIEW_DIR
+from rimo_eval.artifacts.predictions import parse_details
+from rimo_eval.chat.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
+from rimo_eval.io.parquet import records
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 # The view stage's site, relative to reports/report.html.
 VIEW_INDEX = (VIEW_DIR.relative_to(REPORT_HTML.parent) / "index.html").as_posix()
 MAX_EXCERPT = 1200  # characters of model text per row: the head and the tail of longer ones
 MAX_CELL = 600  # characters of a problem, sub-problem or reference per row
 # Flags in the order they are listed; lenient_match is shown by its own table. The last ones
-# (rimo_eval.core.reply_flags) say what the engine did to a reply; scores tables from before them
+# (rimo_eval.chat.reply_flags) say what the engine did to a reply; scores tables from before them
 # lack their columns, which then read False.
 FLAGS = EXPLAINING_N
 FLAG_MEANING = {

@@ -12,15 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core import artifacts as A
-from rimo_eval.core.artifacts import NOTEBOOK
-from rimo_eval.core.artifacts import REPORT_HTML as OUT_HTML
-from rimo_eval.core.artifacts import REPORT_IPYNB as OUT_IPYNB
+from rimo_eval.artifacts import paths as A
+from rimo_eval.artifacts.paths import NOTEBOOK
+from rimo_eval.artifacts.paths import REPORT_HTML as OUT_HTML
+from rimo_eval.artifacts.paths import REPORT_IPYNB as OUT_IPYNB
 from rimo_eval.core.config import Params, ReportParams, coerce
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import ConfigError
 from rimo_eval.report import charts, cost, html, judge, selection, tables, years
 from rimo_eval.report.runner import git_commit, render_report
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 __all__ = ["INPUTS", "NOTEBOOK", "NOTEBOOK_MODULES", "OUT_HTML", "OUT_IPYNB", "default_parameters",
            "run"]

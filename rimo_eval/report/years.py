@@ -9,9 +9,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from rimo_eval.core.numbers import pct
-from rimo_eval.core.tracks import TRACKS
-from rimo_eval.core.years import BAND_LABELS, OUTCOME, ordered_bands
+from rimo_eval.artifacts.numbers import pct
 from rimo_eval.report.charts import (
     DOMAIN_COLOUR,
     ERROR_BAR,
@@ -20,6 +18,8 @@ from rimo_eval.report.charts import (
     _yerr,
     flat_bounds,
 )
+from rimo_eval.rimo.tracks import TRACKS
+from rimo_eval.rimo.years import BAND_LABELS, OUTCOME, ordered_bands
 
 # The report's own palette: RIMO-N as its domain bars, RIMO-P in the parts chart's second colour.
 COLOURS = {"RIMO-N": DOMAIN_COLOUR, "RIMO-P": PARTS_SERIES[1][1]}

@@ -1,6 +1,6 @@
 """Diagnostic flags of each prediction: why an answer was wrong, never whether it was right.
 
-The benchmark's metric stays exact match (rimo_eval.core.grading). These flags explain a score
+The benchmark's metric stays exact match (rimo_eval.rimo.grading). These flags explain a score
 (an answer left unboxed, a reply cut off, ``\\boxed{\\text{215}}``) and live in their own
 columns of the scores tables and under ``<track>.diagnostics`` in metrics.json.
 
@@ -28,7 +28,7 @@ Three more flags, on every row of both tracks (RIMO-P: any part), say what the e
 reply on its way in, recorded in its details (``rimo_eval.chat.transport.ChatReply.flags``):
 
 * ``unicode_repaired``: the reply (or the error a server sent) held lone surrogates, each
-  replaced by U+FFFD (``rimo_eval.core.surrogates``); the repaired text is what was graded;
+  replaced by U+FFFD (``rimo_eval.io.surrogates``); the repaired text is what was graded;
 * ``redacted``: the API key was cut out of the reply's text (``rimo_eval.chat.redact``), which can
   change what is graded;
 * ``usage_dropped``: a usage counter the server sent was no token count (negative, not an
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.core.boxes import boxes
-from rimo_eval.core.flags import ENGINE_FLAGS, FLAGS_N, FLAGS_P, NOT_BARE, TEXT_FLAGS_N
-from rimo_eval.core.predictions import STATUS_OK, parse_details
+from rimo_eval.artifacts.flags import ENGINE_FLAGS, FLAGS_N, FLAGS_P, NOT_BARE, TEXT_FLAGS_N
+from rimo_eval.artifacts.predictions import STATUS_OK, parse_details
+from rimo_eval.rimo.boxes import boxes
 
 LENGTH = "length"
 

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rimo_eval.artifacts.numbers import rounded
+from rimo_eval.artifacts.predictions import STATUS_ERROR
 from rimo_eval.core.chat_params import MessageBatchParams, PricePerMtok
 from rimo_eval.core.config import Params, ScoreParams, coerce
-from rimo_eval.core.dicts import key_of
-from rimo_eval.core.errors import ConfigError, StageError
-from rimo_eval.core.numbers import rounded
-from rimo_eval.core.predictions import STATUS_ERROR
-from rimo_eval.core.prices import applied_price
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import ConfigError, StageError
+from rimo_eval.params.prices import applied_price
+from rimo_eval.params.section import key_of
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 
 def with_sample(frame: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from rimo_eval.core.artifacts import (
+from rimo_eval.artifacts.items import ITEMS_DIR, items_path, read_items_frame
+from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     METRICS_PATH,
     MODEL_PATH,
@@ -19,16 +20,7 @@ from rimo_eval.core.artifacts import (
     SCORE_FILES,
     SCORES_DIR,
 )
-from rimo_eval.core.atomic import write_json, write_text
-from rimo_eval.core.config import Params, ScoreParams, coerce
-from rimo_eval.core.dicts import key_of
-from rimo_eval.core.errors import IntegrityError, StageError
-from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from rimo_eval.core.hashing import sha256_file
-from rimo_eval.core.items import ITEMS_DIR, items_path, read_items_frame
-from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
-from rimo_eval.core.model_name import run_label
-from rimo_eval.core.predictions import (
+from rimo_eval.artifacts.predictions import (
     PREDICTIONS_DIR,
     STATUS_OK,
     STATUSES,
@@ -36,9 +28,17 @@ from rimo_eval.core.predictions import (
     read_predictions,
     read_run_id,
 )
-from rimo_eval.core.provenance import build_provenance
-from rimo_eval.core.tables import write_parquet
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts.provenance import build_provenance
+from rimo_eval.core.config import Params, ScoreParams, coerce
+from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
+from rimo_eval.core.model_name import run_label
+from rimo_eval.errors import IntegrityError, StageError
+from rimo_eval.io.atomic import write_json, write_text
+from rimo_eval.io.hashing import sha256_file
+from rimo_eval.io.parquet import write_parquet
+from rimo_eval.params.section import key_of
+from rimo_eval.rimo.grading import grade_n, grade_p_strict, leading_matches, match_parts
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.diagnostics import (
     FLAGS_N,
     FLAGS_P,

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.core.numbers import rounded, significant
-from rimo_eval.core.tracks import TRACK_P
-from rimo_eval.core.years import year_of
+from rimo_eval.artifacts.numbers import rounded, significant
+from rimo_eval.rimo.tracks import TRACK_P
+from rimo_eval.rimo.years import year_of
 
 CENTRE = 2000  # years are centred for a well-conditioned fit; the slope does not change
 MODEL = ("binomial GLM, logit link: right samples of each item out of its k on year "

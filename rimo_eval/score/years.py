@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.core.cutoff import cutoff_text, cutoff_year
-from rimo_eval.core.numbers import rounded, significant
-from rimo_eval.core.tracks import TRACK_P
-from rimo_eval.core.years import (
+from rimo_eval.artifacts.numbers import rounded, significant
+from rimo_eval.params.cutoff import cutoff_text, cutoff_year
+from rimo_eval.rimo.tracks import TRACK_P
+from rimo_eval.rimo.years import (
     BAND_LABELS,
     LATER_BAND,
     OUTCOME,

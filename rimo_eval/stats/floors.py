@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rimo_eval.core.grading import grade_n
-from rimo_eval.core.numbers import pct
+from rimo_eval.artifacts.numbers import pct
+from rimo_eval.rimo.grading import grade_n
 from rimo_eval.stats.proportions import ratio
 
 DECISION = "0/1"  # gold 0 or 1: a wrong answer there is mostly the other value

@@ -14,7 +14,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from rimo_eval.core.numbers import rounded
+from rimo_eval.artifacts.numbers import rounded
 
 
 def wilson(successes: int, n: int, confidence: float) -> dict[str, float | None]:

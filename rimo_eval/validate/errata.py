@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
-from rimo_eval.core.artifacts import UPSTREAM_FILES as SOURCES
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.hashing import sha256_file
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
-from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
+from rimo_eval.artifacts.paths import UPSTREAM_FILES as SOURCES
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.validate.rules import CSV_COLUMNS, Finding, TrackCheck, item_issues, schema_errors
 
 ACTIONS = ("set", "mark_ungradable")

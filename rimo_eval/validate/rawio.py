@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.hashing import sha256_bytes
-from rimo_eval.core.jsonl import noting_repeats, parse_line
+from rimo_eval.errors import DataError
+from rimo_eval.io.hashing import sha256_bytes
+from rimo_eval.io.jsonl import noting_repeats, parse_line
 from rimo_eval.validate.rules import Finding, show
 
 BOM = b"\xef\xbb\xbf"

@@ -16,8 +16,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, validators
 
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import DOMAINS
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 # Every rule a finding can carry, with what it means (the report lists them).
 RULES: dict[str, str] = {

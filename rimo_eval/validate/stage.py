@@ -15,16 +15,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from rimo_eval.core.artifacts import RAW_DIR, UPSTREAM_FILES
-from rimo_eval.core.artifacts import VALIDATION_PATH as REPORT_PATH
-from rimo_eval.core.atomic import write_json
+from rimo_eval.artifacts.items import ITEM_SCHEMAS, ITEMS_DIR, items_path
+from rimo_eval.artifacts.paths import RAW_DIR, UPSTREAM_FILES
+from rimo_eval.artifacts.paths import VALIDATION_PATH as REPORT_PATH
 from rimo_eval.core.config import Params, ValidateParams, coerce
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import ITEM_SCHEMAS, ITEMS_DIR, items_path
-from rimo_eval.core.tables import write_parquet
-from rimo_eval.core.text_quality import WARNING_RULES, text_warnings
-from rimo_eval.core.tracks import TRACK_N, TRACKS
+from rimo_eval.errors import DataError
+from rimo_eval.io.atomic import write_json
+from rimo_eval.io.hashing import fingerprint
+from rimo_eval.io.parquet import write_parquet
+from rimo_eval.rimo.text_quality import WARNING_RULES, text_warnings
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.validate.errata import Corrected, Errata, apply_errata, load_errata, match_errata
 from rimo_eval.validate.rawio import CsvTable, JsonlRow, RawFile, read_csv, read_jsonl, read_raw
 from rimo_eval.validate.rules import (
@@ -167,7 +167,7 @@ def to_table(track: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def item_warnings(check: TrackCheck, rows: list[dict[str, Any]]) -> list[Finding]:
-    """The data-quality warnings of the stored texts (rimo_eval.core.text_quality): one finding
+    """The data-quality warnings of the stored texts (rimo_eval.rimo.text_quality): one finding
     per item and rule, naming every field it occurs in and the first occurrence."""
     name = SOURCES[check.track][0]
     out = []

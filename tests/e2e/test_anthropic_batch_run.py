@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict as predict_stage
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.anthropic_batch import KEY_ENV, config

@@ -34,8 +34,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from rimo_eval.core.artifacts import PARAMS_CHECK_PATH
-from rimo_eval.core.atomic import PAUSE_ENV
+from rimo_eval.artifacts.paths import PARAMS_CHECK_PATH
+from rimo_eval.io.atomic import PAUSE_ENV
 from tests.support.pipeline_repo import copy_repo, env, sh
 
 # Not `serial`: no outcome depends on timing. The exact kills wait for the stage's own

@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from rimo_eval.artifacts.predictions import PREDICTION_SCHEMAS
+from rimo_eval.artifacts.provenance import build_provenance, git_state, params_fingerprint
 from rimo_eval.commands.audit.command import (
     DvcHashes,
     Ledger,
@@ -28,13 +30,11 @@ from rimo_eval.commands.audit.command import (
     upstream_stages,
 )
 from rimo_eval.commands.audit.command import audit as run_audit
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.metrics_files import split
-from rimo_eval.core.predictions import PREDICTION_SCHEMAS
-from rimo_eval.core.provenance import build_provenance, git_state, params_fingerprint
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import DataError
+from rimo_eval.io.hashing import sha256_file
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import SCORE_FILES, score
 from tests.support.factories import n_item, small_benchmark, write_items
 from tests.support.in_process import audit_cli

@@ -14,8 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from rimo_eval.commands.audit.ledger import CHECKS
-from rimo_eval.core.artifacts import (
+from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     JUDGE_TABLE,
     LOCK_PATH,
@@ -28,8 +27,9 @@ from rimo_eval.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core.predictions import PREDICTION_SCHEMAS
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.predictions import PREDICTION_SCHEMAS
+from rimo_eval.commands.audit.ledger import CHECKS
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import SCORE_SCHEMAS
 from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import copy_repo, sh

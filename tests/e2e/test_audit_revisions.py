@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.core.dicts import flatten
+from rimo_eval.artifacts.flat_keys import flatten
 from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import make_repo, sh
 

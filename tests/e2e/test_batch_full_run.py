@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.core.items import load_items
-from rimo_eval.core.tracks import TRACKS
+from rimo_eval.artifacts.items import load_items
 from rimo_eval.predict import predict as predict_stage
+from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.batch_kill import Driver

@@ -25,8 +25,8 @@ from rimo_eval.commands.compare.command import (
     render_markdown,
     resolve,
 )
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import n_item, p_item
 from tests.support.pipeline_repo import make_repo, sh
 from tests.support.replay_files import replay_rows, write_jsonl

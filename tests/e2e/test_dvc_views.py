@@ -27,11 +27,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rimo_eval.artifacts.paths import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
 from rimo_eval.commands.compare.command import compare
 from rimo_eval.commands.compare.revisions import RunFiles, resolve
 from rimo_eval.commands.summary import EXP_SHOW_VIEW
-from rimo_eval.core.artifacts import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.browser import chromium
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, env, make_repo, sh

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rimo_eval.artifacts.flat_keys import flatten
 from rimo_eval.commands.compare.command import bootstrap_settings, compare
 from rimo_eval.commands.leaderboard.board import build as build_board
 from rimo_eval.commands.leaderboard.command import leaderboard
@@ -28,9 +29,8 @@ from rimo_eval.commands.leaderboard.comparable import check
 from rimo_eval.commands.leaderboard.loading import load_runs
 from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.tables import render_markdown
-from rimo_eval.core.dicts import flatten
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import DataError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from tests.support.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
 from tests.support.pipeline_repo import sh
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rimo_eval.core.artifacts import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
-from rimo_eval.core.predictions import join_texts
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.paths import METRICS_PATH, PREDICT_RUN_PATH, REPORT_HTML
+from rimo_eval.artifacts.predictions import join_texts
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.loopback import free_port
 from tests.support.need import need
 from tests.support.pipeline_repo import make_repo, sh

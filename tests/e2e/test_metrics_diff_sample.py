@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.pipeline_repo import sh
 from tests.support.scored_runs import run_score
 

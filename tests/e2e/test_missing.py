@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from rimo_eval.artifacts.missing import missing_outputs, require_outputs
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.missing import missing_outputs, require_outputs
-from rimo_eval.core.shared import DVC_ROOT_ENV, project_root, shared_path
+from rimo_eval.errors import StageError
+from rimo_eval.io.workspace import DVC_ROOT_ENV, project_root, shared_path
 from tests.support.pipeline_repo import sh
 
 

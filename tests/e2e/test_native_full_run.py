@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.artifacts import METRICS_PATH
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.paths import METRICS_PATH
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.chat_server import ChatServer
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.outputs import owner
+from rimo_eval.io.outputs import owner
 from tests.support.pipeline_repo import sh
 from tests.support.view_runs import copy_runs
 

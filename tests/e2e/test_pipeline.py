@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from rimo_eval.artifacts.paths import METRICS_PATH, scores_path
 from rimo_eval.commands.compare.revisions import RunFiles, resolve
-from rimo_eval.core.artifacts import METRICS_PATH, scores_path
-from rimo_eval.core.tracks import TRACK_N, TRACKS
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.pipeline_repo import copy_repo, sh
 

@@ -31,7 +31,7 @@ import yaml
 from dvc.repo.experiments.refs import CELERY_FAILED_STASH
 
 from rimo_eval.chat.cache import DB_NAME
-from rimo_eval.core.hashing import fingerprint
+from rimo_eval.io.hashing import fingerprint
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
 from tests.support.paths import REPO_ROOT

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.in_process import rimo_eval
 from tests.support.key_forms import key_forms
 from tests.support.pipeline_repo import copy_repo, env

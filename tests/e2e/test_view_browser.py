@@ -25,7 +25,7 @@ import pytest
 from rimo_eval.commands.view.model import build
 from rimo_eval.commands.view.packing import decode, pack, text
 from rimo_eval.commands.view.site import write_site
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.browser import chromium, renderer_alive
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.pipeline_repo import env, make_repo, sh

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.pipeline_repo import sh
 from tests.support.view_runs import copy_runs
 

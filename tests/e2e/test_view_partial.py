@@ -20,7 +20,7 @@ import pytest
 
 from rimo_eval.commands.runs import WORKSPACE
 from rimo_eval.commands.view.command import view
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 from tests.support import partial_run as pr
 from tests.support.browser import chromium, renderer_alive
 from tests.support.chat_server import ChatServer
@@ -237,7 +237,7 @@ def test_partial_view_of_a_queued_experiment_while_its_worker_runs(tmp_path: Pat
     """After ``dvc queue start`` the experiment has left the queue for a worker (DVC's active
     entries), whose predict is held after a few replies: its partial view finds it there and
     shows the replies so far, the finished k = 1 run's and the worker's own, the rest
-    pending. The worker shares the workspace's response cache (core/shared.py)."""
+    pending. The worker shares the workspace's response cache (io/workspace.py)."""
     with ChatServer() as server:
         root = pr.project(tmp_path / "proj", server, 1)
         pr.commit_pipeline(root)

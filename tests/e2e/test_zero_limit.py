@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.pipeline_repo import make_repo, sh
 
 pytestmark = pytest.mark.slow

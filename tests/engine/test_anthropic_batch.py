@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.chat.batch.records import RecordStore
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 from tests.support.anthropic_batch import (  # noqa: F401 - the fixture
     KEY_ENV,
     SECRET,

@@ -15,7 +15,7 @@ import pytest
 
 from rimo_eval.chat.batch.records import RecordStore
 from rimo_eval.cli import main
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 from tests.support.anthropic_batch import (  # noqa: F401 - the fixture
     KEY_ENV,
     config,

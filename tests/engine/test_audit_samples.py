@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.commands.audit.content import check_fingerprint
 from rimo_eval.commands.audit.ledger import Ledger
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACKS
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACKS
 from tests.support.chat_server import ChatServer
 from tests.support.factories import small_benchmark
 from tests.support.paths import REPO_ROOT

@@ -64,7 +64,7 @@ def test_the_price_reads_the_typed_params_as_the_plain_ones(tmp_path: Path) -> N
     # batch discount read from them equal those read from a revision's params.yaml as it stands.
     import yaml
 
-    from rimo_eval.core.errors import ConfigError
+    from rimo_eval.errors import ConfigError
 
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     raw["predict"]["openai"].update(price_per_mtok={"input": 2, "output": 10},

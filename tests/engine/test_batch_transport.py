@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.chat.batch.records import RecordStore
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 from tests.support.fake_batch import FakeBatchServer
 from tests.support.openai_batch import ITEMS, KEY_ENV, config, n_item, p_item, predict
 

@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.predictions import predictions_path
+from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.stage import score

@@ -1,7 +1,8 @@
 """The chat engine is a room of its own (issue 17 §2): nothing under ``rimo_eval/chat`` imports
 the RIMO protocol, the score stage or the judge, directly or through another module; nor the
 RIMO params tree (``core/config.py``): a transport is configured by its section, from
-``core/chat_params.py`` (issue 31 §9)."""
+``core/chat_params.py`` (issue 31 §9). It reaches only the rooms it needs (issue 41 §4): io/,
+the params it is configured with, the exception types."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from tests.support.paths import REPO_ROOT
 ENGINE = sorted(p for p in (REPO_ROOT / "rimo_eval/chat").rglob("*.py"))
 FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/",
              "rimo_eval/core/config.py")
+# What the engine may reach outside chat/: files and hashes, and its own params sections (their
+# base, the marks on their fields); no RIMO rule, artifact contract or rendering.
+ALLOWED = ("rimo_eval/chat/", "rimo_eval/io/", "rimo_eval/__init__.py", "rimo_eval/errors.py",
+           "rimo_eval/params/__init__.py", "rimo_eval/params/section.py",
+           "rimo_eval/params/effects.py", "rimo_eval/core/chat_params.py",
+           "rimo_eval/io/atomic.py", "rimo_eval/core/__init__.py")
 
 
 def _module(path: Path) -> str:
@@ -32,7 +39,7 @@ def test_the_room_has_its_transports() -> None:
 @pytest.mark.parametrize("path", ENGINE, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
 def test_the_engine_imports_nothing_of_rimo(path: Path) -> None:
     reached = {p.relative_to(REPO_ROOT).as_posix() for p in project_imports(_module(path))}
-    bad = sorted(p for p in reached if p.startswith(FORBIDDEN))
+    bad = sorted(p for p in reached if p.startswith(FORBIDDEN) or not p.startswith(ALLOWED))
     assert not bad, f"{_module(path)} reaches {bad}"
 
 
@@ -43,6 +50,7 @@ def test_the_judge_depends_on_the_engine_not_on_the_rimo_predictors() -> None:
 
     deps = stage_deps()["judge"]
     replay = REPO_ROOT / "rimo_eval/predictors/replay.py"
-    assert "rimo_eval/chat" in deps and not covered(replay, deps)
+    assert covered(REPO_ROOT / "rimo_eval/chat/session.py", deps) and not covered(replay, deps)
+    assert not [d for d in deps if d.startswith(("rimo_eval/predictors", "rimo_eval/score"))]
     reached = project_imports(MODULES["judge"])
     assert not [p for p in reached if "rimo_eval/predictors/" in p.as_posix()]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.core.config import parse_params, read_yaml
-from rimo_eval.core.errors import ConfigError, StageError
+from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.judge.stage import judge
 from tests.support.chat_server import ChatServer
 from tests.support.factories import n_item, p_item, write_items

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.core.artifacts import PREDICT_RUN_PATH
-from rimo_eval.core.items import load_items
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts.items import load_items
+from rimo_eval.artifacts.paths import PREDICT_RUN_PATH
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from tests.support.chat_server import ChatServer
 from tests.support.estimate_project import cli, project
 from tests.support.paths import REPO_ROOT

@@ -10,15 +10,15 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rimo_eval.artifacts.items import load_items
 from rimo_eval.cli import main as cli_main
 from rimo_eval.core import judge_record
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import load_items
-from rimo_eval.core.tracks import TRACK_P
+from rimo_eval.errors import StageError
 from rimo_eval.judge import parse
 from rimo_eval.judge.calibrate import derangement
 from rimo_eval.judge.metrics import compare_rows, recompute_mismatches
 from rimo_eval.judge.stage import DISABLED, JUDGE_SCHEMA, judge
+from rimo_eval.rimo.tracks import TRACK_P
 from tests.support.chat_server import ChatServer
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.judge_setup import (
@@ -230,7 +230,7 @@ def test_disabled_is_a_no_op(server: ChatServer, styled: Path) -> None:
 
 
 def test_config_errors_name_the_judge_section(server: ChatServer, styled: Path) -> None:
-    from rimo_eval.core.errors import ConfigError
+    from rimo_eval.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"judge\.modle: unknown key"):
         judge({"judge": {"enabled": True, "modle": "x"}}, **judge_paths(styled))
@@ -269,7 +269,7 @@ def test_calibration_rates_are_exact(server: ChatServer, tmp_path: Path, mirror_
 
 
 def test_derangement_is_seeded_and_stable() -> None:
-    from rimo_eval.core.items import Item
+    from rimo_eval.artifacts.items import Item
 
     def item(pid: str, parts: int) -> Item:
         return Item(TRACK_P, pid, "p", None, parts, True, pid,
@@ -308,7 +308,7 @@ def test_audit_recompute_catches_an_edited_metric(server: ChatServer, styled: Pa
 
 def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
                                                           tmp_path: Path) -> None:
-    from rimo_eval.core.hashing import sha256_file
+    from rimo_eval.io.hashing import sha256_file
     from rimo_eval.judge import judging
     from rimo_eval.judge.chat import settings
     from rimo_eval.predictors.prompting import template_hashes
@@ -401,7 +401,7 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
 
 
 def test_calibration_settings_are_checked() -> None:
-    from rimo_eval.core.errors import ConfigError
+    from rimo_eval.errors import ConfigError
     from rimo_eval.judge.chat import settings
 
     assert settings({"calibration": {"limit": 5}}).calibration.as_dict() == {"limit": 5}

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.llama.transport import LlamaTransport, gemma_prompt, locate_model
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.extract import extract_boxed
 from rimo_eval.predictors.local_model import LocalModelPredictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.need import need
 
 

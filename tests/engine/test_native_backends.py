@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import Item
+from rimo_eval.errors import StageError
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.base import Prediction
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.cache_tools import cache_text
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini

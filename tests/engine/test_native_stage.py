@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
 from tests.support.factories import write_items

@@ -14,11 +14,11 @@ import pytest
 
 from rimo_eval.chat.cache import DB_NAME
 from rimo_eval.chat.redact import Redactor
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.cache_tools import cache_entries, cache_text, compress, set_data
 from tests.support.chat_server import ChatServer, echo_reply
 from tests.support.openai_backend import (
@@ -333,7 +333,7 @@ def test_bad_config_is_rejected(server: ChatServer, tmp_path: Path, override: di
 
 # --- prompt templates ------------------------------------------------------------------------
 def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
-    from rimo_eval.core.hashing import sha256_file
+    from rimo_eval.io.hashing import sha256_file
     from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 
     tricky = n_item("t", r"Find $\{x\}$ with {{problem}} and {{index}} literally.")
@@ -351,7 +351,7 @@ def test_templates_render_in_one_pass_and_are_fingerprinted() -> None:
 
 def test_fresh_runs_give_byte_identical_predictions(server: ChatServer, tmp_path: Path) -> None:
     """Same inputs and params, cold caches, different latencies: the same Parquet bytes."""
-    from rimo_eval.core.predictions import predictions_path
+    from rimo_eval.artifacts.predictions import predictions_path
     from rimo_eval.predict import predict
     from tests.support.factories import n_item as n_row
     from tests.support.factories import p_item as p_row

@@ -126,7 +126,7 @@ def test_the_environment_proxy_is_honoured_and_no_proxy_too(
 
 CLEAN_RUN = """
 import json, sys
-from rimo_eval.core.items import Item
+from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.support.chat_server import ChatServer
 

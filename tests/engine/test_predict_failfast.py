@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.progress import Progress
-from rimo_eval.core.errors import ConfigError, StageError
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.predict import predict
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries as stored_entries
 from tests.support.chat_server import BlackHole, ChatServer
 from tests.support.factories import n_item as n_row

@@ -5,7 +5,7 @@ carry fault directives (429/5xx bursts, hangs past the client timeout, dropped c
 malformed bodies, empty choices, and a few persistent failures that must end as recorded errors).
 The predict stage runs as a real subprocess (``python -m rimo_eval --params ... predict`` in a
 scratch project dir) and is SIGKILLed several times: once during start-up, several times with
-requests in flight, and twice inside the publish step (through the ``core.atomic`` test hook). After
+requests in flight, and twice inside the publish step (through the ``io.atomic`` test hook). After
 every kill: the predictions tables are byte for byte the previous complete ones (never torn;
 the kill between the two renames leaves the new RIMO-N table beside the old RIMO-P one, each
 whole), every cache entry parses and matches its key, and nothing cached is requested again. The run
@@ -26,10 +26,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from rimo_eval.core.atomic import PAUSE_ENV
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.predictions import predictions_path
+from rimo_eval.io.atomic import PAUSE_ENV
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.chat_server import ChatServer
 from tests.support.factories import write_items
 from tests.support.paths import REPO_ROOT

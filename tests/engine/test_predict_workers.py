@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rimo_eval.core.atomic import PAUSE_ENV
+from rimo_eval.io.atomic import PAUSE_ENV
 from rimo_eval.predict import predict
 from tests.support.chat_server import ChatServer
 from tests.support.factories import write_items

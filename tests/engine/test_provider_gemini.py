@@ -22,7 +22,7 @@ from rimo_eval.chat.gemini.translate import (
 )
 from rimo_eval.core.chat_params import GeminiParams
 from rimo_eval.core.config import coerce
-from rimo_eval.core.errors import ConfigError
+from rimo_eval.errors import ConfigError
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import Reply
 from tests.support.provider_fixtures import fake_provider_fixtures

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.items import Item
+from rimo_eval.artifacts.items import Item
+from rimo_eval.errors import StageError
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.support.chat_server import ChatServer, echo_reply

@@ -13,12 +13,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.commands.audit.content import expected_fingerprint
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import fingerprint, sha256_file
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import fingerprint, sha256_file
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import score
 from tests.support.factories import p_item, write_items
 from tests.support.foreign_logs import (

@@ -9,7 +9,7 @@
 * In depth: JSON nested 100,000 deep (a reply, an error body) is that item's error
   (``json_too_deep``); the other replies are cached and a rerun sends only the bad one again.
 * On the terminal: ESC sequences and other controls in a server's error text are printed as
-  visible escapes, never raw (``rimo_eval.core.terminal``).
+  visible escapes, never raw (``rimo_eval.io.terminal``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from rimo_eval.artifacts.paths import predictions_path
 from rimo_eval.cli import main as cli_main
-from rimo_eval.core.artifacts import predictions_path
-from rimo_eval.core.terminal import for_terminal
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.io.terminal import for_terminal
 from rimo_eval.predict import predict
 from rimo_eval.predictors import create_predictor
+from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer, Shaped
 from tests.support.factories import write_items
@@ -47,7 +47,7 @@ BAR = re.compile(r"\rpredict\[openai\]: [^\r\n]*\|[^\r\n]*req[^\r\n]*")
 
 def n_rows(marks: list[str]) -> list[dict[str, Any]]:
     """One RIMO-N item per mark (gold i; the mark, if any, tells the server what to do)."""
-    from rimo_eval.core.hashing import fingerprint
+    from rimo_eval.io.hashing import fingerprint
 
     out = []
     for i, mark in enumerate(marks):
@@ -130,7 +130,7 @@ def test_native_sdks_keep_the_deadline_too(backend: str, tmp_path: Path) -> None
 
 
 def _items(rows_: list[dict[str, Any]]) -> list[Any]:
-    from rimo_eval.core.items import Item
+    from rimo_eval.artifacts.items import Item
 
     return [Item(TRACK_N, r["problem_id"], r["problem"], r["domain"], 1, True,
                  r["content_hash"], answer=r["answer"]) for r in rows_]

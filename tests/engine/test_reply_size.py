@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
 

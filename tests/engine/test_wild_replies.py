@@ -22,16 +22,16 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
 from rimo_eval.commands.compare.revisions import Revision
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.model import build
 from rimo_eval.commands.view.site import write_site
 from rimo_eval.commands.view.texts import DetailsCursor
-from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.surrogates import is_valid
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.io.hashing import fingerprint
+from rimo_eval.io.surrogates import is_valid
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer, Shaped
 from tests.support.factories import write_items

@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.llama.transport import LlamaTransport
 from rimo_eval.chat.transport import ChatReply
 from rimo_eval.core.config import LocalParams
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.batch_files import export_batch, import_batch
 from rimo_eval.predictors.native_chat import AnthropicPredictor
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.chat_server import ChatServer, Shaped
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic_batch import FakeMessageBatches

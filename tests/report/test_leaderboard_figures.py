@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
+from rimo_eval.artifacts.items import DOMAINS
 from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.figures import (
     BELOW,
@@ -31,8 +32,7 @@ from rimo_eval.commands.leaderboard.figures import (
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.years import year_heatmap
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.leaderboard_runs import make_run
 
 

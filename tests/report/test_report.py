@@ -20,14 +20,14 @@ import pytest
 import yaml
 
 from rimo_eval.core.config import load_params
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import sha256_file
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import sha256_file
 from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import runner
 from rimo_eval.report import stage as R
 from rimo_eval.report import tables as T
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.paths import REPO_ROOT
 from tests.support.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 

@@ -16,11 +16,11 @@ from matplotlib.container import ErrorbarContainer
 
 from rimo_eval.core.config import load_params
 from rimo_eval.core.metrics_files import read_all
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import selection as S
 from rimo_eval.report import stage as R
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.paths import REPO_ROOT
 from tests.support.report_fixtures import LENIENT_ID, XSS_TEXT, make_report_inputs
 
@@ -225,7 +225,7 @@ def test_report_of_a_run_from_before_the_flags(tmp_path: Path) -> None:
     intervals. The report still renders, says so, and draws the intervals it has."""
     import pyarrow.parquet as pq
 
-    from rimo_eval.core.atomic import write_json
+    from rimo_eval.io.atomic import write_json
     from rimo_eval.score.diagnostics import FLAGS_N
 
     paths = make_report_inputs(tmp_path)

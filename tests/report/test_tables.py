@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rimo_eval.core.predictions import PREDICTION_SCHEMAS, RUN_ID_META
-from rimo_eval.core.tables import COMPRESSION, table_from_rows
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.predictions import PREDICTION_SCHEMAS, RUN_ID_META
+from rimo_eval.io.parquet import COMPRESSION, table_from_rows
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import small_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]

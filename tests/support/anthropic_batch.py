@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.core.items import Item
+from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.native_chat import AnthropicPredictor
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic_batch import FakeMessageBatches

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import yaml
 
-from rimo_eval.core.items import Item
+from rimo_eval.artifacts.items import Item
 from tests.support.batch_fake_base import BatchFake
 from tests.support.fake_batch import FakeBatchServer
 from tests.support.openai_batch import KEY_ENV, n_item, p_item

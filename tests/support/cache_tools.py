@@ -10,7 +10,7 @@ from pathlib import Path
 import zstandard
 
 from rimo_eval.chat.cache import DB_NAME, Entry, ResponseCache
-from rimo_eval.core.hashing import canonical_json
+from rimo_eval.io.hashing import canonical_json
 
 
 def cache_entries(folder: str | os.PathLike[str]) -> list[Entry]:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import ITEM_SCHEMAS, items_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import ITEM_SCHEMAS, items_path
+from rimo_eval.io.hashing import fingerprint
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 
 def n_item(pid: str, answer: str, domain: str = "algebra") -> dict:

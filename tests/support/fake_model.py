@@ -6,9 +6,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rimo_eval.core.items import load_items
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import load_items
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 
 def _bucket(pid: str, n: int) -> int:

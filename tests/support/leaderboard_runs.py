@@ -18,7 +18,7 @@ import pandas as pd
 
 from rimo_eval.commands.compare.revisions import Revision
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.samples import first_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import year_blocks

@@ -13,11 +13,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.cache import Entry
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
 
@@ -61,7 +61,7 @@ def cache_files(config: dict[str, Any]) -> list[Entry]:
 
 DRIVER = """
 import json, sys
-from rimo_eval.core.items import Item
+from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),

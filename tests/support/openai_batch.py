@@ -8,9 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.items import Item
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.fake_batch import FakeBatchServer
 
 KEY_ENV = "RIMO_TEST_API_KEY"

@@ -33,7 +33,7 @@ N_ITEMS = [("2001a1", "12", "[[gold:12]]"), ("2001a2", "-3", "[[gold:5]]"),
 
 
 def _with_problem(row: dict[str, Any], problem: str) -> dict[str, Any]:
-    from rimo_eval.core.hashing import fingerprint
+    from rimo_eval.io.hashing import fingerprint
 
     row = {k: v for k, v in row.items() if k != "content_hash"} | {"problem": problem}
     return {**row, "content_hash": fingerprint(row)}

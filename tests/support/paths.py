@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rimo_eval.core.artifacts import UPSTREAM_NAMES
+from rimo_eval.artifacts.paths import UPSTREAM_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_FILES = UPSTREAM_NAMES

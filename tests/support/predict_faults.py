@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from rimo_eval.artifacts.items import DOMAINS
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
-from rimo_eval.core.atomic import PAUSE_ENV
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.io.atomic import PAUSE_ENV
+from rimo_eval.io.hashing import fingerprint
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer, prompt_text
 from tests.support.paths import REPO_ROOT
@@ -42,7 +42,7 @@ P_FAULTS = {"fail:429:2": 2, "fail:503:1": 2, "drop:1": 2, "malformed:1": 2, "em
             "hang:1": 1, "fail:503:*": 1}
 # Kills: one during start-up, some with requests in flight, two inside the publish step.
 STARTUP_KILLS, INFLIGHT_KILLS = 1, 5
-HOOK_LINE = "rimo-eval test hook: before replace"  # printed by core.atomic before a rename
+HOOK_LINE = "rimo-eval test hook: before replace"  # printed by io.atomic before a rename
 
 
 def gold_reply(value: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 ReplayRows = list[dict[str, Any]]
 

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from rimo_eval.core.atomic import write_json
-from rimo_eval.core.hashing import canonical_json, fingerprint, sha256_file
-from rimo_eval.core.items import ITEM_SCHEMAS
+from rimo_eval.artifacts.items import ITEM_SCHEMAS
+from rimo_eval.artifacts.predictions import PREDICTION_SCHEMAS
 from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
-from rimo_eval.core.predictions import PREDICTION_SCHEMAS
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.io.atomic import write_json
+from rimo_eval.io.hashing import canonical_json, fingerprint, sha256_file
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.diagnostics import FLAGS_N, flags_n
 from rimo_eval.score.stage import SCORE_SCHEMAS
 from rimo_eval.score.years import by_year_band

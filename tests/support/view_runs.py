@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.pipeline_repo import copy_repo, make_repo, sh
 from tests.support.replay_files import write_jsonl
 
@@ -143,10 +143,10 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
     from rimo_eval.commands.compare.revisions import Revision
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
-    from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
 
@@ -184,14 +184,14 @@ def predict_layout(path: Path, track: str, rows_per_group: int | None = None) ->
     ``rows_per_group`` rows, fewer where the texts are long)."""
     import pyarrow.parquet as pq
 
-    from rimo_eval.core.hashing import canonical_json
-    from rimo_eval.core.predictions import (
+    from rimo_eval.artifacts.predictions import (
         RAW_TEXT,
         REASONING,
         parse_details,
         row_groups,
         split_texts,
     )
+    from rimo_eval.io.hashing import canonical_json
 
     source = pq.ParquetFile(path)
 

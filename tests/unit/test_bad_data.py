@@ -24,11 +24,11 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from rimo_eval.core.artifacts import ITEMS_DIR, VALIDATION_PATH
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import sha256_bytes
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import DOMAINS
+from rimo_eval.artifacts.paths import ITEMS_DIR, VALIDATION_PATH
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import sha256_bytes
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_jsonl
 from rimo_eval.validate.rules import CSV_COLUMNS, RULES, Finding
 from rimo_eval.validate.stage import SOURCES, ValidationResult, run, validate

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.predictions import predictions_path
+from rimo_eval.errors import StageError
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.factories import small_benchmark
 
@@ -338,7 +338,7 @@ def test_replay_covering_none_of_the_sample_fails_naming_the_file(bench: Path) -
     """Issue 29 §6: a replay for other items than the ones requested (another predict.limit
     sample or seed) made a run with every item missing, exit 0. It fails, naming the file, and
     the previous predictions stay."""
-    from rimo_eval.core.items import load_items
+    from rimo_eval.artifacts.items import load_items
     from rimo_eval.predict import select_sample
 
     before = files_under(bench / "preds")
@@ -372,8 +372,8 @@ def test_the_default_replay_example_covers_the_default_sample(tmp_path: Path,
     file answers every item of the default sample (its answers are made up, not upstream's)."""
     import yaml
 
-    from rimo_eval.core.artifacts import items_path
-    from rimo_eval.core.tables import write_parquet
+    from rimo_eval.artifacts.paths import items_path
+    from rimo_eval.io.parquet import write_parquet
     from rimo_eval.validate.stage import validate
 
     root = Path(__file__).resolve().parents[2]

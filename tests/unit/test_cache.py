@@ -20,9 +20,9 @@ import pytest
 
 from rimo_eval.chat import cache as cache_module
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, labels, request_key
-from rimo_eval.core import atomic
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import fingerprint
+from rimo_eval.errors import StageError
+from rimo_eval.io import atomic
+from rimo_eval.io.hashing import fingerprint
 from tests.support.cache_tools import (
     cache_entries,
     compress,

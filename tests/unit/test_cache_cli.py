@@ -14,7 +14,7 @@ import pytest
 
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, request_key
 from rimo_eval.cli import main
-from rimo_eval.core.hashing import canonical_json
+from rimo_eval.io.hashing import canonical_json
 from tests.support.cache_tools import (
     compress,
     noisy,

@@ -20,7 +20,7 @@ import pytest
 from rimo_eval.chat import cache_prune
 from rimo_eval.chat.cache import DB_NAME, ResponseCache, decode, request_key
 from rimo_eval.chat.cache_prune import Filter
-from rimo_eval.core.hashing import fingerprint
+from rimo_eval.io.hashing import fingerprint
 from tests.support.cache_tools import noisy, payload
 from tests.support.paths import REPO_ROOT
 

@@ -15,7 +15,7 @@ from rimo_eval.cli import build_parser
 from rimo_eval.commands.compare.command import Side, compare_sides
 from rimo_eval.commands.compare.details import attach_p_texts, params_diff, snippet
 from rimo_eval.commands.compare.render import FLIPS, render_html, render_markdown
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import n_item, p_item
 from tests.support.scored_runs import scored_side
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from rimo_eval.commands.compare.command import Revision, Side, compare_sides, render_markdown
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import SCORE_FILES, score
 from tests.support.factories import small_benchmark
 

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rimo_eval.artifacts.items import DOMAINS
 from rimo_eval.commands.compare.command import Revision, Side, compare_sides, render_markdown
 from rimo_eval.commands.compare.render import fmt_ci, fmt_delta
-from rimo_eval.commands.compare.shared import require_same_items
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.grading import leading_matches
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.commands.compare.shared_items import require_same_items
+from rimo_eval.errors import DataError
+from rimo_eval.rimo.grading import leading_matches
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.metrics import compute
 
 POOL_N, POOL_P = 14, 10

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from rimo_eval.core.config import Params, load_params, parse_params
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import ConfigError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, make_repo, sh
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rimo_eval.core.artifacts import predictions_path
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.paths import predictions_path
+from rimo_eval.errors import ConfigError
 from rimo_eval.predict import predict
 from rimo_eval.predictors.registry import predictor_class
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate import stage as validate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,9 @@
-"""One flattener (rimo_eval.core.dicts) for audit's metric names and the report's tables."""
+"""One flattener (rimo_eval.artifacts.flat_keys) for audit's metric names and the report's
+tables."""
 
 from __future__ import annotations
 
-from rimo_eval.core.dicts import flatten
+from rimo_eval.artifacts.flat_keys import flatten
 from rimo_eval.report import tables as T
 
 

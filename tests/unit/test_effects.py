@@ -1,4 +1,4 @@
-"""Each predict and judge key is marked once, in its typed section (rimo_eval/core/effects.py),
+"""Each predict and judge key is marked once, in its typed section (rimo_eval/params/effects.py),
 and what tells "changes the results" from "operational" derives from the marks: the
 predictions' fingerprint, the judge's endpoint identity, PREDICT_OUTPUT_KEYS and the predict
 params dvc.yaml gives the predict, report and score stages (issue 31 §2)."""
@@ -21,7 +21,8 @@ from rimo_eval.core.config import (
     PredictParams,
     load_params,
 )
-from rimo_eval.core.effects import (
+from rimo_eval.judge.chat import endpoint_identity
+from rimo_eval.params.effects import (
     Effect,
     Operational,
     Result,
@@ -32,8 +33,7 @@ from rimo_eval.core.effects import (
     marks,
     section_model,
 )
-from rimo_eval.core.section import Section
-from rimo_eval.judge.chat import endpoint_identity
+from rimo_eval.params.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.registry import predictor_class
 from tests.support.paths import REPO_ROOT

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.core.errors import ConfigError, DataError, IntegrityError
+from rimo_eval.errors import ConfigError, DataError, IntegrityError
 from rimo_eval.fetch import fetch
 from rimo_eval.predict import collect, predict
 from rimo_eval.predictors import Prediction, create_predictor

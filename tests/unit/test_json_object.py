@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.json_object import parse_object, read_object
+from rimo_eval.errors import DataError
+from rimo_eval.io.json_object import parse_object, read_object
 from rimo_eval.report import tables as T
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.jsonl import iter_lines, parse_line
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import StageError
+from rimo_eval.io.jsonl import iter_lines, parse_line
 from rimo_eval.predictors.replay import read_jsonl as read_replay
+from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.validate.rawio import RawFile, read_jsonl
 
 

@@ -12,7 +12,7 @@ import pytest
 from rimo_eval.commands.compare.revisions import WORKSPACE, Revision
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.core.errors import DataError
+from rimo_eval.errors import DataError
 from tests.support.leaderboard_runs import make_run
 
 RNG = np.random.default_rng(3)

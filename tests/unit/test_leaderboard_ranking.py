@@ -18,8 +18,8 @@ from rimo_eval.commands.leaderboard.comparable import check
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric, rank, ranks_of
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.stats import holm
 from tests.support.leaderboard_runs import make_run
 

@@ -1,4 +1,4 @@
-"""rimo_eval.core.numbers: the one rounding, missing-value test and percentage format."""
+"""rimo_eval.artifacts.numbers: the one rounding, missing-value test and percentage format."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
+from rimo_eval.artifacts.numbers import absent, pct, rounded
 from rimo_eval.commands import summary
-from rimo_eval.core.numbers import absent, pct, rounded
 from rimo_eval.report import tables as T
 
 

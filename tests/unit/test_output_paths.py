@@ -3,7 +3,7 @@
 ``view --out DIR`` renamed an existing DIR aside and rmtree'd it: a thesis.tex, a link's
 target, with ``--out .`` a whole repository and its .git; ``compare --html DIR`` and
 ``leaderboard --out FILE`` ended in tracebacks. Every refusal here goes through the real CLI
-before the tool reads any run (so no run is needed); core/outputs.py's own rules (the marker,
+before the tool reads any run (so no run is needed); io/outputs.py's own rules (the marker,
 the swap, a killed swap, another tool's folder, a file's mark) are tested on the functions.
 tests/e2e/test_output_paths_cli.py writes real runs' outputs twice into the same places.
 """
@@ -21,8 +21,8 @@ import pytest
 
 from rimo_eval.chat.batch.openai import batch_line
 from rimo_eval.cli import main
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.outputs import (
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.outputs import (
     MARKER,
     claim_folder,
     generator,
@@ -127,7 +127,7 @@ def test_compare_html_refuses_every_path_it_did_not_write(home: Path) -> None:
     assert tree(home) == before
 
 
-# --- core/outputs.py ------------------------------------------------------------------------
+# --- io/outputs.py ------------------------------------------------------------------------
 
 
 def build(out: Path, files: dict[str, str], tool: str = "view") -> None:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rimo_eval.core.config import load_params, parse_params
-from rimo_eval.core.errors import ConfigError
+from rimo_eval.errors import ConfigError
 from rimo_eval.validate.errata import load_errata
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, sh
@@ -211,7 +211,7 @@ def test_every_repeat_is_named_flow_mappings_and_lists_too(tmp_path: Path) -> No
 
 def test_a_merge_key_may_still_be_overridden() -> None:
     """``<<: *anchor`` then an explicit key is how YAML overrides a merged one: no repeat."""
-    from rimo_eval.core.yaml_file import DuplicateKeyError, load_unique
+    from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
 
     text = "base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 3\n"
     assert load_unique(text, "f.yaml") == {"base": {"x": 1, "y": 2}, "other": {"x": 3, "y": 2}}

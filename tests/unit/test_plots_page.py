@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rimo_eval.commands.plots_page import CSP, build, main
-from rimo_eval.core.errors import DataError
+from rimo_eval.errors import DataError
 from tests.support.paths import REPO_ROOT
 
 MODULES = REPO_ROOT / "node_modules"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rimo_eval.core.errors import DataError, StageError
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.predictions import predictions_path
+from rimo_eval.errors import DataError, StageError
 from rimo_eval.predict import predict, select_sample
 from rimo_eval.predictors import available_backends, create_predictor
 from rimo_eval.predictors.registry import predictor_class
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import small_benchmark
 
 
@@ -96,7 +96,7 @@ def test_predictions_are_byte_identical_across_runs(bench: Path) -> None:
 
 
 def test_sample_is_seeded_and_nested(bench: Path) -> None:
-    from rimo_eval.core.items import load_items
+    from rimo_eval.artifacts.items import load_items
     items = load_items(TRACK_N, bench / "items")
     two, three = select_sample(items, 2, 0), select_sample(items, 3, 0)
     assert [i.problem_id for i in two] == [i.problem_id for i in three][:2]
@@ -187,7 +187,7 @@ def test_a_backend_returning_a_lone_surrogate_breaks_the_contract() -> None:
     and replay refuses it naming the line, so only a backend outside both (a plugin) can
     return a lone surrogate: refused before anything is written, like a prediction that is
     not a string."""
-    from rimo_eval.core.items import Item
+    from rimo_eval.artifacts.items import Item
     from rimo_eval.predict import collect
     from rimo_eval.predictors import Prediction
     item = Item(TRACK_N, "2001a1", "p", "algebra", 1, True, "h", answer="1")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rimo_eval.core import predictions
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import load_items
-from rimo_eval.core.predictions import build_table, predictions_path, write_table
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts import predictions
+from rimo_eval.artifacts.items import load_items
+from rimo_eval.artifacts.predictions import build_table, predictions_path, write_table
+from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predict import predict
 from rimo_eval.predictors import create_predictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from tests.support.factories import n_item, p_item, write_items
 
 

@@ -9,10 +9,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rimo_eval.core.errors import IntegrityError
-from rimo_eval.core.predictions import predictions_path, read_run_id
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.artifacts.predictions import predictions_path, read_run_id
+from rimo_eval.errors import IntegrityError
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
 from tests.support.factories import small_benchmark
 

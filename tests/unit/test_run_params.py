@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.commands.compare.revisions import WORKSPACE, Revision, RunFiles
-from rimo_eval.core.errors import DataError
+from rimo_eval.errors import DataError
 from tests.support.pipeline_repo import env
 
 TWICE = "predict:\n  limit: 5\n  backend: local\n  limit: 50\n"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, match_parts
-from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.metrics_files import join, read_all
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import sha256_file
 from rimo_eval.predict import predict
+from rimo_eval.rimo.grading import grade_n, grade_p_strict, leading_matches, match_parts
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from rimo_eval.stats import wilson
 from tests.support.factories import n_item, small_benchmark, write_items
@@ -189,7 +189,7 @@ def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:
 def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
     import pandas as pd
 
-    from rimo_eval.core.predictions import predictions_path
+    from rimo_eval.artifacts.predictions import predictions_path
     write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
     path = predictions_path(TRACK_N, tmp_path / "preds")
@@ -204,7 +204,7 @@ def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
 def test_tables_from_two_predict_runs_are_refused(tmp_path: Path) -> None:
     import shutil
 
-    from rimo_eval.core.predictions import predictions_path
+    from rimo_eval.artifacts.predictions import predictions_path
     small_benchmark(tmp_path / "items")
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "a")
     predict({"backend": "constant"}, tmp_path / "items", tmp_path / "b")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rimo_eval.core.metrics_files import read_all
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.scored_runs import run_score
 
 

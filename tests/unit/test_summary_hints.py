@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.commands.summary import EXP_SHOW_VIEW, has_remote, summary
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import DataError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 
 def metrics_only(root: Path) -> Path:

@@ -19,7 +19,7 @@ from rimo_eval.commands.sweep.plan import Plan, SweepFile, read_sweep, resolve
 from rimo_eval.commands.sweep.remote import exp_ref
 from rimo_eval.commands.sweep.script import array_spec, render
 from rimo_eval.commands.sweep.task import run_task
-from rimo_eval.core.errors import ConfigError
+from rimo_eval.errors import ConfigError
 from tests.support.loopback import free_port
 
 REV = "ab" + "c" * 38

@@ -1,4 +1,4 @@
-"""The data-quality checks of stored item text (rimo_eval/core/text_quality.py), which validate
+"""The data-quality checks of stored item text (rimo_eval/rimo/text_quality.py), which validate
 reports as warnings and `rimo-eval view` marks."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rimo_eval.core.text_quality import WARNING_RULES, doubled_backslashes, text_warnings
+from rimo_eval.rimo.text_quality import WARNING_RULES, doubled_backslashes, text_warnings
 
 
 def test_a_doubled_backslash_before_a_command_is_found_and_named() -> None:

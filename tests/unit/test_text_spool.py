@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from rimo_eval.core import predictions
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import load_items
-from rimo_eval.core.predictions import (
+from rimo_eval.artifacts import predictions
+from rimo_eval.artifacts.items import load_items
+from rimo_eval.artifacts.predictions import (
     RAW_TEXT,
     REASONING,
     Prediction,
@@ -19,8 +18,9 @@ from rimo_eval.core.predictions import (
     join_texts,
     write_table,
 )
-from rimo_eval.core.text_spool import TextSpool
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.text_spool import TextSpool
+from rimo_eval.io.hashing import fingerprint
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import n_item, p_item, write_items
 
 LONG = "Let $x^2 = 4$. " * 2000  # about 30 KB, as a reasoning model writes

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import fingerprint, sha256_file
-from rimo_eval.core.items import ITEM_FILES, ITEM_SCHEMAS, load_items
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.items import ITEM_FILES, ITEM_SCHEMAS, load_items
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import fingerprint, sha256_file
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate.rules import ID_LETTER_DOMAIN
 from rimo_eval.validate.stage import ValidationResult, load_errata, run, validate
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rimo_eval.artifacts.paths import VIEW_DIR
 from rimo_eval.cli import build_parser
 from rimo_eval.commands.view.command import default_out
-from rimo_eval.core.artifacts import VIEW_DIR
 
 
 def test_the_workspace_alone_goes_to_the_view_stage_folder() -> None:

@@ -18,7 +18,7 @@ from rimo_eval.commands.view.model import FLAGS, build, item_texts
 from rimo_eval.commands.view.packing import Text, decode, encode, pack, source, text
 from rimo_eval.commands.view.site import write_site
 from rimo_eval.commands.view.words import WORD, search_text
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.view_runs import HOSTILE_TEXT, small_run
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from rimo_eval.artifacts import predictions
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.commands.view import texts
 from rimo_eval.commands.view.texts import DetailsCursor
-from rimo_eval.core import predictions
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.view_runs import write_jsonl
 

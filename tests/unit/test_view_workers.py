@@ -15,15 +15,15 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.commands.view import workers
 from rimo_eval.commands.view.arguments import add_arguments
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_with
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.commands.view.workers import write_items
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.errors import StageError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.factories import n_item, p_item
 from tests.support.factories import write_items as write_item_tables
 from tests.support.view_runs import HOSTILE_TEXT, small_run

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.core.yaml_file import ALIAS_NODES_MAX, DEPTH_MAX, load_unique
+from rimo_eval.params.yaml_file import ALIAS_NODES_MAX, DEPTH_MAX, load_unique
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, env
 

@@ -24,9 +24,9 @@ from scipy.stats import fisher_exact, norm
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from rimo_eval.core.config import load_params
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import ConfigError
 from rimo_eval.predict import predict
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
 from tests.support.leaderboard_runs import unit, write_jsonl
 from tests.support.paths import REPO_ROOT

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from rimo_eval.chat.batch.rounds import BatchRounds
-from rimo_eval.core.errors import ConfigError, StageError
+from rimo_eval.errors import ConfigError, StageError
 
 
 def make_batch_transport(params: Any, section: str) -> BatchRounds:

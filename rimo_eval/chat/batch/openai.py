@@ -27,7 +27,7 @@ from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse, retryable_
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.core.chat_params import BatchParams, OpenAIParams
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 __all__ = ["OpenAIBatchTransport", "batch_line", "make_client", "records_root"]
 

@@ -1,6 +1,6 @@
 """Durable batch records: what makes a batch run resumable after a ``kill -9`` without paying
 twice. One JSON file per batch under ``<cache_dir>/batches/`` (Anthropic's: ``.../anthropic/``),
-written atomically with fsync (``rimo_eval.core.atomic``) at each step, so a kill leaves the
+written atomically with fsync (``rimo_eval.io.atomic``) at each step, so a kill leaves the
 previous step's record or the next:
 
 ``uploading``  the request keys (and their cache payloads) chosen, before any upload (OpenAI);
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.atomic import write_json
+from rimo_eval.io.atomic import write_json
 
 FORMAT = 1
 STATES = ("uploading", "uploaded", "creating", "live", "collected")

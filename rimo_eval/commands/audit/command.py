@@ -21,6 +21,22 @@ from typing import Any
 
 from dvc.exceptions import DvcException
 
+from rimo_eval.artifacts.missing import require_outputs
+from rimo_eval.artifacts.paths import (
+    BREAKDOWN_PATH,
+    JUDGE_TABLE,
+    LOCK_PATH,
+    METRICS_PATH,
+    PARAMS_PATH,
+    PROVENANCE_PATH,
+    RAW_DIR,
+    UPSTREAM_FILES,
+    items_path,
+    predictions_path,
+    scores_path,
+)
+from rimo_eval.artifacts.provenance import predictions_identity
+from rimo_eval.artifacts.provenance import upstream_pin as make_upstream_pin
 from rimo_eval.commands.audit.content import (
     check_items,
     check_predictions,
@@ -48,27 +64,11 @@ from rimo_eval.commands.audit.recompute import (
 from rimo_eval.commands.audit.render import AuditReport, Link
 from rimo_eval.commands.audit.revision import checked_out
 from rimo_eval.commands.runs import WORKSPACE, resolve
-from rimo_eval.core.artifacts import (
-    BREAKDOWN_PATH,
-    JUDGE_TABLE,
-    LOCK_PATH,
-    METRICS_PATH,
-    PARAMS_PATH,
-    PROVENANCE_PATH,
-    RAW_DIR,
-    UPSTREAM_FILES,
-    items_path,
-    predictions_path,
-    scores_path,
-)
 from rimo_eval.core.config import Params, load_params
-from rimo_eval.core.hashing import sha256_file
-from rimo_eval.core.json_object import read_object
 from rimo_eval.core.metrics_files import POINTER_KEY, pointer, split
-from rimo_eval.core.missing import require_outputs
-from rimo_eval.core.provenance import predictions_identity
-from rimo_eval.core.provenance import upstream_pin as make_upstream_pin
-from rimo_eval.core.tracks import TRACK_N, TRACKS
+from rimo_eval.io.hashing import sha256_file
+from rimo_eval.io.json_object import read_object
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.stats import bootstrap_params
 
 

@@ -15,14 +15,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rimo_eval.artifacts.paths import RAW_DIR
+from rimo_eval.artifacts.predictions import light_columns
+from rimo_eval.artifacts.provenance import predictions_identity
 from rimo_eval.commands.audit.ledger import MISSING, Ledger, ids
-from rimo_eval.core.artifacts import RAW_DIR
 from rimo_eval.core.config import PredictParams, coerce
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.hashing import fingerprint, sha256_file
-from rimo_eval.core.predictions import light_columns
-from rimo_eval.core.provenance import predictions_identity
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import StageError
+from rimo_eval.io.hashing import fingerprint, sha256_file
+from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import SCORE_SCHEMAS, join_predictions, score_n, score_p
 
 

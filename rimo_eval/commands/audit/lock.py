@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
+from rimo_eval.artifacts.paths import LOCK_PATH
 from rimo_eval.commands.audit.ledger import MISSING, Ledger, shown
-from rimo_eval.core.artifacts import LOCK_PATH
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.yaml_file import load_unique
+from rimo_eval.errors import DataError
+from rimo_eval.params.yaml_file import load_unique
 
 
 class DvcHashes:

@@ -6,11 +6,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.artifacts.provenance import package_versions, params_fingerprint
 from rimo_eval.commands.audit.ledger import Ledger, shown
 from rimo_eval.commands.audit.lock import first_difference
-from rimo_eval.core.git import has_commit
-from rimo_eval.core.hashing import sha256_file
-from rimo_eval.core.provenance import package_versions, params_fingerprint
+from rimo_eval.io.git import has_commit
+from rimo_eval.io.hashing import sha256_file
 
 
 def _listed_files(ledger: Ledger, root: Path, prov: Mapping[str, Any], where: str,

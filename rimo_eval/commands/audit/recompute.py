@@ -11,11 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts.flat_keys import flatten
+from rimo_eval.artifacts.paths import JUDGE_METRICS_PATH, JUDGE_TABLE, PLOTS_DIR
 from rimo_eval.commands.audit.ledger import MISSING, Ledger
-from rimo_eval.core.artifacts import JUDGE_METRICS_PATH, JUDGE_TABLE, PLOTS_DIR
-from rimo_eval.core.dicts import flatten
-from rimo_eval.core.tracks import TRACKS
 from rimo_eval.judge.metrics import audit_check
+from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.score.metrics import compute, plot_tables, sample_spec
 
 

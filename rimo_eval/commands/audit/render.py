@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rimo_eval.artifacts.paths import PROVENANCE_PATH
 from rimo_eval.commands.audit.ledger import Ledger, shown
 from rimo_eval.commands.audit.recompute import MetricResult
-from rimo_eval.core.artifacts import PROVENANCE_PATH
-from rimo_eval.core.tracks import HEADLINE, TRACKS
+from rimo_eval.rimo.tracks import HEADLINE, TRACKS
 
 
 @dataclass

@@ -17,12 +17,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.artifacts.missing import require_outputs
+from rimo_eval.artifacts.paths import LOCK_PATH
 from rimo_eval.commands.audit.lock import parse_lock, producer
 from rimo_eval.commands.runs import Revision
-from rimo_eval.core.artifacts import LOCK_PATH
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.git import git
-from rimo_eval.core.missing import require_outputs
+from rimo_eval.errors import StageError
+from rimo_eval.io.git import git
 
 
 def _git(root: Path, *args: str) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from rimo_eval.artifacts.missing import require_outputs
+from rimo_eval.artifacts.paths import JUDGE_TABLE, items_path, predictions_path, scores_path
 from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import attach_p_texts
 from rimo_eval.commands.compare.pairing import (
@@ -29,21 +31,19 @@ from rimo_eval.commands.compare.pairing import (
 )
 from rimo_eval.commands.compare.render import TOOL, render_html, render_markdown
 from rimo_eval.commands.compare.revisions import Side, load_side
-from rimo_eval.commands.compare.shared import describe, overlap, require_same_items, same_items
-from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve
-from rimo_eval.core.artifacts import (
-    JUDGE_TABLE,
-    items_path,
-    predictions_path,
-    scores_path,
+from rimo_eval.commands.compare.shared_items import (
+    describe,
+    overlap,
+    require_same_items,
+    same_items,
 )
+from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve
 from rimo_eval.core.config import Params
-from rimo_eval.core.dicts import key_of
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.missing import require_outputs
-from rimo_eval.core.outputs import claim_file, html_ours, output_file
-from rimo_eval.core.tracks import TRACK_P, TRACKS
+from rimo_eval.errors import DataError
+from rimo_eval.io.outputs import claim_file, html_ours, output_file
 from rimo_eval.judge.metrics import judge_block
+from rimo_eval.params.section import key_of
+from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.stats import bootstrap_params
 
 HTML_OPTION = "compare --html"

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.core.dicts import flatten
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.flat_keys import flatten
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 SNIPPET = 80  # characters of a proof part shown in a flip
 

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rimo_eval.artifacts.flat_keys import flatten
+from rimo_eval.artifacts.items import DOMAINS
+from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.commands.compare.details import n_flip_fields, p_flip_fields, params_diff
 from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.commands.compare.samples import (
@@ -24,14 +27,11 @@ from rimo_eval.commands.compare.samples import (
     sample_count,
     which_test,
 )
-from rimo_eval.commands.compare.shared import describe, on_shared, overlap, same_items
-from rimo_eval.core.dicts import flatten
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.numbers import rounded
-from rimo_eval.core.tables import records
-from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.commands.compare.shared_items import describe, on_shared, overlap, same_items
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.io.parquet import records
 from rimo_eval.judge.metrics import compare_rows as judge_rows
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.samples import with_sample
 from rimo_eval.stats import bootstrap
 from rimo_eval.stats.floors import floor_line
@@ -182,8 +182,8 @@ def _number(x: Any) -> bool:
 def metric_rows(ma: Mapping[str, Any], mb: Mapping[str, Any],
                 deltas: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per metric. A rate metric with a paired interval takes A, B and Δ from the
-    paired items, the interval's own items (rimo_eval.commands.compare.shared makes both runs'
-    items the same ones first); every other row is B - A of the two metrics blocks."""
+    paired items, the interval's own items (rimo_eval.commands.compare.shared_items makes both
+    runs' items the same ones first); every other row is B - A of the two metrics blocks."""
     fa, fb = _table_keys(ma), _table_keys(mb)
     names = [*fa, *(k for k in fb if k not in fa), *(k for k in deltas
                                                      if k not in fa and k not in fb)]
@@ -241,7 +241,7 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
     """The comparison; ``params`` is each side's params.yaml (None: not known), diffed.
 
     Over the items both runs evaluated: when their item sets differ, both sides are first cut
-    down to the shared items and their metrics recomputed there (compare.shared), so every
+    down to the shared items and their metrics recomputed there (compare.shared_items), so every
     value, delta, interval and test is over the same items; ``items`` says how many."""
     if samples < 0 or not 0 < confidence < 1:
         raise ConfigError(f"compare: bootstrap samples must be >= 0 and confidence in (0, 1), "

@@ -1,6 +1,6 @@
 """The comparison as Markdown (a PR comment) and as a self-contained HTML page.
 
-Markdown cells are escaped by ``core.numbers.md_cell``; the HTML comes from a jinja2 template
+Markdown cells are escaped by ``render.markdown.md_cell``; the HTML comes from a jinja2 template
 with autoescape, so no value reaches the page unescaped.
 """
 
@@ -14,13 +14,14 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from rimo_eval.artifacts.numbers import fmt_p, pct
 from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import FLIP_HEAD, flip_cells
-from rimo_eval.core.numbers import fmt_p, md_cell, md_row, pct
-from rimo_eval.core.outputs import generator
-from rimo_eval.core.tracks import TRACKS
+from rimo_eval.io.outputs import generator
+from rimo_eval.render.markdown import md_cell, md_row
+from rimo_eval.rimo.tracks import TRACKS
 
-TOOL = "compare"  # the page's mark (core/outputs.py): --html replaces only a page of compare's
+TOOL = "compare"  # the page's mark (io/outputs.py): --html replaces only a page of compare's
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -9,6 +9,13 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts.paths import (
+    BREAKDOWN_PATH,
+    JUDGE_METRICS_PATH,
+    METRICS_PATH,
+    PROVENANCE_PATH,
+    scores_path,
+)
 from rimo_eval.commands.runs import (
     WORKSPACE,
     Revision,
@@ -18,15 +25,8 @@ from rimo_eval.commands.runs import (
     commit_date,
     resolve,
 )
-from rimo_eval.core.artifacts import (
-    BREAKDOWN_PATH,
-    JUDGE_METRICS_PATH,
-    METRICS_PATH,
-    PROVENANCE_PATH,
-    scores_path,
-)
 from rimo_eval.core.metrics_files import join
-from rimo_eval.core.tracks import TRACKS
+from rimo_eval.rimo.tracks import TRACKS
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Side(RunAt):
     scores: dict[str, pd.DataFrame]
     judge: dict[str, Any] = field(default_factory=dict)  # reports/judge.json, where present
     # Read only when the two runs' items differ and the metrics are recomputed on the shared
-    # ones (compare.shared): usage and the k-sample keys, the judge's table.
+    # ones (compare.shared_items): usage and the k-sample keys, the judge's table.
     predictions: dict[str, pd.DataFrame] | None = None
     judge_table: pd.DataFrame | None = None
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.samples import majority
 from rimo_eval.stats import bootstrap_p, concordance, draw, mcnemar_exact
 

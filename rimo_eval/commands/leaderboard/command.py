@@ -2,7 +2,7 @@
 
 Runs are resolved and read as ``compare`` does (loading), refused unless comparable
 (comparable), ranked with paired statistics (ranking), and rendered (board, tables,
-figures). The files are written in a folder swapped in whole for ``--out`` (core/outputs.py);
+figures). The files are written in a folder swapped in whole for ``--out`` (io/outputs.py);
 ``--json`` also prints the JSON.
 """
 
@@ -22,11 +22,11 @@ from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_runs
 from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from rimo_eval.core.atomic import dumps_json
 from rimo_eval.core.config import Params
-from rimo_eval.core.cutoff import parse_cutoffs
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.outputs import claim_folder, output_folder
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.io.atomic import dumps_json
+from rimo_eval.io.outputs import claim_folder, output_folder
+from rimo_eval.params.cutoff import parse_cutoffs
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
@@ -69,7 +69,7 @@ def leaderboard(root: Path, names: list[str], every: bool = False, label: str = 
 
 def write(out: Path, files: Mapping[str, str | bytes]) -> None:
     """The files in a folder that replaces ``out`` whole: a new, empty or earlier leaderboard
-    folder, never one of the user's (core/outputs.py)."""
+    folder, never one of the user's (io/outputs.py)."""
     with output_folder(out, "leaderboard", "leaderboard --out") as tmp:
         for name, content in files.items():
             (tmp / name).write_bytes(content.encode("utf-8") if isinstance(content, str)

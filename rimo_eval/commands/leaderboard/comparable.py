@@ -14,8 +14,8 @@ from typing import Any
 
 from rimo_eval.commands.leaderboard.loading import LeftOut, Run
 from rimo_eval.commands.runs import WORKSPACE
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.tracks import TRACKS
+from rimo_eval.errors import DataError
+from rimo_eval.rimo.tracks import TRACKS
 
 
 def _items(run: Run, track: str) -> frozenset[tuple[str, str]]:

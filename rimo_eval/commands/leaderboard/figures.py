@@ -16,12 +16,12 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from rimo_eval.artifacts.items import DOMAINS
 from rimo_eval.commands.leaderboard.labels import label
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.ranking import find_metric, item_table, rank
 from rimo_eval.commands.leaderboard.years import year_heatmap
-from rimo_eval.core.items import DOMAINS
-from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

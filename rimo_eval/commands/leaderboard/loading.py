@@ -14,6 +14,13 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts.paths import (
+    BREAKDOWN_PATH,
+    JUDGE_METRICS_PATH,
+    METRICS_PATH,
+    PROVENANCE_PATH,
+    scores_path,
+)
 from rimo_eval.commands.leaderboard.arguments import LABELS
 from rimo_eval.commands.runs import (
     WORKSPACE,
@@ -24,17 +31,10 @@ from rimo_eval.commands.runs import (
     open_run,
     resolve,
 )
-from rimo_eval.core.artifacts import (
-    BREAKDOWN_PATH,
-    JUDGE_METRICS_PATH,
-    METRICS_PATH,
-    PROVENANCE_PATH,
-    scores_path,
-)
-from rimo_eval.core.errors import ConfigError, DataError, StageError
 from rimo_eval.core.model_name import model_name
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import ConfigError, DataError, StageError
 from rimo_eval.judge.metrics import judge_block
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.samples import with_sample
 
 # Only what the statistics and figures read: the list-valued ``matched`` column stays on disk.

@@ -23,8 +23,8 @@ import pandas as pd
 
 from rimo_eval.commands.compare.samples import TEST_MEAN, per_item
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.samples import first_sample
 from rimo_eval.stats import bootstrap_p, concordance, draw, holm, mcnemar_exact
 

@@ -14,10 +14,11 @@ from typing import Any
 
 import jinja2
 
-from rimo_eval.core import numbers
-from rimo_eval.core.numbers import fmt_p, md_cell, md_row
-from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
-from rimo_eval.core.years import OUTCOME
+from rimo_eval.artifacts import numbers
+from rimo_eval.artifacts.numbers import fmt_p
+from rimo_eval.render.markdown import md_cell, md_row
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.rimo.years import OUTCOME
 
 Row = Mapping[str, Any]
 SHORT = {"accuracy": "acc.", "strict": "strict", "sub_problem_accuracy": "sub-prob.",

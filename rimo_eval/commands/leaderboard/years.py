@@ -14,9 +14,9 @@ from matplotlib.figure import Figure
 
 from rimo_eval.commands.leaderboard.labels import label
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.core.cutoff import known_cutoff
-from rimo_eval.core.tracks import TRACKS
-from rimo_eval.core.years import BAND_LABELS, OUTCOME
+from rimo_eval.params.cutoff import known_cutoff
+from rimo_eval.rimo.tracks import TRACKS
+from rimo_eval.rimo.years import BAND_LABELS, OUTCOME
 from rimo_eval.score.samples import first_sample
 from rimo_eval.score.years import outcomes, unseen_block
 

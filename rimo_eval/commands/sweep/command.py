@@ -24,25 +24,9 @@ from rimo_eval.commands.sweep.remote import ls_remote, pushed
 from rimo_eval.commands.sweep.script import array_spec, plan_path, render, script_path
 from rimo_eval.commands.sweep.task import read_record, run_task
 from rimo_eval.commands.sweep.values import check_git_remote
-from rimo_eval.core.atomic import write_text
-from rimo_eval.core.errors import ConfigError, StageError
-from rimo_eval.core.git import git, head_commit
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    submit = actions.add_parser("submit", help="write the sbatch script and submit the tasks "
-                                "not on the git remote yet")
-    submit.add_argument("file", type=Path, metavar="SWEEP", help="the sweep file (YAML)")
-    submit.add_argument("--dry-run", action="store_true",
-                        help="print the script and what would be submitted; write nothing")
-    status = actions.add_parser("status", help="each task's record, what the remote holds, "
-                                "and the commands that collect the results")
-    status.add_argument("file", type=Path, metavar="SWEEP", help="the sweep file (YAML)")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
-    task = actions.add_parser("task", help="run one array task (what the sbatch script runs)")
-    task.add_argument("plan", type=Path, metavar="PLAN", help="the plan.json of a submission")
-    task.add_argument("index", type=int, metavar="INDEX", help="the array task id")
+from rimo_eval.errors import ConfigError, StageError
+from rimo_eval.io.atomic import write_text
+from rimo_eval.io.git import git, head_commit
 
 
 def repo_root() -> Path:

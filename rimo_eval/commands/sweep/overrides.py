@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.yaml_file import load_unique
+from rimo_eval.errors import ConfigError
+from rimo_eval.params.yaml_file import load_unique
 
 # Linux refuses a single argv word longer than this (MAX_ARG_STRLEN, with its NUL): E2BIG.
 ARG_BYTES_MAX = 32 * 4096 - 1

@@ -28,9 +28,9 @@ from rimo_eval.commands.sweep.values import (
     plain_word,
     slurm_word,
 )
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.surrogates import escaped
-from rimo_eval.core.yaml_file import load_unique
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.surrogates import escaped
+from rimo_eval.params.yaml_file import load_unique
 
 # What vLLM's OpenAI-compatible server is started with; {placeholders} are filled per task.
 VLLM_COMMAND = ("vllm serve {model_path} --host 127.0.0.1 --port {port} "

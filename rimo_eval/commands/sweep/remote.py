@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 
 def exp_ref(rev: str, name: str) -> str:

@@ -45,8 +45,8 @@ from typing import Any, TextIO
 
 from rimo_eval.commands.sweep.plan import Plan, Task
 from rimo_eval.commands.sweep.remote import exp_ref, pushed
-from rimo_eval.core.atomic import write_json
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
+from rimo_eval.io.atomic import write_json
 
 TAIL_CHARS = 1500  # of a failed command's output, in the record
 

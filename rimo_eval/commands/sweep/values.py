@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.surrogates import escaped, first_lone_surrogate
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.surrogates import escaped, first_lone_surrogate
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_PROSE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # TAB and LF pass

@@ -19,19 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.artifacts.paths import VIEW_DIR
+from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_with
 from rimo_eval.commands.view.workers import write_items
-from rimo_eval.core.artifacts import VIEW_DIR
 from rimo_eval.core.config import Params
-from rimo_eval.core.cutoff import parse_cutoffs
-from rimo_eval.core.errors import ConfigError, StageError
-from rimo_eval.core.hashing import sha256_bytes
-from rimo_eval.core.outputs import claim_folder
-from rimo_eval.core.predictions import predictions_path
-from rimo_eval.core.tracks import TRACK_N
+from rimo_eval.errors import ConfigError, StageError
+from rimo_eval.io.hashing import sha256_bytes
+from rimo_eval.io.outputs import claim_folder
+from rimo_eval.params.cutoff import parse_cutoffs
+from rimo_eval.rimo.tracks import TRACK_N
 
 # The default of --out: the workspace's run alone goes where the view stage writes it (the
 # site the report links to); named runs go beside it, so a two-run site never stands in for the

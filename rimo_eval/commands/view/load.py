@@ -9,9 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.commands.runs import Revision, RunAt, RunFiles, open_run
-from rimo_eval.commands.view.texts import DetailsCursor
-from rimo_eval.core.artifacts import (
+from rimo_eval.artifacts.paths import (
     JUDGE_METRICS_PATH,
     JUDGE_TABLE,
     METRICS_PATH,
@@ -19,8 +17,10 @@ from rimo_eval.core.artifacts import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core.predictions import TEXT_COLUMNS
-from rimo_eval.core.tracks import TRACKS
+from rimo_eval.artifacts.predictions import TEXT_COLUMNS
+from rimo_eval.commands.runs import Revision, RunAt, RunFiles, open_run
+from rimo_eval.commands.view.texts import DetailsCursor
+from rimo_eval.rimo.tracks import TRACKS
 
 
 @dataclass

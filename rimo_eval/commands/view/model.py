@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts.flags import FLAGS_N
 from rimo_eval.commands.compare.pairing import TESTED, flips, pair
 from rimo_eval.commands.compare.samples import per_item, sample_count
 from rimo_eval.commands.view.load import Run
@@ -21,11 +22,10 @@ from rimo_eval.commands.view.packing import source
 from rimo_eval.commands.view.packing import text as shown
 from rimo_eval.commands.view.words import reasonings, search_text
 from rimo_eval.commands.view.years import bands, item_year, run_cutoffs, unseen_options
-from rimo_eval.core.flags import FLAGS_N
 from rimo_eval.core.metrics_files import interval
-from rimo_eval.core.tables import records
-from rimo_eval.core.text_quality import WARNING_RULES, text_warnings
-from rimo_eval.core.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.io.parquet import records
+from rimo_eval.rimo.text_quality import WARNING_RULES, text_warnings
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
 # The score stage's diagnostic flags (one per row), where the scores table has them; RIMO-P's
 # (FLAGS_P) are among them.
@@ -192,7 +192,7 @@ def _sample_p(row: dict[str, Any], details: dict[str, Any], prediction: list[str
 
 def item_texts(track: str, item: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The item's own texts as the page shows them, and its data-quality warnings. A text that
-    a check of rimo_eval.core.text_quality flags (doubled backslashes, control characters) is
+    a check of rimo_eval.rimo.text_quality flags (doubled backslashes, control characters) is
     shown as the model received it: its source, not rendered math."""
     found: dict[str, list[str]] = {}
 

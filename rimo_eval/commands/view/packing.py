@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import zstandard
 
-from rimo_eval.core.surrogates import valid_text
+from rimo_eval.io.surrogates import valid_text
 
 # Zstandard level 3. Raw deflate (decoded natively by the page) was the first choice, but
 # at the half-the-text size only zlib-ng level 4 fits (0.47 of the text, base64 in), at 56 MB/s

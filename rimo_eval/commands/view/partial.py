@@ -29,19 +29,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from rimo_eval.chat.cache import DB_NAME, ResponseCache
-from rimo_eval.commands.runs import Revision, open_run, resolve
-from rimo_eval.commands.view.load import Run
-from rimo_eval.commands.view.texts import DetailsCursor
-from rimo_eval.core.config import PredictParams, coerce
-from rimo_eval.core.errors import ConfigError, DataError
-from rimo_eval.core.hashing import fingerprint
-from rimo_eval.core.items import (
-    Item,
-    items_path,
-    rows_to_items,  # predict's reading
-)
-from rimo_eval.core.predictions import (
+from rimo_eval.artifacts.items import Item, items_path, rows_to_items
+from rimo_eval.artifacts.predictions import (
     TEXT_COLUMNS,
     predictions_path,
     run_id,
@@ -49,12 +38,19 @@ from rimo_eval.core.predictions import (
     table_schema,
     write_groups,
 )
-from rimo_eval.core.text_spool import TextSpool
-from rimo_eval.core.tracks import TRACK_N, TRACKS
+from rimo_eval.artifacts.text_spool import TextSpool
+from rimo_eval.chat.cache import DB_NAME, ResponseCache
+from rimo_eval.commands.runs import Revision, open_run, resolve
+from rimo_eval.commands.view.load import Run
+from rimo_eval.commands.view.texts import DetailsCursor
+from rimo_eval.core.config import PredictParams, coerce
+from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predict import select_sample
 from rimo_eval.predictors.cached import Cached, cached_predictions
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.registry import build_predictor
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.score.stage import score_n, score_p
 
 PENDING = "pending"  # a sample's status in a partial view: no reply in the cache yet
@@ -146,7 +142,7 @@ def load_partial(root: Path, revision: Revision) -> Run:
 
 def _cache_dir(root: Path, predictor: ChatPredictor[Any], where: str) -> Path:
     """The cache predict writes: the backend's ``cache_dir``; a relative one against the
-    project's root (``rimo_eval.core.shared``: queued runs share the workspace's)."""
+    project's root (``rimo_eval.io.workspace``: queued runs share the workspace's)."""
     section = f"predict.{predictor.name}.cache_dir"
     value = getattr(predictor.params, "cache_dir", None)
     if value is None:

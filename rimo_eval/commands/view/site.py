@@ -7,7 +7,7 @@ compressed once, packing.py, rendered in the page when shown) and ``data/search/
 (each item's distinct words, loaded at the first search). JSON is
 written with sorted keys and ASCII escapes and nothing carries a time, so the same runs give
 a byte-identical site. The folder is built beside DIR and swapped in whole, and only
-replaces a folder the view wrote (core/outputs.py).
+replaces a folder the view wrote (io/outputs.py).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.commands.view.packing import encode, pack
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.katex import FILES as KATEX_FILES
-from rimo_eval.core.katex import katex_dir
-from rimo_eval.core.outputs import output_folder
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.outputs import output_folder
+from rimo_eval.render.katex import FILES as KATEX_FILES
+from rimo_eval.render.katex import katex_dir
 
 ASSETS = ("index.html", "markdown.js", "text.js", "app.js", "app.css")
 # The page's Markdown parser, sanitiser and Zstandard decoder, from node_modules beside KaTeX's
@@ -99,7 +99,7 @@ def write_with(out: Path, items: Callable[[Path], dict[str, int]],
     writes the item files (and returns how many, ``items``, by how many processes, ``jobs``),
     then the index and search words of ``finish``; the folder then replaces ``out`` whole
     (nothing half-written is ever at ``out``), which must be new, empty or an earlier site:
-    core/outputs.py."""
+    io/outputs.py."""
     katex = katex_dir()
     with output_folder(out, "view", "view --out") as tmp:
         for name in ASSETS:

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import pyarrow.parquet as pq
 
-from rimo_eval.core.predictions import (
+from rimo_eval.artifacts.predictions import (
     RAW_TEXT,
     REASONING,
     TEXT_COLUMNS,

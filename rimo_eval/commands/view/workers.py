@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_item, write_items_here
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 BLOCK = 16  # items a worker takes at once: small enough that none is left alone at the end
 MAX_JOBS = 8

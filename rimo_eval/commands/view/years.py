@@ -1,7 +1,7 @@
 """The view's year lens (docs/accuracy_by_year.md): each item's competition year,
 year band and shortlist label, and the unseen subsets that the runs' training cutoffs define.
 
-Years and bands come from rimo_eval.core.years, the functions the score stage writes its
+Years and bands come from rimo_eval.rimo.years, the functions the score stage writes its
 ``year`` column and its ``by_year_band`` blocks with, so a band the view filters holds exactly
 the items breakdown.json counts in it (a run from before those columns gets them too).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rimo_eval.core.cutoff import cutoff_year, known_cutoff
-from rimo_eval.core.years import BAND_LABELS, LATER_BAND, band_of, shortlist_of, year_of
+from rimo_eval.params.cutoff import cutoff_year, known_cutoff
+from rimo_eval.rimo.years import BAND_LABELS, LATER_BAND, band_of, shortlist_of, year_of
 
 
 def item_year(problem_id: str) -> dict[str, Any]:

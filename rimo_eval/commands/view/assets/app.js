@@ -123,7 +123,7 @@ const RIMO = (() => {
   }
 
   // --- filters --------------------------------------------------------------------------------
-  // Year: a fixed band (the item's band, computed at build time by rimo_eval/core/years.py, as
+  // Year: a fixed band (the item's band, computed at build time by rimo_eval/rimo/years.py, as
   // breakdown.json's by_year_band) or "unseen-YYYY": the items of years after a run's cutoff.
   function inYear(it, want) {
     if (want.startsWith("unseen-")) return it.y != null && it.y > Number(want.slice(7));
@@ -411,7 +411,7 @@ const RIMO = (() => {
     return html;
   }
   function dataNotes(p) {
-    // Upstream text a check of validate flags (rimo_eval/core/text_quality.py): shown as the
+    // Upstream text a check of validate flags (rimo_eval/rimo/text_quality.py): shown as the
     // model received it, as source, and said so.
     if (!p.data_warnings || !p.data_warnings.length) return "";
     return `<div class="dataq"><b>Upstream text, shown as the model received it.</b> ` +

@@ -18,9 +18,9 @@ import pandas as pd
 
 from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.core import judge_record
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.tracks import TRACK_P, TRACKS
+from rimo_eval.errors import DataError
 from rimo_eval.judge.metrics import judge_block, judge_metrics
+from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.samples import with_sample
 

@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rimo_eval.artifacts.items import Item
+
 # Re-exported: the stages and tests take the predictions' paths from here.
-from rimo_eval.core.artifacts import PREDICTION_FILES as PREDICTION_FILES
-from rimo_eval.core.artifacts import PREDICTIONS_DIR as PREDICTIONS_DIR
-from rimo_eval.core.artifacts import predictions_path as predictions_path
-from rimo_eval.core.errors import DataError
-from rimo_eval.core.hashing import canonical_json, fingerprint
-from rimo_eval.core.items import Item
-from rimo_eval.core.surrogates import first_lone_surrogate
-from rimo_eval.core.tables import table_from_rows, write_parquet, write_row_groups
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.paths import PREDICTION_FILES as PREDICTION_FILES
+from rimo_eval.artifacts.paths import PREDICTIONS_DIR as PREDICTIONS_DIR
+from rimo_eval.artifacts.paths import predictions_path as predictions_path
+from rimo_eval.errors import DataError
+from rimo_eval.io.hashing import canonical_json, fingerprint
+from rimo_eval.io.parquet import table_from_rows, write_parquet, write_row_groups
+from rimo_eval.io.surrogates import first_lone_surrogate
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,8 +45,8 @@ class Prediction:
     # Backend-specific record of how the prediction came about (raw text, usage, latency...).
     details: dict[str, Any] = field(default_factory=dict)
     sample: int = 0  # 0-based index of this sample among the item's predict.samples
-    # Set once the long texts are taken out of ``details`` (``rimo_eval.core.text_spool``): then
-    # ``details`` is light and these hold the reasoning and raw text, or where to read them.
+    # Set once the long texts are taken out of ``details`` (``rimo_eval.artifacts.text_spool``):
+    # then ``details`` is light and these hold the reasoning and raw text, or where to read them.
     texts: StoredTexts | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -294,7 +295,7 @@ def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
 
 
 def write_groups(groups: Iterator[pa.Table], schema: pa.Schema, tmp: Path) -> None:
-    """``table_groups`` into an unpublished temporary file (see ``rimo_eval.core.atomic``)."""
+    """``table_groups`` into an unpublished temporary file (see ``rimo_eval.io.atomic``)."""
     write_row_groups(groups, schema, tmp)
 
 

@@ -11,7 +11,7 @@ import re
 from functools import cache
 from importlib import resources
 
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 Message = dict[str, str]
 

@@ -26,7 +26,7 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from rimo_eval.core.surrogates import escaped
+from rimo_eval.io.surrogates import escaped
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 # Nodes that aliases may add to the expanded document, all aliases together: far above any

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from rimo_eval.core.dicts import key_of
-from rimo_eval.core.git import head_commit, is_dirty
-from rimo_eval.core.hashing import fingerprint, sha256_file
+from rimo_eval.io.git import head_commit, is_dirty
+from rimo_eval.io.hashing import fingerprint, sha256_file
+from rimo_eval.params.section import key_of
 
 if TYPE_CHECKING:
     from rimo_eval.core.config import FetchParams

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rimo_eval.core.errors import ConfigError
+from rimo_eval.errors import ConfigError
 
 CUTOFF_FORMAT = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 

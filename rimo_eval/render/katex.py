@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from rimo_eval.core.errors import ConfigError
+from rimo_eval.errors import ConfigError
 
 FILES = ("katex.min.js", "katex.min.css")
 AUTO_RENDER = "contrib/auto-render.min.js"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 PARAMS_PATH = Path("params.yaml")
 LOCK_PATH = Path("dvc.lock")

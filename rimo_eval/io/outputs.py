@@ -11,7 +11,7 @@ to is the user's), the current folder or one that holds it, a repository's root.
 only ever runs on a folder that holds the marker. A swap killed between its two renames leaves
 the previous folder at ``.NAME.old``; the next write of NAME puts it back first.
 
-**A file** is written atomically (core/atomic.py) and replaces only an empty file or one the
+**A file** is written atomically (io/atomic.py) and replaces only an empty file or one the
 tool recognises as its own by its head (``ours``: compare's page carries ``generator``'s meta
 tag, an exported batch is known by its request line); never a folder, a link or a device.
 """
@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from rimo_eval.core.atomic import atomic_path, fsync_dir
-from rimo_eval.core.errors import ConfigError
-from rimo_eval.core.input_files import kind
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.atomic import atomic_path, fsync_dir
+from rimo_eval.io.input_files import kind
 
 MARKER = ".rimo-eval-output"
 HEAD_BYTES = 1 << 16  # how much of an existing file ``ours`` may read to know it

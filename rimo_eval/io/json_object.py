@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import DataError
+from rimo_eval.errors import DataError
 
 
 def parse_object(raw: str | bytes, where: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""The base of every typed params section, and the number types the sections share."""
+"""The base of every typed params section, the number types the sections share, and one key of a
+section, typed or plain."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,3 +21,13 @@ class Section(BaseModel):
     def as_dict(self) -> dict[str, Any]:
         """The keys the file set, as plain data: what a backend or a fingerprint sees."""
         return self.model_dump(mode="python", exclude_unset=True)
+
+
+def key_of(node: Any, name: str, default: Any = None) -> Any:
+    """``name`` of a typed params section (the stages read the validated file) or of a plain
+    mapping (another revision's params.yaml, read as it stands); ``default`` when absent."""
+    if node is None:
+        return default
+    if isinstance(node, Mapping):
+        return node.get(name, default)
+    return getattr(node, name, default)

@@ -69,7 +69,7 @@ def mark(model: type[BaseModel], name: str) -> Effect:
     found = [m for m in model.model_fields[name].metadata if isinstance(m, Effect)]
     if len(found) != 1:
         raise TypeError(f"{model.__name__}.{name}: marked {len(found)} times; give it exactly "
-                        "one mark of rimo_eval.core.effects (Result, Operational, ...)")
+                        "one mark of rimo_eval.params.effects (Result, Operational, ...)")
     return found[0]
 
 

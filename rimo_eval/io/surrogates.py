@@ -5,7 +5,7 @@ Params and data files holding one are refused, naming where (``first_lone_surrog
 text is arbitrary, so a reply holding one is made valid instead, once, where it enters the
 engine (``rimo_eval.chat.transport.ChatReply``, with ``valid_text``): each lone surrogate becomes
 U+FFFD (a high and a low surrogate side by side, in that order, are the one character they
-encode), and the reply is flagged ``unicode_repaired`` (``rimo_eval.core.reply_flags``).
+encode), and the reply is flagged ``unicode_repaired`` (``rimo_eval.chat.reply_flags``).
 Everything else is valid Unicode and is kept as it is: NUL, C0 and C1 controls, bidi and
 zero-width controls, noncharacters.
 """

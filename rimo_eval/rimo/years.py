@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 # (label, first year, last year); None: open. Fixed: the same columns for every run.
 YEAR_BANDS: tuple[tuple[str, int | None, int | None], ...] = (

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from rimo_eval.core.predictions import InlineTexts, Prediction, split_texts
+from rimo_eval.artifacts.predictions import InlineTexts, Prediction, split_texts
 
 
 def _empty(value: Any) -> bool:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rimo_eval.core.atomic import write_with
+from rimo_eval.io.atomic import write_with
 
 if TYPE_CHECKING:
     import pandas as pd

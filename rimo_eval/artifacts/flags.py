@@ -6,7 +6,7 @@ Their order is the scores tables' column order and metrics.json's: it is part of
 
 from __future__ import annotations
 
-from rimo_eval.core.reply_flags import ENGINE_FLAGS
+from rimo_eval.chat.reply_flags import ENGINE_FLAGS
 
 LENIENT = "lenient_match"  # right after normalisation: a diagnostic, never the metric
 NOT_BARE = "not_bare"  # a replayed prediction given as more than an answer (\\boxed{}, words)

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 # Re-exported: the stages and tests take the items' paths from here.
-from rimo_eval.core.artifacts import ITEM_FILES as ITEM_FILES
-from rimo_eval.core.artifacts import ITEMS_DIR as ITEMS_DIR
-from rimo_eval.core.artifacts import items_path as items_path
-from rimo_eval.core.errors import StageError
-from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.artifacts.paths import ITEM_FILES as ITEM_FILES
+from rimo_eval.artifacts.paths import ITEMS_DIR as ITEMS_DIR
+from rimo_eval.artifacts.paths import items_path as items_path
+from rimo_eval.errors import StageError
+from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 if TYPE_CHECKING:
     import pandas as pd

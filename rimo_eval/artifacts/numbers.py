@@ -1,11 +1,8 @@
 """Numbers as the artifacts store them and as people read them: one rounding, one test for a
-missing value, one percentage format, one p-value format; and the one Markdown table cell that
-every command's Markdown output escapes its text with."""
+missing value, one percentage format, one p-value format."""
 
 from __future__ import annotations
 
-import html
-from collections.abc import Sequence
 from typing import Any
 
 DIGITS = 6  # stable across summation order, enough for a 1/335 step
@@ -47,14 +44,4 @@ def fmt_p(p: float) -> str:
     return f"{p:.4g}"
 
 
-def md_cell(text: Any) -> str:
-    """A Markdown table cell: no raw HTML, pipes or line breaks from ids, labels or models."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def md_row(cells: Sequence[Any]) -> str:
-    return "| " + " | ".join(md_cell(c) for c in cells) + " |"
-
-
-__all__ = ["DASH", "DIGITS", "absent", "fmt_p", "md_cell", "md_row", "pct", "rounded",
-           "significant"]
+__all__ = ["DASH", "DIGITS", "absent", "fmt_p", "pct", "rounded", "significant"]

@@ -5,7 +5,7 @@ diagnostic flag of the row (``rimo_eval.score.diagnostics``): a repair is flagge
 
 from __future__ import annotations
 
-UNICODE_REPAIRED = "unicode_repaired"  # lone surrogates became U+FFFD (rimo_eval.core.surrogates)
+UNICODE_REPAIRED = "unicode_repaired"  # lone surrogates became U+FFFD (rimo_eval.io.surrogates)
 REDACTED = "redacted"  # the API key was cut out of the text (rimo_eval.chat.redact)
 # A usage counter the server sent that is no token count (negative, not an integer, or past
 # USAGE_LIMIT) was left out: it would have become a negative or absurd token total and cost.

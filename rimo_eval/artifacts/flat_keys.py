@@ -1,5 +1,4 @@
-"""Nested dicts as flat dotted keys: how audit, compare and the report name a metric; and one
-key of a params section, typed or plain."""
+"""Nested dicts as flat dotted keys: how audit, compare and the report name a metric."""
 
 from __future__ import annotations
 
@@ -23,15 +22,4 @@ def flatten(data: Mapping[str, Any], prefix: str = "", *, sort: bool = False,
     return out
 
 
-
-def key_of(node: Any, name: str, default: Any = None) -> Any:
-    """``name`` of a typed params section (the stages read the validated file) or of a plain
-    mapping (another revision's params.yaml, read as it stands); ``default`` when absent."""
-    if node is None:
-        return default
-    if isinstance(node, Mapping):
-        return node.get(name, default)
-    return getattr(node, name, default)
-
-
-__all__ = ["flatten", "key_of"]
+__all__ = ["flatten"]

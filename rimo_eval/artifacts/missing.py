@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.core.errors import StageError
+from rimo_eval.errors import StageError
 
 
 def _posix(path: str | os.PathLike[str]) -> str:
