@@ -5,6 +5,8 @@ Tables:
 
 * ``entries``: one reply per request (see ``rimo_eval.chat.cache``); its columns never change, so
   an older rimo-eval keeps reading and writing a cache a newer one upgraded.
+* ``served``: what each server reported last about the weights behind a model name
+  (``rimo_eval.chat.served``).
 * ``leases`` and ``owners``: the cross-process single flight (``rimo_eval.chat.leases``). A lease
   row says which process is sending a request; the trigger ``entries_settle_lease`` deletes it
   in the very statement that stores the reply, so a waiter sees either the lease or the reply.
@@ -18,9 +20,9 @@ Tables:
   drifted.
 
 A new database gets the whole schema. A database made by an older version gets the lease
-tables at its first open (instant), and the tallies and their index from the first ``cache``
-command (one pass over the entries, said on stderr), never from ``predict``, whose open must
-stay a few milliseconds.
+and ``served`` tables at its first open (instant), and the tallies and their index from the
+first ``cache`` command (one pass over the entries, said on stderr), never from ``predict``,
+whose open must stay a few milliseconds.
 
 The write-ahead log is bounded: ``journal_size_limit`` truncates it after a checkpoint, and
 every long job (prune, recovery, upgrade) commits in bounded transactions, so the WAL a
@@ -67,6 +69,13 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TRIGGER IF NOT EXISTS entries_settle_lease AFTER INSERT ON entries BEGIN
     DELETE FROM leases WHERE key = NEW.key;
 END;
+CREATE TABLE IF NOT EXISTS served (
+    model TEXT NOT NULL,              -- the labels of ``entries``
+    endpoint TEXT NOT NULL,
+    identity TEXT NOT NULL,           -- canonical JSON: what the server reported last
+    since REAL NOT NULL,              -- unix time it was first reported
+    PRIMARY KEY (model, endpoint)
+) WITHOUT ROWID;
 """
 
 TALLIES = """
@@ -246,7 +255,7 @@ def open_schema(conn: sqlite3.Connection, db: Path) -> None:
     one's format and add the lease tables it may lack."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     have = names(conn)
-    if version == FORMAT and {"leases", "owners", "entries_settle_lease"} <= have:
+    if version == FORMAT and {"leases", "owners", "entries_settle_lease", "served"} <= have:
         return  # the usual open: two reads of the first page and the schema
     if version not in (0, FORMAT):
         raise StageError(f"{db}: response cache format {version}, this rimo-eval reads "

@@ -250,6 +250,10 @@ def _recover(db: Path, new: Path, progress: Progress) -> dict[str, Any]:
                     recovered += _insert(target, batch)
             recovered += _insert(target, batch)
             unreadable = walk.unreadable
+            with contextlib.suppress(sqlite3.DatabaseError):  # what the servers reported
+                target.executemany("INSERT OR REPLACE INTO served VALUES (?, ?, ?, ?)",
+                                   old.execute("SELECT model, endpoint, identity, since FROM "
+                                               "served").fetchall())
             with contextlib.suppress(sqlite3.DatabaseError):  # its WAL into the old file
                 old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         checkpoint(target)
