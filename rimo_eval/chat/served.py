@@ -13,7 +13,12 @@ and its cache keeps hitting.
 
 What was reported last is kept per (model, endpoint) in the cache's ``served`` table: a run
 that sees something else says so once, a run that cannot reach the server (a warm cache and no
-server) and the offline readers (``--estimate``, ``view --partial``) use it.
+server) and the offline readers (``--estimate``, ``view --partial``, ``--export-batch``) use it.
+
+The price of never serving other weights' replies: entries stored without a report (by an
+older rimo-eval, or imported from batch files, which carry none) are not served to a server
+that now reports its weights; they are requested again once. Guessing that those entries were
+made with today's weights is exactly the mistake this module is there to prevent.
 """
 
 from __future__ import annotations
