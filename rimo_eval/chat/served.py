@@ -96,5 +96,7 @@ def _stderr(text: str) -> None:
 
 
 def _said(found: Identity) -> str:
-    return ", ".join(f"{k} {canonical_json(v) if isinstance(v, dict) else v}"
+    # JSON with every non-ASCII character escaped: a server's text reaches the terminal
+    # without a control character in it.
+    return ", ".join(f"{k} {json.dumps(v, ensure_ascii=True, sort_keys=True)}"
                      for k, v in sorted(found.items())) or "nothing"

@@ -62,9 +62,9 @@ def test_new_weights_behind_the_same_name_are_a_miss_said_once(
     assert sent == 9  # none of A's nine replies served
     said = [line for line in err.splitlines() if SAID in line]
     assert said == [f"predict.openai: the server at {server.base_url} {SAID} than when this "
-                    "cache last asked (root /models/A then, root /models/B now): only replies "
-                    "made with these weights are served from the cache, the others are "
-                    "requested again"]
+                    "cache last asked (root \"/models/A\" then, root \"/models/B\" now): only "
+                    "replies made with these weights are served from the cache, the others "
+                    "are requested again"]
     assert run(server, tmp_path, capsys)[:1] == (0,)  # B's replies now cached, nothing said
 
     server.model_card = vllm("/models/A")  # back to A: its replies, not B's
@@ -104,6 +104,17 @@ def test_a_server_that_reports_nothing_new_keeps_todays_keys(
     assert len(cache_entries(tmp_path / "cache")) == 27
 
 
+def test_a_hostile_root_reaches_the_terminal_escaped(
+        server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server.model_card = vllm("/models/A")
+    run(server, tmp_path, capsys)
+    server.model_card = vllm("/m\x1b]0;owned\x07\x9b2J")
+    err = run(server, tmp_path, capsys)[2]
+    said = next(line for line in err.splitlines() if SAID in line)
+    assert "\x1b" not in said and "\x9b" not in said and "\x07" not in said
+    assert 'root "/m\\u001b]0;owned\\u0007\\u009b2J" now' in said
+
+
 def test_a_server_answering_every_name_with_its_one_model(
         server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """llama_cpp.server lists its one model (its path, or an alias) and answers any name with
@@ -112,7 +123,7 @@ def test_a_server_answering_every_name_with_its_one_model(
     assert run(server, tmp_path, capsys, model="local")[0] == 9
     server.model_card = {"id": "/gguf/b.gguf", "object": "model", "owned_by": "me"}
     sent, _, err = run(server, tmp_path, capsys, model="local")
-    assert sent == 9 and "(id /gguf/a.gguf then, id /gguf/b.gguf now)" in err
+    assert sent == 9 and '(id "/gguf/a.gguf" then, id "/gguf/b.gguf" now)' in err
 
 
 @pytest.mark.parametrize(("models", "name", "expected"), [
