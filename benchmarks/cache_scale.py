@@ -29,6 +29,7 @@ at the end: the machine is shared, prefer the ratios.
 
     .venv/bin/python benchmarks/cache_scale.py [--entries 1000000] [--baseline REV]
     .venv/bin/python benchmarks/cache_scale.py --quick   # 3,000 entries, no baseline
+    .venv/bin/python benchmarks/cache_scale.py --baseline REV --prune-only   # the prune rows
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def one_code(label: str, code: Path, base: Path, source: Path, args: argparse.Na
     row["stats_exit"] = rc
     if rc == 0:
         row["stats_entries"] = json.loads(out)["entries"]
-    if args.verify:
+    if args.verify and not args.prune_only:
         row["verify_s"], row["verify_exit"], _, _ = cli(code, "verify", "--dir",
                                                         str(main_copy))
     before = files(main_copy)
@@ -261,7 +262,8 @@ def one_code(label: str, code: Path, base: Path, source: Path, args: argparse.Na
     if new:
         cli(code, "stats", "--dir", str(kill_copy))  # as above: the one-time count first
     row.update(killed_prune(code, kill_copy, args.kill_after))
-    row.update({f"damaged_{k}": v for k, v in damaged_page(code, kill_copy, new).items()})
+    if not args.prune_only:
+        row.update({f"damaged_{k}": v for k, v in damaged_page(code, kill_copy, new).items()})
     shutil.rmtree(kill_copy)
     return row
 
@@ -375,6 +377,9 @@ def main() -> None:
     parser.add_argument("--kill-after", type=float, default=8.0,
                         help="seconds into the prune that is killed")
     parser.add_argument("--replies", type=int, default=2000)
+    parser.add_argument("--prune-only", action="store_true",
+                        help="open, stats, prune and the killed prune only: no verify, no "
+                             "damaged page, no put/get workloads (issue 42's prune figures)")
     parser.add_argument("--quick", action="store_true",
                         help="3,000 entries, no baseline: a smoke run")
     args = parser.parse_args()
@@ -397,9 +402,12 @@ def main() -> None:
         shutil.rmtree(source)
         result.update(built=built, rows=rows)
         issue20: dict[str, Any] = {}
+        if args.prune_only:
+            args.replies = 0
         if args.replies:
             issue20.update(reasoning_workload(base / "reasoning", args.replies))
-        issue20.update(short_workload(base / "short", 3000))
+        if not args.prune_only:
+            issue20.update(short_workload(base / "short", 3000))
         result["issue20"] = issue20
     result["load_end"] = load()
     print(json.dumps(result, indent=2))

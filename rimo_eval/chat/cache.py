@@ -56,7 +56,7 @@ from typing import Any
 import zstandard
 
 from rimo_eval.chat import cache_db
-from rimo_eval.chat.cache_db import BUSY_TIMEOUT_MS, FORMAT, is_damage
+from rimo_eval.chat.cache_db import FORMAT, is_damage
 from rimo_eval.errors import StageError
 from rimo_eval.io.atomic import fsync_dir, fsync_path
 from rimo_eval.io.hashing import canonical_json, fingerprint
@@ -114,6 +114,7 @@ class ResponseCache:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()  # one connection, used from the loop and a worker thread
         self._unsynced: list[str] = []
+        self.unread_wal: str | None = None  # read-only: a WAL it could not read (see cache_db)
         self._compress = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
 
     @property
@@ -130,13 +131,21 @@ class ResponseCache:
         if self.readonly:
             self._conn = self._open_readonly()
             return self._conn
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._not_writable(exc) from None
         try:
             conn = cache_db.connect(self.db_path)
         except sqlite3.DatabaseError as exc:
             raise self._unreadable(exc) from None
         try:
             cache_db.open_schema(conn, self.db_path)
+            # SQLite opens a file it may not write read-only without a word, and the first
+            # put would then fail after its request was paid for: said now instead.
+            why = cache_db.read_only(self.db_path)
+            if why is not None:
+                raise cache_db.read_only_error(self.db_path, why)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise self._unreadable(exc) from None
@@ -146,9 +155,19 @@ class ResponseCache:
         self._conn = conn
         return conn
 
+    def _not_writable(self, exc: OSError) -> StageError:
+        why = cache_db.read_only(self.db_path)
+        if why is not None:
+            return cache_db.read_only_error(self.db_path, why)
+        return StageError(f"{self.root}: the response cache folder cannot be made "
+                          f"({exc.strerror or exc})")
+
     def _unreadable(self, exc: sqlite3.DatabaseError) -> StageError:
         if is_damage(exc):
             return cache_db.damaged(self.db_path, exc, note=not self.readonly)
+        why = cache_db.read_only(self.db_path)
+        if why is not None:  # SQLite says "unable to open database file": not damage
+            return cache_db.read_only_error(self.db_path, why)
         return StageError(f"{self.db_path}: not a readable response cache ({exc}); "
                           f"{cache_db.repair_hint(self.db_path.parent)}")
 
@@ -165,6 +184,9 @@ class ResponseCache:
         held past the busy timeout) as a ``StageError`` naming the file: no traceback."""
         if is_damage(exc):
             return cache_db.damaged(self.db_path, exc, note=not self.readonly)
+        why = None if self.readonly else cache_db.read_only(self.db_path)
+        if why is not None:  # made read-only while open
+            return cache_db.read_only_error(self.db_path, why)
         return StageError(f"{self.db_path}: the response cache failed: {exc}")
 
     def data_version(self) -> int:
@@ -173,17 +195,13 @@ class ResponseCache:
         return 0 if conn is None else conn.execute("PRAGMA data_version").fetchone()[0]
 
     def _open_readonly(self) -> sqlite3.Connection:
-        # No WAL file: no connection is open, the database file is the whole state; read it
-        # as immutable so SQLite creates no -wal/-shm. A writer starting meanwhile is not
-        # seen (a snapshot, which is what an estimate is).
-        idle = not (self.root / f"{DB_NAME}-wal").exists() if self.root else True
-        uri = f"{self.db_path.resolve().as_uri()}?mode=ro{'&immutable=1' if idle else ''}"
-        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
+        # Writes no file: not even the WAL and -shm a reader would otherwise create. With no
+        # WAL file the database file is the whole state and is read as immutable; a writer
+        # starting meanwhile is not seen (a snapshot, which is what an estimate is).
         try:
+            conn, self.unread_wal = cache_db.connect_readonly(self.db_path)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            conn.close()
             raise self._unreadable(exc) from None
         if version != FORMAT:
             conn.close()

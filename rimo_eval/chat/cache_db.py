@@ -5,6 +5,8 @@ Tables:
 
 * ``entries``: one reply per request (see ``rimo_eval.chat.cache``); its columns never change, so
   an older rimo-eval keeps reading and writing a cache a newer one upgraded.
+* ``served``: what each server reported last about the weights behind a model name
+  (``rimo_eval.chat.served``).
 * ``leases`` and ``owners``: the cross-process single flight (``rimo_eval.chat.leases``). A lease
   row says which process is sending a request; the trigger ``entries_settle_lease`` deletes it
   in the very statement that stores the reply, so a waiter sees either the lease or the reply.
@@ -18,9 +20,9 @@ Tables:
   drifted.
 
 A new database gets the whole schema. A database made by an older version gets the lease
-tables at its first open (instant), and the tallies and their index from the first ``cache``
-command (one pass over the entries, said on stderr), never from ``predict``, whose open must
-stay a few milliseconds.
+and ``served`` tables at its first open (instant), and the tallies and their index from the
+first ``cache`` command (one pass over the entries, said on stderr), never from ``predict``,
+whose open must stay a few milliseconds.
 
 The write-ahead log is bounded: ``journal_size_limit`` truncates it after a checkpoint, and
 every long job (prune, recovery, upgrade) commits in bounded transactions, so the WAL a
@@ -30,6 +32,7 @@ every long job (prune, recovery, upgrade) commits in bounded transactions, so th
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -66,6 +69,13 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TRIGGER IF NOT EXISTS entries_settle_lease AFTER INSERT ON entries BEGIN
     DELETE FROM leases WHERE key = NEW.key;
 END;
+CREATE TABLE IF NOT EXISTS served (
+    model TEXT NOT NULL,              -- the labels of ``entries``
+    endpoint TEXT NOT NULL,
+    identity TEXT NOT NULL,           -- canonical JSON: what the server reported last
+    since REAL NOT NULL,              -- unix time it was first reported
+    PRIMARY KEY (model, endpoint)
+) WITHOUT ROWID;
 """
 
 TALLIES = """
@@ -111,6 +121,76 @@ def is_damage(exc: BaseException) -> bool:
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
     return "malformed" in str(exc) or "not a database" in str(exc)
+
+
+class ReadOnlyCache(StageError):
+    """The cache's folder or files cannot be written (a read-only mount, a folder or file
+    without write permission or marked immutable): no repair applies, nothing is damaged."""
+
+
+def read_only(db: Path) -> str | None:
+    """Why the cache ``db`` cannot be written where it is, or None. Checked after a failure or
+    before a command that writes (cheap: a ``statvfs`` and a few ``access`` calls, which see a
+    read-only mount and an immutable file even for root)."""
+    root = db.parent
+    try:
+        if os.statvfs(root).f_flag & os.ST_RDONLY:
+            return "its file system is mounted read-only"
+    except OSError:  # no folder yet: its parent decides
+        parent = next((p for p in root.parents if p.exists()), None)
+        if parent is not None and not os.access(parent, os.W_OK):
+            return f"{parent} is not writable"
+        return None
+    if not os.access(root, os.W_OK):
+        return "its folder is not writable"
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path.exists() and not os.access(path, os.W_OK):
+            return f"{path.name} is not writable"
+    return None
+
+
+def read_only_error(db: Path, why: str, doing: str = "") -> ReadOnlyCache:
+    """The one message for a cache that cannot be written: what to do instead of a repair."""
+    doing = f", {doing}" if doing else ""
+    return ReadOnlyCache(
+        f"{db}: the response cache is read-only ({why}){doing}; make the folder and its "
+        f"files writable, or point cache_dir (predict.<backend>.cache_dir, judge.cache_dir or "
+        f"--dir) at a writable folder: a copy of this one (`cp -a {db.parent} NEW`) keeps its "
+        f"replies")
+
+
+def connect_readonly(db: Path) -> tuple[sqlite3.Connection, str | None]:
+    """A connection that writes nothing, not even the ``-shm`` a WAL reader makes: with no WAL
+    file the database file is the whole state and is read as immutable; with one, SQLite's
+    ``mode=ro``, else (a read-only folder without the ``-shm``, which SQLite cannot make)
+    immutable too, the WAL left unread. Returns the connection and, in that last case, a note
+    naming the unread WAL. Raises ``sqlite3.DatabaseError`` for a file that does not open."""
+    wal = Path(f"{db}-wal")
+    base = f"{db.resolve().as_uri()}?mode=ro"
+    if wal.exists():
+        conn = _connect_uri(base)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the WAL
+            return conn, None
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or read_only(db) is None:
+                raise
+    size = wal.stat().st_size if wal.exists() else 0
+    note = (f"{wal.name} ({size} bytes) is not read (a read-only folder without its -shm "
+            f"file): the replies committed there are not seen") if size else None
+    conn = _connect_uri(base + "&immutable=1")
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn, note
+
+
+def _connect_uri(uri: str) -> sqlite3.Connection:
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                           isolation_level=None, check_same_thread=False)
 
 
 def repair_hint(root: Path) -> str:
@@ -175,7 +255,7 @@ def open_schema(conn: sqlite3.Connection, db: Path) -> None:
     one's format and add the lease tables it may lack."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     have = names(conn)
-    if version == FORMAT and {"leases", "owners", "entries_settle_lease"} <= have:
+    if version == FORMAT and {"leases", "owners", "entries_settle_lease", "served"} <= have:
         return  # the usual open: two reads of the first page and the schema
     if version not in (0, FORMAT):
         raise StageError(f"{db}: response cache format {version}, this rimo-eval reads "

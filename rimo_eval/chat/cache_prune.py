@@ -3,27 +3,37 @@
 Why in batches: deleting half a million entries in one transaction put the whole change in
 the write-ahead log (1.21 GB at a million entries), and a ``kill -9`` then left that WAL for
 the next open to read (370 ms). Here each transaction deletes ``BATCH`` entries, re-checking
-the filter, and is checkpointed at once, so the WAL holds about one batch (a WAL past about
-4 MB makes the first open after a kill cost tens of milliseconds, measured here). Smaller
+the filter, and a checkpoint follows every few batches, so the WAL holds a few batches (a
+WAL past about 4 MB makes the first open after a kill cost milliseconds more, about 1 ms per
+MiB, measured here). Smaller
 batches cost little more in all: the entries are deleted in rowid order, so their table pages
 come in sequence and only the key index is touched at random, about one page per entry
 whatever the batch. A kill between two batches leaves every entry whole, either kept or
 deleted, the tallies matching (their triggers run in the same transaction); running the same
 prune again finishes the job.
 
-Why ``synchronous = OFF`` while it runs: the rows are deleted in rowid order, so every entry
-rewrites about one page of the key index, at random (a batch of 500 touches about 500 of its
-pages, whatever the order of the batch: keys are hashes). Checkpointed with fsyncs, each batch
-forced those pages to the disk, so the prune cost one random synchronous write per entry (at
-200,000 entries, load 5-6: 11-16 s against 4.5-4.8 s without; the CPU time is 3.4-4.4 s in
-both). A bigger batch does not help: the key index has ~20,000 pages at a million entries,
-so a batch shares few of them, and the WAL grows with it (the first open after a kill reads
-the WAL: about 1 ms per MiB). Without fsyncs the kernel writes a page back once in a while,
-however often the batches rewrite it. This is safe against a killed process (SQLite's
-guarantee for ``OFF``: the data handed to the kernel survives the process), not against the
-machine itself stopping (a power cut or kernel crash) during the prune: that may damage the
-file, and ``verify --recover`` is then the way back. At the end the file is fsynced and the
-WAL checkpointed with fsyncs, so a finished prune is as durable as any write.
+Why ``synchronous = NORMAL`` throughout, and a checkpoint every ``CHECKPOINT_EVERY``
+transactions (issue 42 §7). Until then the batches ran with ``synchronous = OFF``: a checkpoint
+then copies pages into the database file without first making the WAL durable, and a power
+cut or kernel crash during the prune could leave the file damaged (a fault test that rebuilds
+the files as a cut leaves them, unsynced writes kept or dropped at random, found a cut that
+broke the freelist and put a table's rows out of order). In WAL mode ``NORMAL`` cannot damage the
+file, whatever is lost: a checkpoint fsyncs the WAL before it copies pages in and the file
+before the WAL is reused; a cut loses at most the transactions since the last checkpoint,
+each a whole batch, and the same prune run again finishes the job.
+
+What ``OFF`` bought was time: the rows go in rowid order, so every entry rewrites about one page
+of the key index at random (keys are hashes: a batch of 500 touches about 500 of its ~20,000
+pages at a million entries), and a checkpoint per batch forced those pages to the disk one
+batch at a time. The checkpoints now come every ``CHECKPOINT_EVERY`` batches (SQLite's own, after
+each 1,000 pages of WAL, are off meanwhile), so a page of the key index rewritten by several
+batches of one stretch reaches the disk once, and the fsyncs are that many times fewer. The
+WAL then holds up to ``CHECKPOINT_EVERY`` batches (about 2 MiB each), which a ``kill -9``
+leaves for the next open to read (about 1 ms per MiB: 25-37 ms after a prune killed at a
+million entries, against 2 ms with ``OFF``); the prune itself took as long as with ``OFF`` at
+the same load. Bigger transactions instead of more of them per checkpoint were no faster
+(``benchmarks/README.md``). A dense batch (the usual prune
+by age) is deleted as a rowid range: one walk along the table instead of 500 look-ups.
 
 Why a loop of ``incremental_vacuum``: Python's ``execute`` steps that pragma once, which frees
 a single page (a prune of 737 MiB shrank the file by 4,096 bytes); ``executescript`` runs it to
@@ -34,7 +44,6 @@ the way out).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from array import array
@@ -45,6 +54,7 @@ from typing import Any
 from rimo_eval.chat import cache_db
 
 BATCH = 500  # entries per transaction: about 500 pages of WAL
+CHECKPOINT_EVERY = 8  # batches between two checkpoints: a WAL of about 16 MiB at most
 VACUUM_PAGES = 512  # pages given back per transaction (2 MiB moved, about 4 MiB of WAL)
 
 Tick = Callable[[int], None]
@@ -124,40 +134,38 @@ def measure(conn: sqlite3.Connection, rowids: array[int], where: Filter,
 def delete(conn: sqlite3.Connection, rowids: array[int], where: Filter,
            progress: Progress = quiet) -> Pruned:
     """Delete ``rowids`` (those still matching the filter), ``BATCH`` per transaction, then
-    give the freed pages back to the file system."""
+    give the freed pages back to the file system. ``synchronous`` stays ``NORMAL``: see the
+    module docstring."""
     out = Pruned()
     conn.execute("PRAGMA secure_delete = OFF")  # no zeroing of pages the vacuum cuts off
-    conn.execute("PRAGMA synchronous = OFF")  # see the module docstring
+    auto = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+    conn.execute("PRAGMA wal_autocheckpoint = 0")  # ours, every CHECKPOINT_EVERY batches
     try:
         tick = progress("deleting", len(rowids))
-        for start in range(0, len(rowids), BATCH):
-            chunk = list(rowids[start:start + BATCH])
-            for row in conn.execute(
-                    f"DELETE FROM entries WHERE rowid IN ({','.join('?' * len(chunk))}) AND "
-                    f"{where.sql} RETURNING model, endpoint, created, size, length(data)",
-                    (*chunk, *where.values)).fetchall():
+        for n, start in enumerate(range(0, len(rowids), BATCH), 1):
+            chunk = rowids[start:start + BATCH]
+            for row in conn.execute(*_delete_sql(chunk, where)).fetchall():
                 out.add(*row)
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            if n % CHECKPOINT_EVERY == 0:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             tick(len(chunk))
         out.freed_pages, out.vacuum = vacuum(conn, progress)
     finally:
-        conn.execute("PRAGMA synchronous = NORMAL")
-    durable(conn)
+        conn.execute(f"PRAGMA wal_autocheckpoint = {auto}")
+    checkpoint(conn)
     return out
 
 
-def durable(conn: sqlite3.Connection) -> None:
-    """Make what ``synchronous = OFF`` wrote durable: fsync the database file first (a
-    checkpoint with fsyncs skips that when the WAL was already copied in), then checkpoint
-    the WAL with fsyncs and cut it."""
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
-    if path:  # not an in-memory database
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # flushes the file's pages, whichever descriptor wrote them
-        finally:
-            os.close(fd)
-    checkpoint(conn)
+def _delete_sql(chunk: array[int], where: Filter) -> tuple[str, tuple[Any, ...]]:
+    """One batch's statement: a rowid range where the batch is dense in it (the usual prune
+    by age: one walk along the table, no list of 500 values to look up one by one), else the
+    list of its rowids."""
+    returning = "RETURNING model, endpoint, created, size, length(data)"
+    if chunk[-1] - chunk[0] < 2 * len(chunk):
+        return (f"DELETE FROM entries WHERE rowid BETWEEN ? AND ? AND {where.sql} "
+                f"{returning}", (chunk[0], chunk[-1], *where.values))
+    return (f"DELETE FROM entries WHERE rowid IN ({','.join('?' * len(chunk))}) AND "
+            f"{where.sql} {returning}", (*chunk, *where.values))
 
 
 def vacuum(conn: sqlite3.Connection, progress: Progress = quiet) -> tuple[int, str]:
@@ -167,9 +175,12 @@ def vacuum(conn: sqlite3.Connection, progress: Progress = quiet) -> tuple[int, s
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
     tick = progress("giving space back", free)
     freed = 0
+    n = 0
     while free:
         conn.executescript(f"PRAGMA incremental_vacuum({min(free, VACUUM_PAGES)});")
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        n += 1
+        if n % max(1, CHECKPOINT_EVERY // 4) == 0:  # a step writes about 4 MiB of WAL
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         left = conn.execute("PRAGMA freelist_count").fetchone()[0]
         if left >= free:  # nothing more can go (another process holds them): stop
             break

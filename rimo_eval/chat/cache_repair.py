@@ -123,19 +123,34 @@ def quick_check(conn: sqlite3.Connection, progress: Progress = quiet) -> str:
 def open_damaged(db: Path) -> sqlite3.Connection | None:
     """A connection that changes nothing (no schema upgrade), or None if the file does not
     open as a database at all."""
+    return open_checked(db, False)[0]
+
+
+def open_checked(db: Path, readonly: bool) -> tuple[sqlite3.Connection | None, str | None]:
+    """``open_damaged``; ``readonly``: a connection that writes no file either (a read-only
+    folder: ``cache_db.connect_readonly``), and its note on a WAL it could not read."""
+    conn, note = None, None
     try:
-        conn = cache_db.connect(db)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if readonly:
+            conn, note = cache_db.connect_readonly(db)
+        else:
+            conn = cache_db.connect(db)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()
         if not cache_db.is_damage(exc):
             raise
-        return None
-    return conn
+        return None, None
+    return conn, note
 
 
 def verify(db: Path, delete_bad: bool, progress: Progress = quiet) -> dict[str, Any]:
-    """Check every page and every entry. ``damaged``: pages that do not read."""
-    conn = open_damaged(db) if db.exists() else None
+    """Check every page and every entry. ``damaged``: pages that do not read. A read-only
+    cache is checked read-only (``read_only`` says why, ``unread`` names a WAL it could not
+    read); deleting its bad entries is refused."""
+    why = cache_db.read_only(db) if db.exists() else None
+    conn, unread = open_checked(db, why is not None) if db.exists() else (None, None)
     if conn is None:
         if not db.exists():
             return {"entries": 0, "bad": [], "integrity": "ok", "deleted": 0, "unreadable": 0,
@@ -160,11 +175,17 @@ def verify(db: Path, delete_bad: bool, progress: Progress = quiet) -> dict[str, 
             if damaged:
                 raise StageError(f"{db}: the database is damaged, so bad entries are not "
                                  f"deleted one by one; {cache_db.repair_hint(db.parent)}")
+            if why is not None:
+                raise cache_db.read_only_error(db, why, f"so its {len(bad)} bad entries "
+                                               f"cannot be deleted")
             conn.executemany("DELETE FROM entries WHERE key = ?", [(b["key"],) for b in bad])
             deleted = len(bad)
-        return {"entries": count, "bad": bad, "integrity": integrity, "deleted": deleted,
-                "unreadable": walk.unreadable, "damaged": damaged,
-                "expected": walk.expected(), "errors": walk.errors}
+        out = {"entries": count, "bad": bad, "integrity": integrity, "deleted": deleted,
+               "unreadable": walk.unreadable, "damaged": damaged,
+               "expected": walk.expected(), "errors": walk.errors}
+        if why is not None:
+            out.update(read_only=why, unread_wal=unread)
+        return out
     finally:
         conn.close()
 
@@ -185,9 +206,26 @@ def recover(db: Path, progress: Progress = quiet) -> dict[str, Any]:
     """Copy every readable good entry into a new database, set the old file aside, put the
     new one in its place. Returns the counts and where the old file went."""
     root = db.parent
+    why = cache_db.read_only(db)
+    if why is not None:  # before anything is made: nothing is left behind
+        raise cache_db.read_only_error(db, why, "so it cannot be rebuilt in place (`cache "
+                                       "verify` without --recover checks it read-only)")
     new = root / f"{DB_NAME}.recovering"
-    for leftover in (new, Path(f"{new}-wal"), Path(f"{new}-shm")):  # a killed recovery's
+    made = (new, Path(f"{new}-wal"), Path(f"{new}-shm"))
+    for leftover in made:  # a killed recovery's
         leftover.unlink(missing_ok=True)
+    try:
+        return _recover(db, new, progress)
+    except BaseException:
+        for leftover in made:  # a refusal or failure leaves nothing behind
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
+        raise
+
+
+def _recover(db: Path, new: Path, progress: Progress) -> dict[str, Any]:
+    """``recover`` once the new file's name is free."""
+    root = db.parent
     old = open_damaged(db) if db.exists() else None
     recovered = dropped = 0
     expected: int | None = 0 if old is None and not db.exists() else None
@@ -212,6 +250,10 @@ def recover(db: Path, progress: Progress = quiet) -> dict[str, Any]:
                     recovered += _insert(target, batch)
             recovered += _insert(target, batch)
             unreadable = walk.unreadable
+            with contextlib.suppress(sqlite3.DatabaseError):  # what the servers reported
+                target.executemany("INSERT OR REPLACE INTO served VALUES (?, ?, ?, ?)",
+                                   old.execute("SELECT model, endpoint, identity, since FROM "
+                                               "served").fetchall())
             with contextlib.suppress(sqlite3.DatabaseError):  # its WAL into the old file
                 old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         checkpoint(target)

@@ -74,6 +74,11 @@ class Progress:
                 # Printed even with the bar disabled (TQDM_DISABLE, no terminal).
                 tqdm.write(warning, file=sys.stderr)
 
+    @staticmethod
+    def note(text: str) -> None:
+        """One line on stderr above the bar (not torn into it), even with the bar disabled."""
+        tqdm.write(text, file=sys.stderr)
+
     def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()

@@ -7,12 +7,15 @@ A caller (the RIMO predictors, the judge) opens a ``Session`` over a transport, 
 came from (``predict.openai``, ``judge``): errors name its keys, whoever runs.
 
 * A cached reply (the stored request equal to the asked one) is served without a request; a
-  run whose replies are all cached sends nothing and probes nothing.
+  run whose replies are all cached sends nothing (it asks an OpenAI-compatible server
+  ``GET /models`` once, ``served``, and goes on without an answer).
 * Two tasks asking the very same thing share one request (single flight), and so do two
   processes on one cache (``rimo_eval.chat.leases``): a request another process is sending is
   waited for, not sent, and the waiting task gives its ``slot()`` back meanwhile, so the
   process sends other requests; a reply that came that way counts as cached.
 * The transport's ``probe`` runs once, before the first request is sent.
+* What the server reports about the weights behind the model name (``served``) is asked
+  once, before the first lookup, and is part of every key.
 * ``CircuitBreaker`` stops the run after ``breaker_window`` transport failures in a row.
 * ``engine`` (the section's typed ``EngineParams``) gives the cache folder, the breaker's
   window and the stall warning; the transport was built from the same section.
@@ -32,9 +35,10 @@ import functools
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
+from rimo_eval.chat import served
 from rimo_eval.chat.breaker import CircuitBreaker
 from rimo_eval.chat.cache import SYNC_EVERY_S, ResponseCache, request_key
 from rimo_eval.chat.leases import CLAIMED, HELD, STORED, Leases, Waits
@@ -55,12 +59,17 @@ T = TypeVar("T")
 Messages = list[dict[str, str]]
 
 
-def lookup(cache: ResponseCache, transport: ChatTransport, messages: Messages, sample: int
+def lookup(cache: ResponseCache, transport: ChatTransport, messages: Messages, sample: int,
+           identity: Mapping[str, Any] | None = None
            ) -> tuple[str, dict[str, Any], dict[str, Any], ChatReply | None]:
     """``(key, payload, request, cached reply or None)`` for one call. An entry of the right
-    shape but wrong content, or with no text, is a miss (it is fetched again)."""
+    shape but wrong content, or with no text, is a miss (it is fetched again). ``identity``:
+    what the server reports about the weights behind the name (``rimo_eval.chat.served``),
+    in the key when there is any: so a payload without it is the one it always was."""
     request = transport.request(messages, sample)
     payload = cache_payload(transport, request, sample)
+    if identity:
+        payload["served"] = dict(identity)
     key = request_key(payload)
     return key, payload, request, usable(cache.get(key, payload))
 
@@ -135,6 +144,7 @@ class Session:
         self.hits: Counter[str] = Counter()
         self._inflight: dict[str, asyncio.Future[ChatReply]] = {}
         self._probed: asyncio.Future[None] | None = None
+        self._served: asyncio.Future[dict[str, Any]] | None = None
         self._syncer: asyncio.Task[None] | None = None
         self.started = time.monotonic()
 
@@ -196,7 +206,13 @@ class Session:
                    ) -> tuple[ChatReply, str]:
         """The reply to ``messages`` (sample ``sample``) and its cache key; raises
         ``TransportError`` for a request that failed for good (``request_sha256`` set)."""
-        key, payload, request, reply = lookup(self.cache, self.transport, messages, sample)
+        if self._served is None:  # asked once, before the first lookup
+            self._served = asyncio.ensure_future(
+                served.resolve(self.cache, self.transport, self.section, Progress.note))
+        identity = (self._served.result() if self._served.done()
+                    else await asyncio.shield(self._served))
+        key, payload, request, reply = lookup(self.cache, self.transport, messages, sample,
+                                              identity)
         if reply is None:
             reply = await self._single_flight(tag, key, payload, request)
         else:

@@ -149,6 +149,18 @@ class ChatTransport(ABC):
         records) overrides this; the others just send."""
         return await self.send(request)
 
+    # -- what the server serves (``rimo_eval.chat.served``): part of every cache key ---------
+    def served_name(self) -> str | None:
+        """The model name the requests ask a server for, when that server can be asked what
+        it serves under it (``served_identity``); None (the default): no server to ask."""
+        return None
+
+    async def served_identity(self) -> dict[str, Any] | None:
+        """What the server reports about the weights behind ``served_name`` beyond the name
+        (``served.identity``), asked once before the first lookup; None when it could not be
+        asked (unreachable)."""
+        return {}
+
     async def probe(self) -> None:  # noqa: B027 - optional hook
         """Called once before the first request is sent; raise ``StageError`` if the endpoint
         is certainly unreachable (see ``probe``)."""

@@ -128,9 +128,18 @@ class Bars:
 def _upgraded(cache: ResponseCache, conn: Any, progress: cache_prune.Progress) -> None:
     """Tallies for a database of an older version (once, said on stderr)."""
     if not cache_db.has_tallies(conn):
+        _writable(cache, "and was made by an older rimo-eval: its entries must be counted "
+                         "once")
         print(f"rimo-eval cache: counting the entries of {cache.db_path} once (a cache made "
               f"by an older rimo-eval)", file=sys.stderr)
         cache_db.add_tallies(conn, progress("counting entries once", None))
+
+
+def _writable(cache: ResponseCache, doing: str) -> None:
+    """A read-only cache (``stats`` opens one so) cannot do what needs a write."""
+    if cache.readonly:
+        raise cache_db.read_only_error(cache.db_path, cache_db.read_only(cache.db_path)
+                                       or "opened read-only", doing)
 
 
 def groups(conn: Any) -> list[dict[str, Any]]:
@@ -175,6 +184,7 @@ def stats(cache: ResponseCache, progress: cache_prune.Progress = cache_prune.qui
             # REPLACE by a connection without recursive triggers leaves them off by one.
             if sum(g["entries"] for g in by) != conn.execute(
                     "SELECT count(*) FROM entries").fetchone()[0]:
+                _writable(cache, "and its tallies must be recounted")
                 cache_db.recount(conn, progress("recounting entries", None))
                 by = groups(conn)
             free = (conn.execute("PRAGMA freelist_count").fetchone()[0]
@@ -225,7 +235,12 @@ def _table(by: list[dict[str, Any]]) -> list[str]:
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:
-    cache = ResponseCache(cache_dir(args, params))
+    folder = cache_dir(args, params)
+    # stats only reads: a read-only cache is read so (prune says it is read-only, verify
+    # checks it read-only itself).
+    readonly = args.action == "stats" and cache_db.read_only(
+        ResponseCache(folder).db_path) is not None
+    cache = ResponseCache(folder, readonly=readonly)
     bars = Bars()
     try:
         if args.action == "stats":
@@ -273,6 +288,9 @@ def _verify(cache: ResponseCache, args: argparse.Namespace, bars: Bars
     out = cache_repair.verify(db, args.delete_bad, bars)
     text = [f"{out['entries']} entries checked, {len(out['bad'])} bad, database check: "
             f"{out['integrity']}"]
+    if out.get("read_only"):
+        text.append(f"checked read-only ({out['read_only']}): nothing was written"
+                    + (f"; {out['unread_wal']}" if out.get("unread_wal") else ""))
     text += [f"  {b['key']}: {b['problem']}" for b in out["bad"]]
     if out["deleted"]:
         text.append(f"deleted {out['deleted']} bad entries (they are fetched again)")

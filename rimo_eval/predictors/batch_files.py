@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from rimo_eval.artifacts.items import Item
+from rimo_eval.chat import served
 from rimo_eval.chat.batch.openai import ENDPOINT, batch_line
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.errors import MalformedResponse
@@ -43,20 +44,23 @@ def round_requests(predictor: ChatPredictor[Any], items: Sequence[Item]
         raise StageError(f"{predictor.section}.cache_dir is null: batch files need the cache")
     transport = predictor.offline_transport()
     cache = ResponseCache(predictor.params.cache_dir)
+    identity = served.recorded(cache, transport)  # the online run's keys: one cache, both ways
     system = predictor.params.system_prompt
     wanted: dict[str, dict[str, Any]] = {}
     for item in items:
         for sample in range(predictor.samples):
             if item.track == TRACK_N:
                 key, payload, _, reply = lookup(cache, transport,
-                                                rimo_n_messages(item, system), sample)
+                                                rimo_n_messages(item, system), sample,
+                                                identity)
                 if reply is None:
                     wanted[key] = payload
                 continue
             proved: list[str] = []
             for index in range(len(item.sub_problems)):
                 messages = rimo_p_messages(item, index, proved, system)
-                key, payload, _, reply = lookup(cache, transport, messages, sample)
+                key, payload, _, reply = lookup(cache, transport, messages, sample,
+                                                identity)
                 if reply is None:
                     wanted[key] = payload
                     break

@@ -21,6 +21,7 @@ from typing import Any
 from rimo_eval.artifacts.items import Item
 from rimo_eval.artifacts.predictions import STATUS_MISSING, Prediction
 from rimo_eval.artifacts.text_spool import TextSpool
+from rimo_eval.chat import served
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.session import lookup
 from rimo_eval.chat.transport import ChatTransport
@@ -58,9 +59,10 @@ def cached_predictions(predictor: ChatPredictor[Any], items: Sequence[Item],
     """``spool``: where each prediction's long texts wait for the table (as in predict)."""
     transport = predictor.offline_transport()
     out = Cached({}, set(), calls_needed(items, predictor.samples))
+    identity = served.recorded(cache, transport)  # the weights the run's keys name
     for item in items:
         for sample in range(predictor.samples):
-            pred = _one(predictor, transport, cache, item, sample, out)
+            pred = _one(predictor, transport, cache, item, sample, out, identity)
             pred.sample = sample
             if spool is not None:
                 spool.park(pred)
@@ -72,10 +74,11 @@ def cached_predictions(predictor: ChatPredictor[Any], items: Sequence[Item],
 
 
 def _one(predictor: ChatPredictor[Any], transport: ChatTransport, cache: ResponseCache,
-         item: Item, sample: int, out: Cached) -> Prediction:
+         item: Item, sample: int, out: Cached, identity: served.Identity) -> Prediction:
     system, think = predictor.params.system_prompt, predictor.think_split()
     if item.track == TRACK_N:
-        key, _, _, reply = lookup(cache, transport, rimo_n_messages(item, system), sample)
+        key, _, _, reply = lookup(cache, transport, rimo_n_messages(item, system), sample,
+                                  identity)
         if reply is None:
             return Prediction(item.track, item.problem_id, None, STATUS_MISSING, PENDING)
         out.answered += 1
@@ -85,7 +88,8 @@ def _one(predictor: ChatPredictor[Any], transport: ChatTransport, cache: Respons
     parts: list[dict[str, Any]] = []
     for index in range(len(item.sub_problems)):
         key, _, _, reply = lookup(cache, transport,
-                                  rimo_p_messages(item, index, proved, system), sample)
+                                  rimo_p_messages(item, index, proved, system), sample,
+                                  identity)
         if reply is None:
             return Prediction(item.track, item.problem_id, proved or None, STATUS_MISSING,
                               PENDING, sum_parts(parts, len(parts)) if parts else {})

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rimo_eval.artifacts.items import Item
+from rimo_eval.chat import served
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.session import lookup
@@ -66,19 +67,22 @@ def estimate(predictor: ChatPredictor[Any], items: Sequence[Item]) -> Estimate:
     est = Estimate(predictor.samples, budget)
     transport = predictor.offline_transport()
     cache = ResponseCache(params.cache_dir, readonly=True)
+    # The weights the server reported last: the estimate asks no server.
+    identity = served.recorded(cache, transport)
     system = params.system_prompt
     filler = "x" * (CHARS_PER_TOKEN * (budget or 0))  # an unknown earlier reply, at full budget
     for item in items:
         track = est.tracks[item.track]
         for sample in range(predictor.samples):
             if item.track == TRACK_N:
-                _count(track, transport, cache, rimo_n_messages(item, system), sample)
+                _count(track, transport, cache, identity, rimo_n_messages(item, system), sample)
                 continue
             proved: list[str] = []
             known = True
             for index in range(len(item.sub_problems)):
                 messages = rimo_p_messages(item, index, proved, system)
-                reply = _count(track, transport, cache, messages, sample) if known else None
+                reply = (_count(track, transport, cache, identity, messages, sample) if known
+                         else None)
                 if reply is None:
                     if known:  # this part is counted above; later parts are not yet
                         known = False
@@ -92,8 +96,9 @@ def estimate(predictor: ChatPredictor[Any], items: Sequence[Item]) -> Estimate:
 
 
 def _count(track: TrackEstimate, transport: ChatTransport, cache: ResponseCache,
-           messages: list[dict[str, str]], sample: int) -> ChatReply | None:
-    reply = lookup(cache, transport, messages, sample)[3]
+           identity: served.Identity, messages: list[dict[str, str]], sample: int
+           ) -> ChatReply | None:
+    reply = lookup(cache, transport, messages, sample, identity)[3]
     _add(track, messages, cached=reply is not None)
     return reply
 

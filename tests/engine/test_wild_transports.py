@@ -161,7 +161,10 @@ def test_import_batch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     """``--import-batch`` reads an engine's output file (vLLM run-batch) straight into the
     cache: a line with an escaped lone surrogate is imported repaired and flagged."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    chat = ChatServer(hang_s=60.0, shape=chat_shape).start()
+    # Listing the name and nothing more: imported replies then serve the online run (batch
+    # files carry no report of the weights: rimo_eval.chat.served).
+    chat = ChatServer(hang_s=60.0, shape=chat_shape,
+                      model_card={"id": "fake-model", "object": "model"}).start()
     cfg = {"base_url": chat.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
            "cache_dir": str(tmp_path / "cache"), "timeout_s": 10.0, "max_retries": 1,
            "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "concurrency": 4}

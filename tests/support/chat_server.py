@@ -34,7 +34,9 @@ at a known point); ``fail_all``: every request gets that HTTP status (a broken s
 open connections dropped). ``reasoning_model`` acts as OpenAI's reasoning models do: HTTP 400
 naming the parameter for ``max_tokens`` and for a ``temperature`` other than 1. ``GET
 /v1/models`` lists the model unless ``serve_models`` is off (then 404, as on servers without
-it). Every chat request is recorded; ``answered`` counts only replies written completely.
+it): ``model_card`` when set (vLLM's has ``id``, the served name, and ``root``, the weights),
+else one model named ``fake``. Every chat request is recorded; ``answered`` counts only
+replies written completely.
 ``GET /_requests?since=N`` returns ``{"next": M, "requests": [...]}``: the bodies of the chat
 requests answered completely among records N..M-1 (M: the records so far), so that a benchmark
 running the server in its own process reads back what a run sent (``since`` omitted: M alone).
@@ -148,6 +150,7 @@ class ChatServer(RecordingFake):
     fail_all: int | None = None
     die_after: int | None = None
     serve_models: bool = True
+    model_card: dict[str, Any] | None = None
     reasoning_bytes: int = 0
     answer_bytes: int = 0
     responder: Callable[[dict[str, Any], str], str | None] | None = None
@@ -220,7 +223,8 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             with server._lock:
                 server.model_probes += 1
             if self.path.rstrip("/").endswith("/models") and server.serve_models:
-                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                card = server.model_card or {"id": "fake", "object": "model"}
+                self._json(200, {"object": "list", "data": [card]})
             else:
                 self._json(404, {"error": {"message": "not found"}})
 

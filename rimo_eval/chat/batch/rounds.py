@@ -134,6 +134,12 @@ class BatchRounds(ChatTransport):
     async def probe(self) -> None:
         await self.online.probe()
 
+    def served_name(self) -> str | None:  # the online keys, the weights in them included
+        return self.online.served_name()
+
+    async def served_identity(self) -> dict[str, Any] | None:
+        return await self.online.served_identity()
+
     async def send_keyed(self, key: str, payload: dict[str, Any], request: dict[str, Any]
                          ) -> ChatReply:
         if self._resumed is None:

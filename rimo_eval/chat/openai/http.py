@@ -97,9 +97,9 @@ class OpenAIHTTP:
             raise _too_deep(len(raw)) from None
         return decoded, time.perf_counter() - started
 
-    async def get(self, path: str, timeout_s: float) -> None:
-        """``GET base_url+path``; raises as ``post_json`` does (the reply is not parsed)."""
-        await self._request("GET", path, None,
+    async def get(self, path: str, timeout_s: float) -> bytes:
+        """``GET base_url+path``: the body; raises as ``post_json`` does."""
+        return await self._request("GET", path, None,
                             aiohttp.ClientTimeout(total=timeout_s, sock_connect=timeout_s))
 
     async def _request(self, method: str, path: str, data: bytes | None,

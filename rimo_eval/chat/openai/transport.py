@@ -19,11 +19,20 @@ to the HTTP client; error messages are scrubbed of it (``redact.Redactor``).
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 from rimo_eval.chat import probe
 from rimo_eval.chat.api_key import key_source, resolve_api_key
-from rimo_eval.chat.errors import EngineError, ErrorDecision, HTTPStatusError, classify
+from rimo_eval.chat.errors import (
+    ConnectionFailed,
+    EngineError,
+    ErrorDecision,
+    HTTPStatusError,
+    RequestTimeout,
+    classify,
+)
 from rimo_eval.chat.openai.http import OpenAIHTTP
 from rimo_eval.chat.openai.replies import (
     SAMPLING_KEYS,
@@ -64,6 +73,7 @@ class OpenAITransport(RetryingTransport):
         self._http = OpenAIHTTP(self.base_url, key, self._timeout_s,
                                 min(_CONNECT_TIMEOUT_S, self._timeout_s), self.concurrency,
                                 params.max_reply_bytes, f"{section}.max_reply_bytes")
+        self._models: asyncio.Future[bytes] | None = None
 
     def endpoint(self) -> dict[str, Any]:
         # base_url is part of the key: a model name alone ("default", "gpt-oss") does not say
@@ -106,10 +116,34 @@ class OpenAITransport(RetryingTransport):
     async def _post(self, body: dict[str, Any]) -> ChatReply:
         return parse_completion(*await self._http.post_json("/chat/completions", body))
 
+    def _list_models(self) -> asyncio.Future[bytes]:
+        """``GET /models``, once a run: the served identity and the probe share its answer."""
+        if self._models is None:
+            wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
+            self._models = asyncio.ensure_future(self._http.get("/models", wait))
+        return self._models
+
     async def probe(self) -> None:
         wait = min(probe.PROBE_TIMEOUT_S, self._timeout_s)
-        await probe.probe_endpoint(lambda: self._http.get("/models", wait), self.base_url,
+        await probe.probe_endpoint(lambda: asyncio.shield(self._list_models()), self.base_url,
                                    wait, self.section)
+
+    def served_name(self) -> str | None:
+        return self._model
+
+    async def served_identity(self) -> dict[str, Any] | None:
+        if self._model is None:
+            return {}
+        try:
+            body = await asyncio.shield(self._list_models())
+        except (ConnectionFailed, RequestTimeout):
+            return None  # not reachable now: the probe says so if anything must be sent
+        except HTTPStatusError as exc:
+            return None if exc.status >= 500 else {}  # 404: a server without /models
+        try:
+            return probe.identity(json.loads(body), self._model)
+        except (ValueError, RecursionError):  # not JSON: it reports nothing
+            return {}
 
     async def aclose(self) -> None:
         await self._http.aclose()
