@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     export))
             return 0
         if getattr(args, "estimate", False):
-            print(module.estimate(params.predict))
+            print(module.estimate(params.predict, params_path=params.path))
             return 0
         # ``judge --calibrate``: the judge stage's other entry point.
         (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)
