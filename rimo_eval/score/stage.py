@@ -23,6 +23,7 @@ from rimo_eval.core.atomic import write_json, write_text
 from rimo_eval.core.config import Params, ScoreParams, coerce
 from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import IntegrityError, StageError
+from rimo_eval.core.flags import LENIENT
 from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.items import ITEMS_DIR, items_path, read_items_frame
@@ -238,9 +239,13 @@ def run(params: Params) -> None:
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")
     diag = n.get("diagnostics") or {}
     if diag:
-        flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f))
+        # lenient_match counts agreement (right after normalisation, the oracle's every reply):
+        # said apart from the flags, which name something wrong with a reply.
+        flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f) and f != LENIENT)
         diag_p = p.get("diagnostics") or {}
         flags_p = ", ".join(f"{f} {diag_p[f]}" for f in FLAGS_P if diag_p.get(f))
         print(f"score: diagnostics (not the metric): RIMO-N lenient accuracy "
-              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}"
+              f"{diag['lenient_accuracy']} ({diag.get(LENIENT, 0)} of {n['n']} replies right "
+              f"after MathArena-style normalisation, a measure of agreement, not a flag); "
+              f"flagged replies: {flags or 'none'}"
               + (f"; RIMO-P: {flags_p}" if flags_p else ""))
