@@ -26,6 +26,7 @@ from rimo_eval.core.chat_params import DEFAULT_RESPONSE_CACHE
 from rimo_eval.core.config import Params
 from rimo_eval.core.dicts import key_of
 from rimo_eval.core.errors import StageError
+from rimo_eval.core.model_name import gguf_label
 
 ACTIONS = ("stats", "prune", "verify")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -244,7 +245,7 @@ def _mib(n: int | None) -> str:
 def _table(by: list[dict[str, Any]]) -> list[str]:
     lines = ["| model | endpoint | entries | stored | replies |",
              "| --- | --- | ---: | ---: | ---: |"]
-    lines += [f"| {g['model'] or '-'} | {g['endpoint'] or '-'} | {g['entries']} | "
+    lines += [f"| {gguf_label(g['model']) or '-'} | {g['endpoint'] or '-'} | {g['entries']} | "
               f"{_mib(g['stored_bytes'])} | {_mib(g['reply_bytes'])} |" for g in by]
     return lines
 
