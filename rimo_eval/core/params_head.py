@@ -70,8 +70,10 @@ def origin_hint(name: str, keys: Sequence[str], data: Any, committed: Any) -> st
         return None
     where = ".".join(keys)
     if in_temporary_copy():
-        return (f"{where} is not in the committed {name} (HEAD) as given: this experiment's -S "
-                "set it (the workspace's file is untouched)")
+        now = ("is not in" if there is _ABSENT
+               else f"is {shown(here)} here, {shown(there)} in")
+        return (f"{where} {now} the committed {name} (HEAD): this experiment's -S set it (the "
+                "workspace's file is untouched)")
     left = "DVC leaves every `dvc exp run -S` value in the file, a failed run's too"
     if there is _ABSENT:
         return (f"{where} is in {name} now, not in the committed one (HEAD): {left}: remove it "

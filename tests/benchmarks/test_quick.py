@@ -63,6 +63,8 @@ ROWS: dict[str, list[str]] = {
     "scale_memory.py": [r"^k=1: \d+ requests; predict [\d.]+ s, \d+ MiB; .*compare [\d.]+ s",
                         r'"cpu_ms_per_request"'],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
+    "experiment_stages.py": [r"^before: load average ", r"^CPU \(user",
+                             r"^\| median of 1 \| [\d.]+ s \| [\d.]+ s \| -?[\d.]+ s \|"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
         r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",
