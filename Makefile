@@ -28,11 +28,24 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 # --no-compile: pip would byte-compile all 18k modules of the environment (47 s of CPU, one
 # process); Python compiles (and caches) the 40% a run imports (`make test`) when it does.
+# Material for MkDocs prints an end-of-life banner when the theme is imported, unless
+# NO_MKDOCS_2_WARNING is set. The theme loads while mkdocs.yml is validated, before any hook, so
+# mkdocs.yml cannot set it: a .pth file of the venv does, for every process of the venv, and a
+# plain `mkdocs build` is quiet.
+define QUIET_MKDOCS
+import pathlib, sysconfig
+pth = pathlib.Path(sysconfig.get_paths()["purelib"]) / "rimo_eval_quiet_mkdocs.pth"
+pth.write_text("import os; os.environ.setdefault('NO_MKDOCS_2_WARNING', '1')\n")
+endef
+export QUIET_MKDOCS
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
+	@echo "make setup: installing the pinned dependencies and building llama.cpp for the local model (4-6 minutes the first time on 2 cores, silent while it compiles)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir --no-compile \
 		-e '.[test]'
+	$(PY) -c "$$QUIET_MKDOCS"
 	touch $(STAMP)
 
 $(NPM_STAMP): package.json package-lock.json

@@ -113,7 +113,10 @@ def _listing(names: dict[str, str]) -> str:
     return "\n".join(f"  {name:<{width}}  {text}" for name, text in names.items())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given ``argv``, a tool's own arguments are declared only for the
+    tools it names (a stage's run then imports none of them: `cache`'s pull in the cache
+    engine)."""
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="rimo-eval", formatter_class=raw,
@@ -160,15 +163,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Each tool declares its own arguments (ARGUMENTS); one without any needs only its lines
     # in TOOLS and MODULES.
+    named = None if argv is None else set(argv)
     for name in TOOLS:
         parser_of_tool = tool(name)
-        if name in ARGUMENTS:
+        if name in ARGUMENTS and (named is None or name in named):
             importlib.import_module(ARGUMENTS[name]).add_arguments(parser_of_tool)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         # audit, compare and summary read the artifacts: a params file is optional for them.
         optional = args.command in PARAMS_OPTIONAL and not Path(args.params).exists()
@@ -187,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     export))
             return 0
         if getattr(args, "estimate", False):
-            print(module.estimate(params.predict))
+            print(module.estimate(params.predict, params_path=params.path))
             return 0
         # ``judge --calibrate``: the judge stage's other entry point.
         (module.calibrate if getattr(args, "calibrate", False) else module.run)(params)

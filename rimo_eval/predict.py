@@ -29,7 +29,8 @@ from rimo_eval.artifacts.predictions import (
     write_groups,
 )
 from rimo_eval.artifacts.text_spool import TextSpool
-from rimo_eval.core.config import Params, PredictParams, coerce
+from rimo_eval.core import params_head
+from rimo_eval.core.config import Params, PredictParams, coerce, read_yaml
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.atomic import atomic_path, write_json
 from rimo_eval.io.hashing import fingerprint, sha256_bytes
@@ -125,16 +126,33 @@ def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path
     return backend, predictor, all_items, sample
 
 
-def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR) -> str:
+def what_runs(backend: str, all_items: dict[str, list[Item]], sample: dict[str, list[Item]],
+              k: int) -> str:
+    """What this run evaluates, in the words the README uses: items, k, backend."""
+    return (f"{sum(len(s) for s in sample.values())} items ("
+            + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
+            + f"), k = {k}, backend {backend}")
+
+
+def drift_warning(params_path: Path | None, command: str) -> str | None:
+    """A warning when backend, limit or samples are not the committed params file's."""
+    if params_path is None:
+        return None
+    return params_head.drift_warning(command, params_path, read_yaml(params_path))
+
+
+def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
+             params_path: Path | None = None) -> str:
     """``rimo-eval predict --estimate``: requests, cache hits, prompt tokens. Sends nothing,
     writes nothing."""
     from rimo_eval.predictors.estimate import estimate as chat_estimate
     from rimo_eval.predictors.estimate import render
 
     backend, predictor, all_items, sample = _setup(cfg, items_dir)
-    head = (f"predict --estimate: backend {backend}, "
-            + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
-            + f", {predictor.samples} sample(s) per item")
+    head = f"predict --estimate: {what_runs(backend, all_items, sample, predictor.samples)}"
+    warning = drift_warning(params_path, "predict --estimate")
+    if warning:
+        head += f"\n{warning}"
     if not isinstance(predictor, ChatPredictor):
         return f"{head}\n  backend {backend} calls no model: 0 requests"
     requested = [it for track in TRACKS for it in sample[track]]
@@ -168,17 +186,19 @@ def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
 
 
 def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
-            out_dir: Path = PREDICTIONS_DIR,
-            run_path: Path | None = None) -> dict[str, Any]:
+            out_dir: Path = PREDICTIONS_DIR, run_path: Path | None = None,
+            params_path: Path | None = None) -> dict[str, Any]:
     params = _params(cfg)
     backend, predictor, all_items, sample = _setup(params, items_dir)
     requested = [it for track in TRACKS for it in sample[track]]
     k = predictor.samples
     identity = predictor.identity()
     fp = fingerprint(identity)
-    print(f"predict: backend {backend} (fingerprint {fp[:12]}) on "
-          + ", ".join(f"{len(sample[t])}/{len(all_items[t])} {t}" for t in TRACKS)
-          + (f", {k} samples each" if k > 1 else ""), file=sys.stderr)
+    print(f"predict: {what_runs(backend, all_items, sample, k)} (fingerprint {fp[:12]})",
+          file=sys.stderr)
+    warning = drift_warning(params_path, "predict")
+    if warning:
+        print(warning, file=sys.stderr)
     # Beside the outputs (their disk, not a tmpfs), not in them: a failed run leaves no folder.
     with TextSpool(out_dir.parent) as spool:
         predictor.spool = spool
@@ -236,4 +256,4 @@ def run_record(backend: str, fp: str, predictor: Predictor, sample: dict[str, li
 
 
 def run(params: Params) -> None:
-    predict(params.predict, run_path=PREDICT_RUN_PATH)
+    predict(params.predict, run_path=PREDICT_RUN_PATH, params_path=params.path)

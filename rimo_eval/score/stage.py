@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from rimo_eval.artifacts.flags import LENIENT
 from rimo_eval.artifacts.items import ITEMS_DIR, items_path, read_items_frame
 from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
@@ -238,9 +239,13 @@ def run(params: Params) -> None:
           f"sub-problem {p['sub_problem_accuracy']}, prefix {p['prefix_score']} over {p['n']}")
     diag = n.get("diagnostics") or {}
     if diag:
-        flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f))
+        # lenient_match counts agreement (right after normalisation, the oracle's every reply):
+        # said apart from the flags, which name something wrong with a reply.
+        flags = ", ".join(f"{f} {diag[f]}" for f in FLAGS_N if diag.get(f) and f != LENIENT)
         diag_p = p.get("diagnostics") or {}
         flags_p = ", ".join(f"{f} {diag_p[f]}" for f in FLAGS_P if diag_p.get(f))
         print(f"score: diagnostics (not the metric): RIMO-N lenient accuracy "
-              f"{diag['lenient_accuracy']}; flagged replies: {flags or 'none'}"
+              f"{diag['lenient_accuracy']} ({diag.get(LENIENT, 0)} of {n['n']} replies right "
+              f"after MathArena-style normalisation, a measure of agreement, not a flag); "
+              f"flagged replies: {flags or 'none'}"
               + (f"; RIMO-P: {flags_p}" if flags_p else ""))

@@ -66,6 +66,8 @@ ROWS: dict[str, list[str]] = {
     "reply_bomb.py": [r"^\| honest, \d+ B gzipped \| ok \d+ characters \| \d+ MiB \|",
                       r"^\| bomb, 128 MiB decoded \| failed reply_too_large \| \d+ MiB \|"],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
+    "experiment_stages.py": [r"^before: load average ", r"^CPU \(user",
+                             r"^\| median of 1 \| [\d.]+ s \| [\d.]+ s \| -?[\d.]+ s \|"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
         r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",

@@ -61,3 +61,22 @@ def test_without_params_the_default_file_is_named(tmp_path: Path) -> None:
     proc = run(tmp_path, "fetch")
     assert proc.returncode == 1
     assert "params.yaml: params file not found" in proc.stderr
+
+
+def test_sweep_submit_help_describes_the_sweep_file_and_points_to_its_page(
+        tmp_path: Path) -> None:
+    """Issue 43 §6: every top-level key of docs/sweeps.md's example sweep file is named in
+    `sweep submit --help`, which points to that page."""
+    import yaml
+
+    from tests.support.paths import REPO_ROOT
+
+    page = (REPO_ROOT / "docs/sweeps.md").read_text(encoding="utf-8")
+    example = yaml.safe_load(page.split("```yaml\n# sweep.yaml\n")[1].split("```")[0])
+    proc = run(tmp_path, "sweep", "submit", "--help")
+    assert proc.returncode == 0
+    assert "docs/sweeps.md" in proc.stdout
+    described = proc.stdout.split("The sweep file (YAML):")[1]
+    for key in example:
+        assert f" {key}" in described, key
+    assert all(len(line) <= 79 for line in proc.stdout.splitlines())

