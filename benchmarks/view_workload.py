@@ -264,11 +264,11 @@ def load_small(base: str, items: str, name: str) -> Any:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from rimo_eval.commands.compare.revisions import Revision
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
     from rimo_eval.core.artifacts import items_path, predictions_path, scores_path
     from rimo_eval.core.predictions import TEXT_COLUMNS
+    from rimo_eval.run.revision import Revision
 
     def light(path: Path) -> Any:  # as load.py reads it: no texts, no details
         names = pq.ParquetFile(path).schema_arrow.names

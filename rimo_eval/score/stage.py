@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from rimo_eval.core.grading import grade_n, grade_p_strict, leading_matches, mat
 from rimo_eval.core.hashing import sha256_file
 from rimo_eval.core.items import ITEMS_DIR, items_path, read_items_frame
 from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
-from rimo_eval.core.model_name import run_label
+from rimo_eval.core.model_name import predictions_model
 from rimo_eval.core.predictions import (
     PREDICTIONS_DIR,
     STATUS_OK,
@@ -168,16 +167,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
 def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
     """Backend and model the predictions were made with (rimo_eval.core.model_name), from what
     they record; None when no item was evaluated (DVC then shows "-")."""
-    for track in TRACKS:
-        frame = preds[track]
-        if len(frame):
-            row = frame.iloc[0]
-            try:
-                section = json.loads(row["backend_params"] or "{}")
-            except (TypeError, ValueError):
-                section = {}
-            return run_label(str(row["backend"]), section if isinstance(section, dict) else {})
-    return None
+    return predictions_model(preds[t] for t in TRACKS)
 
 
 def score(cfg: ScoreParams | Mapping[str, Any], items_dir: Path = ITEMS_DIR,

@@ -206,18 +206,18 @@ def boot(repo: Path) -> dict[str, Any]:
 def a_vs_b(branches: tuple[Path, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
     """compare a b in-process, counting the DVC file systems it opens (RunFiles): (the result,
     the labels of the revisions each RunFiles was opened for)."""
-    from rimo_eval.commands.compare import revisions
+    from rimo_eval.run import files
 
     repo, _ = branches
     opened: list[str] = []
-    init = revisions.RunFiles.__init__
+    init = files.RunFiles.__init__
 
-    def counting(self: revisions.RunFiles, root: Path, revision: revisions.Revision) -> None:
+    def counting(self: files.RunFiles, revision: Revision, fs: Any) -> None:
         opened.append(revision.label)
-        init(self, root, revision)
+        init(self, revision, fs)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(revisions.RunFiles, "__init__", counting)
+        mp.setattr(files.RunFiles, "__init__", counting)
         result = json.loads(json.dumps(compare(repo, "a", "b", **boot(repo))))
     return result, opened
 
@@ -290,7 +290,7 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
 def test_each_revision_is_read_through_one_dvc_file_system(
         a_vs_b: tuple[dict[str, Any], list[str]]) -> None:
     """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
-    or more): compare reads a side's scores, metrics, params and tables through one."""
+    or more): compare reads a side's scores, metrics, params and tables through one (run.reader)."""
     result, opened = a_vs_b
     assert sorted(opened) == ["a", "b"]
     assert result["tracks"][TRACK_N]["flips"] and result["a"]["label"] == "a"
