@@ -75,9 +75,9 @@ def backend_line(run: Run, tables: bool) -> str:
 
 def samples_line(metrics: Mapping[str, Any]) -> str | None:
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
-    k = n.get("k") or p.get("k")
-    if not k:
+    if not (n.get("k") or p.get("k")):
         return None
+    k = metrics_files.k_of(metrics)
     mean_n, mean_p = n.get("mean_at_k") or {}, p.get("mean_at_k") or {}
     return (f"k = {k} samples: RIMO-N mean@k {pct(mean_n.get('accuracy'))}, pass@k "
             f"{pct(n.get('pass_at_k'))}, maj@k {pct(n.get('maj_at_k'))}; RIMO-P mean@k prefix "

@@ -24,6 +24,7 @@ from rimo_eval.core.artifacts import (
 )
 from rimo_eval.core.errors import ConfigError, DataError, StageError
 from rimo_eval.core.git import git
+from rimo_eval.core.json_object import parse_object
 from rimo_eval.core.judge_record import read as judge_record
 from rimo_eval.core.metrics_files import k_of
 from rimo_eval.core.missing import absent_outputs
@@ -191,7 +192,7 @@ class RunReader:
             self.require(revision, needed)
         files = self.files(revision)
         metrics_bytes = files.read_bytes(METRICS_PATH)
-        metrics = files.read_json(METRICS_PATH) or {}
+        metrics = parse_object(metrics_bytes, f"{METRICS_PATH.as_posix()} at {files.where}")
         provenance = files.read_json(PROVENANCE_PATH, False) or {}
         params: dict[str, Any] = {}
         error = None
