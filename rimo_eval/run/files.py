@@ -15,8 +15,8 @@ from rimo_eval.run.revision import Revision
 
 
 class RunFiles:
-    """One revision's files through ``fs``, a ``DVCFileSystem`` over the revision's repository
-    (``RunReader`` makes it, one per revision; it builds DVC's index of that revision once)."""
+    """One revision's files through ``fs`` (rimo_eval.run.tree: the workspace on disk, or a
+    commit's git tree and dvc.lock outputs in the DVC cache), with the project's errors."""
 
     def __init__(self, revision: Revision, fs: Any) -> None:
         self.revision = revision

@@ -1,9 +1,10 @@
 """``RunReader``: opens runs for one command, with one DVC repository handle for all of them.
 
-The handle (``dvc.repo.Repo`` of the workspace) resolves names, lists experiments and reads the
-workspace; each other revision gets one repository at that commit, whose index (dvc.yaml and
-dvc.lock parsed, the costly part) serves both the check for missing outputs and every read.
-Nothing is checked out; ``close`` (or the ``with`` block) releases them all.
+The handle (``dvc.repo.Repo`` of the workspace) resolves names, lists experiments, checks the
+workspace's outputs (DVC's index, built once) and gives the local cache; every other revision
+is read through git's tree at its commit and its dvc.lock (rimo_eval.run.tree), so no DVC
+index is built per run. Nothing is checked out; ``close`` (or the ``with`` block) releases
+the handle.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rimo_eval.run.files import RunFiles
 from rimo_eval.run.record import Run
 from rimo_eval.run.recovery import advice, missing_message
 from rimo_eval.run.revision import WORKSPACE, Revision
+from rimo_eval.run.tree import LockTree, WorkTree
 
 
 class RunReader:
@@ -42,7 +44,8 @@ class RunReader:
     def __init__(self, root: Path | str = ".") -> None:
         self.root = Path(root).resolve()
         self._repo: Any = None
-        self._at: dict[str | None, tuple[Any, RunFiles]] = {}
+        self._trees: dict[str | None, LockTree | WorkTree] = {}
+        self._files: dict[Revision, RunFiles] = {}
         self._experiments: list[Revision] | None = None
 
     def __enter__(self) -> RunReader:
@@ -52,11 +55,10 @@ class RunReader:
         self.close()
 
     def close(self) -> None:
-        for repo, files in self._at.values():
-            files.fs.close()
-            if repo is not self._repo:
-                repo.close()
-        self._at.clear()
+        for tree in self._trees.values():
+            tree.close()
+        self._trees.clear()
+        self._files.clear()
         if self._repo is not None:
             self._repo.close()
             self._repo = None
@@ -125,38 +127,43 @@ class RunReader:
 
     # --- files -------------------------------------------------------------------------------
 
-    def _repo_at(self, revision: Revision) -> tuple[Any, RunFiles]:
-        if revision.rev not in self._at:
-            from dvc.exceptions import DvcException
-            from dvc.fs.dvc import DVCFileSystem
-            from dvc.repo import Repo
-
-            try:
-                repo = (self.repo if revision.rev is None else
-                        Repo(os.fspath(self.root), rev=revision.rev))
-            except DvcException as exc:
-                raise StageError(f"{revision.where}: not readable by DVC: {exc}") from exc
-            self._at[revision.rev] = (repo, RunFiles(revision, DVCFileSystem(repo=repo)))
-        repo, files = self._at[revision.rev]
-        if files.revision != revision:  # the same commit under another name
-            files = RunFiles(revision, files.fs)
-        return repo, files
-
     def files(self, revision: Revision) -> RunFiles:
-        return self._repo_at(revision)[1]
+        """The revision's files: the workspace's on disk; another revision's through git and
+        its dvc.lock (rimo_eval.run.tree), with no DVC index of that revision built."""
+        if revision.rev not in self._trees:
+            from dvc.scm import SCMError
+
+            if revision.rev is None:
+                self._trees[None] = WorkTree(self.root)
+            else:
+                try:
+                    git = self.repo.scm.get_fs(revision.rev)
+                except SCMError as exc:
+                    raise StageError(f"{revision.where}: not readable by git: {exc}") from exc
+                self._trees[revision.rev] = LockTree(git, self.repo.cache.local)
+        if revision not in self._files:  # one per revision and name, for every read
+            self._files[revision] = RunFiles(revision, self._trees[revision.rev])
+        return self._files[revision]
 
     def absent(self, revision: Revision, paths: Iterable[str | os.PathLike[str]]
                ) -> list[tuple[str, bool]]:
-        """(path, in the local cache) of each output in ``paths`` that ``revision`` lacks
-        (rimo_eval.core.missing), by the revision's own index."""
+        """(path, in the local cache) of each DVC output in ``paths`` that ``revision`` lacks:
+        the workspace by DVC's own index of it (rimo_eval.core.missing), another revision by
+        its dvc.lock and the cache."""
         from dvc.exceptions import DvcException
 
-        repo, _ = self._repo_at(revision)
-        try:
-            return absent_outputs(repo, self.root, revision.rev is None, paths)
-        except DvcException as exc:
-            raise StageError(f"dvc.lock at {revision.where}: not readable by DVC: "
-                             f"{exc}") from exc
+        if revision.rev is None:
+            try:
+                return absent_outputs(self.repo, self.root, True, paths)
+            except DvcException as exc:
+                raise StageError(f"dvc.lock at {revision.where}: not readable by DVC: "
+                                 f"{exc}") from exc
+        tree = self.files(revision).fs
+        absent = []
+        for path in sorted({Path(p).as_posix() for p in paths}):
+            if not tree.in_git(path) and tree.cached(path) is False:
+                absent.append((path, False))
+        return absent
 
     def require(self, revision: Revision, paths: Iterable[str | os.PathLike[str]]) -> None:
         """Raise a StageError naming every output in ``paths`` that is not here and what brings

@@ -166,11 +166,12 @@ def test_the_view_of_a_judged_experiment_shows_every_verdict(repo: Path, tmp_pat
     """The judge's verdicts reach the site of a run judged by the real judge stage. The view
     used to read judge.json's top-level "enabled", which the numbers-only layout keeps under
     run[0], so every RIMO-P part had "judge": null."""
+    from rimo_eval.core.artifacts import JUDGE_TABLE
     from rimo_eval.run.reader import RunReader
 
-    with RunReader(repo) as reader:
-        table = reader.open(JUDGED).judge_table()
-    assert table is not None and len(table)
+    with RunReader(repo) as reader:  # the table itself, whatever judge.json says
+        table = reader.open(JUDGED).table(JUDGE_TABLE)
+    assert len(table)
     want = {(str(r.problem_id), int(r.sample), int(r.part)): str(r.verdict)
             for r in table.itertuples()}
     site = tmp_path / "site"

@@ -289,8 +289,8 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
 @pytest.mark.slow
 def test_each_revision_is_read_through_one_dvc_file_system(
         a_vs_b: tuple[dict[str, Any], list[str]]) -> None:
-    """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
-    or more): compare reads a side's scores, metrics, params and tables through one (run.reader)."""
+    """compare reads a side's scores, metrics, params and tables through one RunFiles (the run
+    reader's, over the revision's git tree and dvc.lock: no DVC index built per run)."""
     result, opened = a_vs_b
     assert sorted(opened) == ["a", "b"]
     assert result["tracks"][TRACK_N]["flips"] and result["a"]["label"] == "a"

@@ -114,7 +114,7 @@ def test_every_point_value_is_the_runs_own_metrics_json(
     assert all(r["k"] == 1 and r["backend"] == "replay" for r in result["runs"])
     # The settings the in-process tests below pass are the ones the CLI ranked with.
     assert result["bootstrap"] == boot(repo)
-    assert rows["m-mid"]["model"] == "runs/m-mid.jsonl"
+    assert rows["m-mid"]["model"] == "replay runs/m-mid.jsonl"  # as reports/model.json
     # The Markdown and the tex show the same stored values, in percent.
     md = (out / "leaderboard.md").read_text()
     tex = (out / "leaderboard.tex").read_text()
@@ -294,8 +294,9 @@ def test_all_ranks_two_full_runs_not_a_later_sample_beside_itself(repo: Path, tm
     full pair that went to the workspace's group); the workspace is now that experiment, ranked
     once, and the two full runs are ranked."""
     copy = copy_repo(repo, tmp_path / "copy")
-    sh(copy, "dvc", "exp", "remove", "m-mid", "m-mid2", K4, K4B)
-    sh(copy, "dvc", "exp", "apply", SAMPLE)  # the workspace after `dvc exp run -n m-sample`
+    sh(copy, "dvc", "exp", "remove", "m-mid", "m-mid2", K4, K4B, SAMPLE)
+    # The sample run last: `dvc exp run` leaves its outputs in the workspace.
+    sh(copy, "dvc", "exp", "run", "-n", SAMPLE, "score", "-S", "predict.limit=5")
     with RunReader(copy) as reader:
         assert sorted(r.label for r in reader.experiments()) == ["m-strong", "m-weak", SAMPLE]
     proc = sh(copy, "rimo-eval", "leaderboard", "--all", "--json", "--out", str(tmp_path / "lb"))

@@ -19,9 +19,12 @@ from rimo_eval.run.revision import WORKSPACE
 
 
 def _items(run: Run, track: str) -> frozenset[tuple[str, str]]:
-    frame = run.scores[track]
-    first = frame[frame["sample"] == 0]
-    return frozenset(zip(first["problem_id"], first["item_hash"], strict=True))
+    if track not in run.item_sets:
+        frame = run.scores[track]
+        first = frame[frame["sample"] == 0]
+        run.item_sets[track] = frozenset(zip(first["problem_id"], first["item_hash"],
+                                             strict=True))
+    return run.item_sets[track]
 
 
 def _describe(run: Run) -> str:
@@ -96,8 +99,11 @@ def largest_group(runs: Sequence[Run]) -> tuple[list[Run], list[LeftOut], str]:
     refs = sorted(best, key=lambda r: r.revision.kind != WORKSPACE)
     ranked, left = [], []
     for run in runs:
+        if any(run is r for r in best):  # comparable with every run of its group
+            ranked.append(run)
+            continue
         why = next((w for ref in refs if (w := difference(ref, run)) is not None), None)
-        if any(run is r for r in best) or why is None:
+        if why is None:
             ranked.append(run)
         else:
             ref = next(r for r in refs if difference(r, run) is not None)

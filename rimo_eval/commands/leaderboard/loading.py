@@ -49,6 +49,9 @@ class Run:
     model: str = ""
     k: int = 1
     content: str = ""  # the record's digest: the same run under two names
+    # (problem_id, item_hash) of sample 0 per track, made once (comparable.py asks it often).
+    item_sets: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict, repr=False,
+                                                             compare=False)
 
     @property
     def backend(self) -> str:
