@@ -114,9 +114,9 @@ def phases(repo: Path, names: list[str]) -> dict[str, float]:
     from rimo_eval.commands.leaderboard.comparable import check
     from rimo_eval.commands.leaderboard.figures import figures
     from rimo_eval.commands.leaderboard.loading import load_runs
-    from rimo_eval.run.reader import RunReader
     from rimo_eval.commands.leaderboard.statistics import default_metric, find_metric
     from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
+    from rimo_eval.run.reader import RunReader
 
     t0 = time.perf_counter()
     with RunReader(repo) as reader:  # one DVC repository handle, as the command has
