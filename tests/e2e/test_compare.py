@@ -23,10 +23,10 @@ from rimo_eval.commands.compare.command import (
     compare_sides,
     render_html,
     render_markdown,
-    resolve,
 )
 from rimo_eval.core.errors import ConfigError, DataError
 from rimo_eval.core.tracks import TRACK_N, TRACK_P
+from rimo_eval.run.reader import RunReader
 from tests.support.factories import n_item, p_item
 from tests.support.pipeline_repo import make_repo, sh
 from tests.support.replay_files import replay_rows, write_jsonl
@@ -302,8 +302,8 @@ def test_unknown_revision_is_a_clear_error(branches: tuple[Path, dict[str, Any]]
     proc = sh(repo, "rimo-eval", "compare", "a", "no-such-exp", check=False)
     assert proc.returncode == 1
     assert "no-such-exp: not a git revision, branch or DVC experiment" in proc.stderr
-    with pytest.raises(ConfigError):
-        resolve(repo, "no-such-exp")
+    with pytest.raises(ConfigError), RunReader(repo) as reader:
+        reader.resolve("no-such-exp")
 
 
 @pytest.mark.slow
