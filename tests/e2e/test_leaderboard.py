@@ -298,7 +298,8 @@ def test_all_ranks_two_full_runs_not_a_later_sample_beside_itself(repo: Path, tm
     # The sample run last: `dvc exp run` leaves its outputs in the workspace.
     sh(copy, "dvc", "exp", "run", "-n", SAMPLE, "score", "-S", "predict.limit=5")
     with RunReader(copy) as reader:
-        assert sorted(r.label for r in reader.experiments()) == sorted(["m-strong", "m-weak", SAMPLE])
+        found = sorted(r.label for r in reader.experiments())
+    assert found == sorted(["m-strong", "m-weak", SAMPLE])
     proc = sh(copy, "rimo-eval", "leaderboard", "--all", "--json", "--out", str(tmp_path / "lb"))
     result = json.loads(proc.stdout)
     assert sorted(r["label"] for r in result["runs"]) == ["m-strong", "m-weak"]
