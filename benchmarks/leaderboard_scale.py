@@ -5,7 +5,8 @@ validate stage), predicted and scored by the real predict (replay backend) and s
 so their score tables and metrics.json are what the pipeline writes. Each run is committed on
 its own git branch of a fresh git + DVC repo (the score tables committed to git, so no DVC
 cache is needed), and the leaderboard reads every run through the same loader it uses for
-experiments (``resolve``, ``RunFiles``: DVC's filesystem at the revision).
+experiments (rimo_eval.run: one DVC repository handle, DVC's filesystem at each revision).
+``--all`` over DVC experiments: benchmarks/leaderboard_all.py.
 
 Timed: the whole ``rimo-eval leaderboard BRANCH... --out DIR`` process (imports, loading,
 the paired bootstrap over items with ``score.bootstrap``'s 1000 resamples, tests, every file
@@ -115,9 +116,11 @@ def phases(repo: Path, names: list[str]) -> dict[str, float]:
     from rimo_eval.commands.leaderboard.loading import load_runs
     from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric
     from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
+    from rimo_eval.run.reader import RunReader
 
     t0 = time.perf_counter()
-    runs = load_runs(repo, names)
+    with RunReader(repo) as reader:  # one DVC repository handle, as the command has
+        runs = load_runs(reader, names)
     t1 = time.perf_counter()
     check(runs)
     board = build(runs, find_metric(default_metric(runs[0].k), runs[0].k),

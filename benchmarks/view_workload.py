@@ -266,9 +266,9 @@ def load_small(base: str, items: str, name: str) -> Any:
 
     from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
     from rimo_eval.artifacts.predictions import TEXT_COLUMNS
-    from rimo_eval.commands.compare.revisions import Revision
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
+    from rimo_eval.run.revision import Revision
 
     def light(path: Path) -> Any:  # as load.py reads it: no texts, no details
         names = pq.ParquetFile(path).schema_arrow.names

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-WORKSPACE = "workspace"  # the run in the working tree, as every tool names it
+from rimo_eval.run.revision import WORKSPACE  # the run in the working tree, as tools name it
+
 RUN_HELP = f"git revision, branch, DVC experiment name, or '{WORKSPACE}'"
 
 

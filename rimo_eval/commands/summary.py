@@ -1,19 +1,17 @@
 """``rimo-eval summary``: what ``make repro`` ends with, in a dozen lines.
 
 The headline metrics with their intervals, whether the run was a sample, which backend made the
-predictions, and where the report and the metrics files are. Read from the artifacts alone
-(metrics.json, the predictions tables), so it describes the run, not today's params.yaml.
+predictions, and where the report and the metrics files are. Read through the run reader
+(rimo_eval.run) from the run's artifacts alone, so it describes the run, not today's
+params.yaml; a fresh clone, where nothing has run yet, is told so.
 """
 
 from __future__ import annotations
 
 import argparse
-import configparser
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from rimo_eval.artifacts import numbers
 from rimo_eval.artifacts.paths import (
@@ -22,13 +20,16 @@ from rimo_eval.artifacts.paths import (
     PROVENANCE_PATH,
     REPORT_HTML,
     predictions_path,
+    scores_path,
 )
 from rimo_eval.core import metrics_files
 from rimo_eval.core.config import Params
 from rimo_eval.errors import DataError
-from rimo_eval.io.json_object import read_object
-from rimo_eval.params.section import key_of
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.record import Run
+from rimo_eval.run.recovery import REPRO, has_remote
+from rimo_eval.run.revision import WORKSPACE, Revision
 
 # The `dvc exp show` view to compare experiments: name, the two headline metrics, backend and
 # model of whatever backend ran (reports/model.json) and the sample size (predict.limit); it
@@ -61,53 +62,23 @@ def run_line(sample: Mapping[str, Any]) -> str:
     return f"run: full benchmark, {counts} items"
 
 
-def has_remote(root: Path) -> bool:
-    """Whether a DVC remote is configured (``.dvc/config`` or ``config.local``): only then can
-    ``dvc pull`` bring anything back."""
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    try:
-        parser.read([root / ".dvc/config", root / ".dvc/config.local"], encoding="utf-8")
-    except configparser.Error:
-        return False
-    return any(s.startswith("remote ") or s.startswith("'remote ") for s in parser.sections())
-
-
-def restore_hint(root: Path, them: str = "them") -> str:
-    """How to get a run's outputs back. After a failed `dvc exp run` DVC has removed the
-    outputs of the stage that failed; with no remote, `dvc pull` cannot help."""
-    hint = (f"a failed `dvc exp run` removed {them}: `dvc checkout` (last commit) or "
-            f"`dvc exp apply NAME` restores {them}")
-    return hint + ("; `dvc pull` (remote)" if has_remote(root) else "")
-
-
-def backend_line(root: Path, params: Params | Mapping[str, Any] | None) -> str:
-    """Backend and fingerprint from the predictions tables; the model name from the params."""
-    seen: set[str] = set()
-    found = False
-    for track in TRACKS:
-        path = root / predictions_path(track)
-        if path.is_file():
-            found = True
-            frame = pd.read_parquet(path, columns=["backend", "fingerprint"])
-            seen |= {f"{b} (fingerprint {str(f)[:12]})"
-                     for b, f in zip(frame["backend"], frame["fingerprint"], strict=True)}
+def backend_line(run: Run, tables: bool) -> str:
+    """Backend and fingerprint as the provenance records them, and the run's model (the one
+    every tool shows: reports/model.json's)."""
+    seen = {f"{b.get('backend')} (fingerprint {str(b.get('fingerprint'))[:12]})"
+            for b in (run.provenance.get("predictions") or {}).values()
+            if isinstance(b, Mapping) and b.get("backend")}
     if not seen:
-        return ("backend: none recorded (the predictions tables have no rows)" if found else
-                f"backend: unknown (no predictions tables)\n  {restore_hint(root)}")
-    line = f"backend: {', '.join(sorted(seen))}"
-    predict = key_of(params, "predict")
-    backend = key_of(predict, "backend")
-    model = key_of(key_of(predict, backend), "model") if isinstance(backend, str) else None
-    if model and all(s.startswith(f"{backend} ") for s in seen):
-        line += f", model {model}"
-    return line
+        return ("backend: none recorded (the predictions tables have no rows)" if tables else
+                "backend: unknown (no predictions tables)")
+    return f"backend: {', '.join(sorted(seen))}, model {run.model}"
 
 
 def samples_line(metrics: Mapping[str, Any]) -> str | None:
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
-    k = n.get("k") or p.get("k")
-    if not k:
+    if not (n.get("k") or p.get("k")):
         return None
+    k = metrics_files.k_of(metrics)
     mean_n, mean_p = n.get("mean_at_k") or {}, p.get("mean_at_k") or {}
     return (f"k = {k} samples: RIMO-N mean@k {pct(mean_n.get('accuracy'))}, pass@k "
             f"{pct(n.get('pass_at_k'))}, maj@k {pct(n.get('maj_at_k'))}; RIMO-P mean@k prefix "
@@ -115,16 +86,41 @@ def samples_line(metrics: Mapping[str, Any]) -> str | None:
 
 
 def summary(root: Path = Path("."), params: Params | Mapping[str, Any] | None = None) -> str:
-    path = root / METRICS_PATH
-    if not path.is_file():
-        raise DataError(f"{METRICS_PATH.as_posix()}: not found: run `dvc repro`, or if "
-                        f"{restore_hint(root, 'it')}")
-    metrics = read_object(path)
+    """The workspace's run, read through the run reader. ``params`` is unused: the summary
+    describes the run's own artifacts, not today's params.yaml."""
+    if not (root / METRICS_PATH).is_file():
+        raise DataError(f"{METRICS_PATH.as_posix()}: not found: {REPRO}")
+    workspace = Revision(WORKSPACE, WORKSPACE, None)
+    with RunReader(root) as reader:
+        absent = reader.absent(workspace, [p(t) for t in TRACKS
+                                           for p in (predictions_path, scores_path)])
+        if absent and not any(c for _, c in absent) and not reader.experiment_names() \
+                and not has_remote(root):
+            # A fresh clone: the committed reports describe a run made elsewhere.
+            return (f"nothing has run in this clone yet: {METRICS_PATH.as_posix()} is the "
+                    f"committed copy of a run made elsewhere, and its tables are not here.\n"
+                    f"  {REPRO}; then `rimo-eval summary` describes that run.\n")
+        run = reader.open(workspace)
+        lines = _lines(run, not absent)
+        if absent:
+            lines.insert(2, f"  its tables are not in the workspace: "
+                            f"{reader.advice(workspace, all(c for _, c in absent))}")
+    report = (REPORT_HTML.as_posix() if (root / REPORT_HTML).is_file()
+              else f"{REPORT_HTML.as_posix()} (not built yet: dvc repro)")
+    lines += [f"report: {report}",
+              f"files: {METRICS_PATH.as_posix()} (dvc metrics show), "
+              f"{BREAKDOWN_PATH.as_posix()}, {PROVENANCE_PATH.as_posix()} (rimo-eval audit)",
+              "compare experiments (rimo-eval compare A B for paired tests):",
+              f"  {EXP_SHOW_VIEW}"]
+    return "\n".join(lines) + "\n"
+
+
+def _lines(run: Run, tables: bool) -> list[str]:
+    metrics = run.metrics
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
     # predict.limit and sample_seed are in the provenance file (older runs: in metrics.json).
-    prov = root / PROVENANCE_PATH
-    spec = (read_object(prov).get("sample") or {}) if prov.is_file() else {}
-    lines = [run_line({**(metrics.get("sample") or {}), **spec}), backend_line(root, params)]
+    spec = run.provenance.get("sample") or {}
+    lines = [run_line({**(metrics.get("sample") or {}), **spec}), backend_line(run, tables)]
     for track, key, label in ROWS:
         block = n if track == TRACK_N else p
         lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "
@@ -143,14 +139,7 @@ def summary(root: Path = Path("."), params: Params | Mapping[str, Any] | None = 
         lines.append(f"  warning: {not_bare} replayed {TRACK_N} prediction(s) are not bare "
                      f"answers (\\boxed{{}}, words or LaTeX) and score wrong: give the answer "
                      f"alone, or the whole reply as \"reply\" (see the report's flags)")
-    report = (REPORT_HTML.as_posix() if (root / REPORT_HTML).is_file()
-              else f"{REPORT_HTML.as_posix()} (not built yet: dvc repro)")
-    lines += [f"report: {report}",
-              f"files: {METRICS_PATH.as_posix()} (dvc metrics show), "
-              f"{BREAKDOWN_PATH.as_posix()}, {PROVENANCE_PATH.as_posix()} (rimo-eval audit)",
-              "compare experiments (rimo-eval compare A B for paired tests):",
-              f"  {EXP_SHOW_VIEW}"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:
@@ -158,4 +147,4 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     return 0
 
 
-__all__ = ["EXP_SHOW_VIEW", "has_remote", "main", "restore_hint", "summary"]
+__all__ = ["EXP_SHOW_VIEW", "backend_line", "main", "summary"]

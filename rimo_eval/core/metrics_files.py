@@ -176,6 +176,27 @@ def read_all(metrics_path: str | os.PathLike[str] = METRICS_PATH,
     return join(read_object(metrics_path), optional(breakdown_path), optional(provenance_path))
 
 
-__all__ = ["BREAKDOWN_KEYS", "HEADLINE", "LEGACY_N", "POINTER_KEY", "SAMPLE_KEY", "SAMPLE_SPEC",
-           "interval", "join", "pointer", "read_all", "read_object", "sample_spec_of", "split",
-           "split_track"]
+def k_of(metrics: Mapping[str, Any]) -> int:
+    """Samples per item, as the score stage recorded it in metrics.json (``k`` per track; 1 for
+    a run from before k): the one reading of k every tool shares."""
+    ks = [(metrics.get(t) or {}).get("k") for t in TRACKS]
+    return max((int(k) for k in ks if isinstance(k, int | float) and k), default=1)
+
+
+__all__ = [
+    "BREAKDOWN_KEYS",
+    "HEADLINE",
+    "LEGACY_N",
+    "POINTER_KEY",
+    "SAMPLE_KEY",
+    "SAMPLE_SPEC",
+    "interval",
+    "join",
+    "k_of",
+    "pointer",
+    "read_all",
+    "read_object",
+    "sample_spec_of",
+    "split",
+    "split_track",
+]

@@ -1,13 +1,15 @@
 """The model of a run as a user names it: the served model, the replay file, the GGUF.
 
-One rule for every place that shows it: the leaderboard's model column and ``--label model``,
-and the score stage's ``reports/model.json`` (the ``model`` column of ``dvc exp show``, with the
-backend in front).
+One rule: the score stage writes ``run_label`` of what the predictions record to
+``reports/model.json`` (the ``model`` column of ``dvc exp show``), and every tool (summary,
+report, view, leaderboard, compare) shows that same string, read by rimo_eval.run.reader (from
+model.json, or for a run from before it, from the predictions by ``recorded_model``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 PACKAGED_LOCAL = "gemma-3-270m (packaged)"
@@ -46,4 +48,26 @@ def gguf_label(label: str) -> str:
     return label
 
 
-__all__ = ["PACKAGED_LOCAL", "gguf_label", "model_name", "run_label"]
+def recorded_model(backend: str, backend_params: str | None) -> str:
+    """``run_label`` of a predictions table's row: its ``backend`` and the JSON of its
+    ``backend_params`` (the backend's section as predict ran it)."""
+    try:
+        section = json.loads(backend_params or "{}")
+    except (TypeError, ValueError):
+        section = {}
+    return run_label(backend, section if isinstance(section, dict) else {})
+
+
+def predictions_model(frames: Iterable[Any]) -> str | None:
+    """The run's model from its predictions tables (DataFrames, one per track): the first
+    row's ``recorded_model``; None when no item was evaluated (DVC then shows "-"). What the
+    score stage writes to reports/model.json, and what the report shows."""
+    for frame in frames:
+        if len(frame):
+            row = frame.iloc[0]
+            return recorded_model(str(row["backend"]), row["backend_params"])
+    return None
+
+
+__all__ = ["PACKAGED_LOCAL", "gguf_label", "model_name", "predictions_model", "recorded_model",
+           "run_label"]

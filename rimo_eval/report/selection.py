@@ -19,7 +19,14 @@ from rimo_eval.artifacts.flags import EXPLAINING_N, NOT_BARE
 from rimo_eval.artifacts.numbers import absent, pct
 from rimo_eval.artifacts.paths import REPORT_HTML, VIEW_DIR
 from rimo_eval.artifacts.predictions import parse_details
-from rimo_eval.chat.reply_flags import ENGINE_FLAGS, REDACTED, UNICODE_REPAIRED, USAGE_DROPPED
+from rimo_eval.chat.reply_flags import (
+    ENGINE_FLAGS,
+    REDACTED,
+    UNICODE_REPAIRED,
+    USAGE_DROPPED,
+)
+from rimo_eval.core.metrics_files import k_of
+from rimo_eval.core.model_name import predictions_model
 from rimo_eval.io.parquet import records
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
@@ -78,19 +85,15 @@ def run_rows(metrics: Mapping[str, Any], predictions: Mapping[str, pd.DataFrame]
     """(label, value) rows naming the run: backend, model, experiment, k, sample or full."""
     frames = [f for f in predictions.values() if len(f)]
     backends = _distinct([b for f in frames for b in f.get("backend", [])])
-    models: list[Any] = []
-    for frame in frames:
-        for raw in frame.get("details", []):
-            models.append(parse_details(raw).get("model"))
-        for raw in frame.get("backend_params", []):
-            models.append(parse_details(raw).get("model"))
-    k = max(int((metrics.get(t) or {}).get("k", 1) or 1) for t in (TRACK_N, TRACK_P))
+    # The one model name every tool shows (reports/model.json's: rimo_eval.core.model_name).
+    model = predictions_model(frames) or "—"
+    k = k_of(metrics)
     sample = metrics.get("sample") or {}
     evaluated, total = sample.get("evaluated") or {}, sample.get("total") or {}
     counts = ", ".join(f"{evaluated.get(t, '?')} of {total.get(t, '?')} {t}"
                        for t in (TRACK_N, TRACK_P))
     scope = f"sample: {counts}" if sample.get("is_sample") else f"full benchmark: {counts}"
-    return [("backend", backends), ("model", _distinct(models)),
+    return [("backend", backends), ("model", model),
             ("experiment", experiment or "— (not a DVC experiment run)"),
             ("samples per item (k)", str(k)), ("evaluated", scope),
             ("code", git_commit[:12] if git_commit != "unknown" else git_commit)]

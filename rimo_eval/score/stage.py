@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,14 @@ from rimo_eval.artifacts.predictions import (
 )
 from rimo_eval.artifacts.provenance import build_provenance
 from rimo_eval.core.config import Params, ScoreParams, coerce
-from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
-from rimo_eval.core.model_name import run_label
+from rimo_eval.core.metrics_files import (
+    POINTER_KEY,
+    SAMPLE_KEY,
+    pointer,
+    sample_spec_of,
+    split,
+)
+from rimo_eval.core.model_name import predictions_model
 from rimo_eval.errors import IntegrityError, StageError
 from rimo_eval.io.atomic import write_json, write_text
 from rimo_eval.io.hashing import sha256_file
@@ -169,16 +174,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
 def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
     """Backend and model the predictions were made with (rimo_eval.core.model_name), from what
     they record; None when no item was evaluated (DVC then shows "-")."""
-    for track in TRACKS:
-        frame = preds[track]
-        if len(frame):
-            row = frame.iloc[0]
-            try:
-                section = json.loads(row["backend_params"] or "{}")
-            except (TypeError, ValueError):
-                section = {}
-            return run_label(str(row["backend"]), section if isinstance(section, dict) else {})
-    return None
+    return predictions_model(preds[t] for t in TRACKS)
 
 
 def score(cfg: ScoreParams | Mapping[str, Any], items_dir: Path = ITEMS_DIR,

@@ -57,6 +57,8 @@ ROWS: dict[str, list[str]] = {
     ],
     "engine_tuning.py": [r"^plain +[\d.]+ +\+0\.000", r"^both +[\d.]+ +[-+][\d.]+"],
     "leaderboard_scale.py": [r"^\| 2 \| 2 \| [\d.]+ s \| [\d.]+ \| [\d.]+ / "],
+    # 3 experiments and the workspace, which IS the last of them: ranked once (issue 41 §2).
+    "leaderboard_all.py": [r"^\| \S+ \| 3 \| [\d.]+ s \| 3 \|$"],
     "reference_artifacts.py": [
         r'"predict": 0', r'"j:judge": 0',
         r"^digested \d+ oracle files and \d+ k = 3 entries; k = 3 \d+ requests [0-9a-f]{64}"],

@@ -142,3 +142,64 @@ def test_a_tampered_experiment_fails_naming_the_file_in_the_repository(repo: Pat
         ("metrics.recompute", "reports/metrics.json")}
     assert any(b["message"].startswith("reports/metrics.json: RIMO-N.accuracy = 0.5 does not "
                                        "recompute") for b in report["breaks"])
+
+
+# --- the same runs, read by the other tools through the run reader (issue 41 §1) ------------
+
+
+def site_payloads(site: Path, track: str) -> list[dict[str, Any]]:
+    """Each item payload of ``track`` in a site the view wrote (the JSON before the packed
+    texts: verdicts are plain strings in it)."""
+    out = []
+    for path in sorted((site / "data/items").glob("*.js")):
+        text = path.read_text(encoding="ascii")
+        head = text[len("RIMO.item("):]
+        _, end = json.JSONDecoder().raw_decode(head)  # the item's number
+        payload, _ = json.JSONDecoder().raw_decode(head[end + 1:])
+        if payload["track"] == track:
+            out.append(payload)
+    return out
+
+
+def test_the_view_of_a_judged_experiment_shows_every_verdict(repo: Path, tmp_path: Path
+                                                             ) -> None:
+    """The judge's verdicts reach the site of a run judged by the real judge stage. The view
+    used to read judge.json's top-level "enabled", which the numbers-only layout keeps under
+    run[0], so every RIMO-P part had "judge": null."""
+    from rimo_eval.artifacts.paths import JUDGE_TABLE
+    from rimo_eval.run.reader import RunReader
+
+    with RunReader(repo) as reader:  # the table itself, whatever judge.json says
+        table = reader.open(JUDGED).table(JUDGE_TABLE)
+    assert len(table)
+    want = {(str(r.problem_id), int(r.sample), int(r.part)): str(r.verdict)
+            for r in table.itertuples()}
+    site = tmp_path / "site"
+    sh(repo, "rimo-eval", "view", JUDGED, "--out", str(site))
+    shown = {}
+    for payload in site_payloads(site, "RIMO-P"):
+        for sample in payload["runs"][0] or []:
+            for i, part in enumerate(sample["parts"]):
+                if part["judge"] is not None:
+                    shown[(payload["id"], sample["s"], i + 1)] = part["judge"]["verdict"]
+    assert shown == want
+
+
+def test_every_tool_names_the_model_as_model_json(repo: Path, tmp_path: Path) -> None:
+    """oracle (the workspace, a full `dvc repro`: its report too) and constant (an
+    experiment): summary, report, view and leaderboard show reports/model.json's string."""
+    oracle = json.loads((repo / "reports/model.json").read_text(encoding="utf-8"))["model"]
+    constant = json.loads(sh(repo, "git", "show",
+                             f"{exp_commit(repo, CONSTANT)}:reports/model.json").stdout)["model"]
+    assert (oracle, constant) == ("oracle", "constant '0'")
+    assert f", model {oracle}\n" in sh(repo, "rimo-eval", "summary").stdout
+    report = (repo / "reports/report.html").read_text(encoding="utf-8")
+    assert (f'<th style="text-align: left">model</th><td style="text-align: left">{oracle}'
+            f"</td>") in report
+    board = json.loads(sh(repo, "rimo-eval", "leaderboard", "main", CONSTANT, "--label",
+                          "model", "--json", "--out", str(tmp_path / "lb")).stdout)
+    assert sorted(r["model"] for r in board["runs"]) == sorted([oracle, constant])
+    site = tmp_path / "site"
+    sh(repo, "rimo-eval", "view", "workspace", CONSTANT, "--out", str(site))
+    index = json.loads((site / "data/index.js").read_text()[len("RIMO.index("):-3])
+    assert [r["model"] for r in index["runs"]] == [oracle, constant]

@@ -23,10 +23,10 @@ from rimo_eval.commands.compare.command import (
     compare_sides,
     render_html,
     render_markdown,
-    resolve,
 )
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from rimo_eval.run.reader import RunReader
 from tests.support.factories import n_item, p_item
 from tests.support.pipeline_repo import make_repo, sh
 from tests.support.replay_files import replay_rows, write_jsonl
@@ -206,18 +206,18 @@ def boot(repo: Path) -> dict[str, Any]:
 def a_vs_b(branches: tuple[Path, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
     """compare a b in-process, counting the DVC file systems it opens (RunFiles): (the result,
     the labels of the revisions each RunFiles was opened for)."""
-    from rimo_eval.commands.compare import revisions
+    from rimo_eval.run import files
 
     repo, _ = branches
     opened: list[str] = []
-    init = revisions.RunFiles.__init__
+    init = files.RunFiles.__init__
 
-    def counting(self: revisions.RunFiles, root: Path, revision: revisions.Revision) -> None:
+    def counting(self: files.RunFiles, revision: Revision, fs: Any) -> None:
         opened.append(revision.label)
-        init(self, root, revision)
+        init(self, revision, fs)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(revisions.RunFiles, "__init__", counting)
+        mp.setattr(files.RunFiles, "__init__", counting)
         result = json.loads(json.dumps(compare(repo, "a", "b", **boot(repo))))
     return result, opened
 
@@ -289,8 +289,8 @@ def test_experiment_name_resolves_and_compares(branches: tuple[Path, dict[str, A
 @pytest.mark.slow
 def test_each_revision_is_read_through_one_dvc_file_system(
         a_vs_b: tuple[dict[str, Any], list[str]]) -> None:
-    """Each RunFiles builds DVC's index of its revision (dvc.yaml and dvc.lock parsed, a second
-    or more): compare reads a side's scores, metrics, params and tables through one."""
+    """compare reads a side's scores, metrics, params and tables through one RunFiles (the run
+    reader's, over the revision's git tree and dvc.lock: no DVC index built per run)."""
     result, opened = a_vs_b
     assert sorted(opened) == ["a", "b"]
     assert result["tracks"][TRACK_N]["flips"] and result["a"]["label"] == "a"
@@ -302,8 +302,8 @@ def test_unknown_revision_is_a_clear_error(branches: tuple[Path, dict[str, Any]]
     proc = sh(repo, "rimo-eval", "compare", "a", "no-such-exp", check=False)
     assert proc.returncode == 1
     assert "no-such-exp: not a git revision, branch or DVC experiment" in proc.stderr
-    with pytest.raises(ConfigError):
-        resolve(repo, "no-such-exp")
+    with pytest.raises(ConfigError), RunReader(repo) as reader:
+        reader.resolve("no-such-exp")
 
 
 @pytest.mark.slow

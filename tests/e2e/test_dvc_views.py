@@ -29,9 +29,9 @@ import pytest
 
 from rimo_eval.artifacts.paths import PLOTS_DIR, YEAR_PLOT_FILES, plot_path
 from rimo_eval.commands.compare.command import compare
-from rimo_eval.commands.compare.revisions import RunFiles, resolve
 from rimo_eval.commands.summary import EXP_SHOW_VIEW
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from rimo_eval.run.reader import RunReader
 from tests.support.browser import chromium
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, env, make_repo, sh
@@ -331,8 +331,8 @@ def test_plots_diff_draws_every_experiment_with_intervals_offline(
         chart = next(c for t, c in by_title.items() if t.startswith(title))
         want = {}  # (experiment, category) -> value, from each experiment's own plot file
         for name in EXPS:
-            with RunFiles(repo, resolve(repo, name)) as files:
-                csv = pd.read_csv(io.BytesIO(files.read_bytes(plot)))
+            with RunReader(repo) as reader:
+                csv = pd.read_csv(io.BytesIO(reader.open(name).files.read_bytes(plot)))
             for row in csv.itertuples(index=False):
                 want[(name, str(row[0]))] = float(row[1])
         drawn = {}

@@ -31,8 +31,9 @@ from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.tables import render_markdown
 from rimo_eval.errors import DataError
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.run.reader import RunReader
 from tests.support.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
-from tests.support.pipeline_repo import sh
+from tests.support.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
 FIVE = ["workspace", *[m for m in MODELS if m != "base"]]
@@ -113,7 +114,7 @@ def test_every_point_value_is_the_runs_own_metrics_json(
     assert all(r["k"] == 1 and r["backend"] == "replay" for r in result["runs"])
     # The settings the in-process tests below pass are the ones the CLI ranked with.
     assert result["bootstrap"] == boot(repo)
-    assert rows["m-mid"]["model"] == "runs/m-mid.jsonl"
+    assert rows["m-mid"]["model"] == "replay runs/m-mid.jsonl"  # as reports/model.json
     # The Markdown and the tex show the same stored values, in percent.
     md = (out / "leaderboard.md").read_text()
     tex = (out / "leaderboard.tex").read_text()
@@ -158,7 +159,8 @@ def compare_p(repo: Path, a: str, b: str, track: str) -> float:
 def boards(repo: Path, a: str, b: str, metrics: list[str]) -> list[dict[str, Any]]:
     """The leaderboard of a and b ranked by each metric in turn, in-process: the runs are read
     once (leaderboard() minus the figures, which these tests do not read)."""
-    runs = load_runs(repo, [a, b])
+    with RunReader(repo) as reader:
+        runs = load_runs(reader, [a, b])
     check(runs)
     return [json.loads(json.dumps(build_board(runs, find_metric(m, runs[0].k), boot(repo))))
             for m in metrics]
@@ -216,9 +218,8 @@ def test_all_ranks_the_largest_comparable_group_and_lists_the_others(repo: Path,
                                                                      tmp_path: Path) -> None:
     """--all beside a sample and k = 4 runs (issue 29 §3: it used to refuse outright): the five
     full k = 1 runs are ranked, the three others are listed with the reason."""
-    from rimo_eval.commands.compare.revisions import baseline_experiments
-
-    names = [r.label for r in baseline_experiments(repo)]
+    with RunReader(repo) as reader:
+        names = [r.label for r in reader.experiments()]
     assert names == sorted([*FIVE[1:], K4, K4B, SAMPLE])
     out = tmp_path / "lb"
     proc = sh(repo, "rimo-eval", "leaderboard", "--all", "--json", "--out", str(out))
@@ -245,18 +246,29 @@ def test_all_ranks_the_largest_comparable_group_and_lists_the_others(repo: Path,
 
 def test_label_model_names_rows_by_model(repo: Path) -> None:
     result, _ = leaderboard(repo, ["m-weak", "m-strong"], label="model", **boot(repo))
-    assert [r["label"] for r in result["runs"]] == ["runs/m-strong.jsonl", "runs/m-weak.jsonl"]
+    # The model as reports/model.json and every other tool name it: backend and model.
+    assert [r["label"] for r in result["runs"]] == ["replay runs/m-strong.jsonl",
+                                                    "replay runs/m-weak.jsonl"]
+    assert [r["model"] for r in result["runs"]] == [r["label"] for r in result["runs"]]
 
 
-def test_a_run_whose_scores_are_not_cached_names_dvc_exp_pull(repo: Path, tmp_path: Path
-                                                              ) -> None:
+def test_a_run_whose_scores_are_not_cached_says_what_brings_it_back(repo: Path, tmp_path: Path
+                                                                   ) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     sh(clone, "git", "fetch", "-q", "origin", "refs/exps/*:refs/exps/*")
     proc = sh(clone, "rimo-eval", "leaderboard", "m-weak", "m-strong", check=False)
     assert proc.returncode == 1
-    assert "missing from the local DVC cache: data/scores/rimo_n.parquet" in proc.stderr
-    assert "dvc exp pull" in proc.stderr
+    assert "missing from the local DVC cache for m-weak (" in proc.stderr
+    assert "data/scores/rimo_n.parquet" in proc.stderr
+    # No DVC remote in the clone: `dvc exp pull` would fail, so it is not advised (issue 43 §3).
+    assert "no DVC remote is configured (`dvc remote list`)" in proc.stderr
+    assert "dvc exp pull" not in proc.stderr and "dvc pull" not in proc.stderr
+    # With a remote configured, the experiment's pull is what brings it.
+    sh(clone, "dvc", "remote", "add", "-q", "store", str(tmp_path / "store"))
+    proc = sh(clone, "rimo-eval", "leaderboard", "m-weak", "m-strong", check=False)
+    assert "`dvc exp pull <git-remote> m-weak`" in proc.stderr
+    sh(clone, "dvc", "remote", "remove", "-q", "store")
     # --all, with the cache but for one table of m-weak: the others are ranked, m-weak is left
     # out with the reason and the command that brings it.
     shutil.copytree(repo / ".dvc/cache", clone / ".dvc/cache")
@@ -271,8 +283,33 @@ def test_a_run_whose_scores_are_not_cached_names_dvc_exp_pull(repo: Path, tmp_pa
     assert sorted(r["label"] for r in result["runs"]) == sorted(set(FIVE) - {"m-weak"})
     left = {x["label"]: x["reason"] for x in result["left_out"]}
     assert sorted(left) == sorted(["m-weak", K4, K4B, SAMPLE])
-    assert left["m-weak"].startswith("not readable: 1 DVC-tracked output(s) of m-weak (")
-    assert "`dvc exp pull <git-remote> m-weak`" in left["m-weak"]
+    assert left["m-weak"].startswith("not readable: 1 DVC-tracked output(s) of m-weak missing")
+    assert "rerun m-weak here (`dvc exp run`)" in left["m-weak"]
+
+
+def test_all_ranks_two_full_runs_not_a_later_sample_beside_itself(repo: Path, tmp_path: Path
+                                                                  ) -> None:
+    """Issue 41 §2: two full runs, then a 5-item sample run last, so the workspace IS the
+    sample. --all used to rank the sample twice (workspace and m-sample, a tie of two with the
+    full pair that went to the workspace's group); the workspace is now that experiment, ranked
+    once, and the two full runs are ranked."""
+    copy = copy_repo(repo, tmp_path / "copy")
+    sh(copy, "dvc", "exp", "remove", "m-mid", "m-mid2", K4, K4B, SAMPLE)
+    # The sample run last: `dvc exp run` leaves its outputs in the workspace.
+    sh(copy, "dvc", "exp", "run", "-n", SAMPLE, "score", "-S", "predict.limit=5")
+    with RunReader(copy) as reader:
+        found = sorted(r.label for r in reader.experiments())
+    assert found == sorted(["m-strong", "m-weak", SAMPLE])
+    proc = sh(copy, "rimo-eval", "leaderboard", "--all", "--json", "--out", str(tmp_path / "lb"))
+    result = json.loads(proc.stdout)
+    assert sorted(r["label"] for r in result["runs"]) == ["m-strong", "m-weak"]
+    left = {x["label"]: x["reason"] for x in result["left_out"]}
+    assert left["workspace"] == (f"the same run as {SAMPLE} (same metrics and provenance): "
+                                 f"ranked once, under that name")
+    assert left[SAMPLE].startswith("not comparable with m-strong: different items")
+    group = ("--all ranks 2 runs, k = 1, 335/456 RIMO-N/RIMO-P items (all items): the largest "
+             "of 2 groups of comparable runs (the next has 1)")
+    assert result["group"] == group and f"leaderboard: {group}" in proc.stderr
 
 
 def test_compare_of_the_full_run_against_the_sample_says_so_first(repo: Path) -> None:

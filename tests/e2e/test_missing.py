@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.artifacts.missing import missing_outputs, require_outputs
+from rimo_eval.artifacts.missing import missing_outputs
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.errors import StageError
 from rimo_eval.io.workspace import DVC_ROOT_ENV, project_root, shared_path
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.revision import WORKSPACE, Revision
 from tests.support.pipeline_repo import sh
 
 
@@ -54,11 +56,13 @@ def test_workspace_lists_absent_cached_outputs_only(repo: Path) -> None:
     (repo / "note.txt").unlink()  # cache: false lives in git: not DVC's to bring back
     assert missing_outputs(repo) == ["data/a.txt", "data/d"]
     assert missing_outputs(repo, only=["data/d"]) == ["data/d"]
-    with pytest.raises(StageError) as err:
-        require_outputs(repo)
+    with RunReader(repo) as reader, pytest.raises(StageError) as err:
+        reader.require(Revision(WORKSPACE, WORKSPACE, None), ["data/a.txt", "data/d"])
     msg = str(err.value)
-    assert msg.startswith("2 DVC-tracked output(s) missing from the workspace: "
-                          "data/a.txt, data/d.") and "`dvc pull` brings them" in msg
+    # The cache still has them (only the workspace's copies are gone): `dvc checkout`.
+    assert msg == ("2 DVC-tracked output(s) of workspace missing from the workspace: "
+                   "data/a.txt, data/d. `dvc checkout` restores them from this clone's DVC "
+                   "cache.")
 
 
 @pytest.mark.slow
@@ -75,13 +79,20 @@ def test_revision_lists_outputs_absent_from_the_cache(repo: Path) -> None:
     assert missing_outputs(repo, sha) == ["data/d"]
     cache_object(repo, a_md5).unlink()
     assert missing_outputs(repo, sha) == ["data/a.txt", "data/d"]
-    with pytest.raises(StageError) as err:
-        require_outputs(repo, sha, "exp-1", experiment=True)
+    exp = Revision("exp-1", "experiment", sha, "refs/exps/x/exp-1")
+    with RunReader(repo) as reader, pytest.raises(StageError) as err:
+        reader.require(exp, ["data/a.txt", "data/d"])
     msg = str(err.value)
-    assert f"of exp-1 ({sha[:12]}) missing from the local DVC cache: data/a.txt, data/d" in msg
-    assert "`dvc exp pull <git-remote> exp-1`" in msg
-    with pytest.raises(StageError, match=f"`dvc fetch --rev {sha}`"):
-        require_outputs(repo, sha, "main")
+    assert (f"of exp-1 missing from the local DVC cache for exp-1 ({sha[:12]}): data/a.txt, "
+            f"data/d") in msg
+    # No DVC remote here: no `dvc pull` advice that would fail (issue 43 §3).
+    assert "no DVC remote is configured" in msg and "pull" not in msg
+    sh(repo, "dvc", "remote", "add", "-q", "store", str(repo.parent / "store"))
+    with RunReader(repo) as reader:
+        with pytest.raises(StageError, match=r"`dvc exp pull <git-remote> exp-1`"):
+            reader.require(exp, ["data/d"])
+        with pytest.raises(StageError, match=f"`dvc fetch --rev {sha}`"):
+            reader.require(Revision("main", "git", sha), ["data/d"])
 
 
 def test_shared_paths_resolve_against_dvc_root(tmp_path: Path,

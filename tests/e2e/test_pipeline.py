@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.artifacts.paths import METRICS_PATH, scores_path
-from rimo_eval.commands.compare.revisions import RunFiles, resolve
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
+from rimo_eval.run.reader import RunReader
 from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.pipeline_repo import copy_repo, sh
 
@@ -108,8 +107,8 @@ def test_replay_experiment_matches_independent_grader(repo: Path, replay_exp: di
     gold_n, gold_p, pred_n, pred_p = (replay_exp[k] for k in ("gold_n", "gold_p", "pred_n",
                                                               "pred_p"))
     ids_n = sorted(gold_n)
-    with RunFiles(repo, resolve(repo, REPLAY_EXP)) as files:
-        m = files.read_json(METRICS_PATH) or {}
+    with RunReader(repo) as reader:
+        m = dict(reader.open(REPLAY_EXP).metrics)
     want = independent_metrics(gold_n, gold_p, pred_n, pred_p)
     assert m["RIMO-N"]["n"] == 335 and m["RIMO-N"]["missing"] == len(ids_n) - len(pred_n)
     assert m["RIMO-N"]["accuracy"] == pytest.approx(want["accuracy"], abs=1e-6)
@@ -144,9 +143,10 @@ def expected(repo: Path, name: str) -> dict[tuple[str, str], str]:
     """Each item's outcome in experiment ``name``, from its own score tables (read through
     DVC at the experiment, not from the workspace): R right, S strict, else not right."""
     out = {}
-    with RunFiles(repo, resolve(repo, name)) as files:
+    with RunReader(repo) as reader:
+        run = reader.open(name)
         for track in TRACKS:
-            frame = files.read_parquet(scores_path(track))
+            frame = run.scores(track)
             col = "correct" if track == TRACK_N else "strict"
             out |= {(track, pid): ok for pid, ok in zip(frame["problem_id"], frame[col],
                                                         strict=True)}

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from rimo_eval.commands.runs import WORKSPACE
 from rimo_eval.commands.view.command import view
 from rimo_eval.errors import StageError
+from rimo_eval.run.revision import WORKSPACE
 from tests.support import partial_run as pr
 from tests.support.browser import chromium, renderer_alive
 from tests.support.chat_server import ChatServer

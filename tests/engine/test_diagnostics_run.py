@@ -107,7 +107,7 @@ def test_diagnostics_block_in_metrics_json(chat_run: dict[str, Any]) -> None:
         "lenient_accuracy_ci_high": n["diagnostics"]["lenient_accuracy_ci_high"]}
     assert 0.0 <= n["diagnostics"]["lenient_accuracy_ci_low"] <= 0.4 \
         <= n["diagnostics"]["lenient_accuracy_ci_high"] <= 1.0
-    # A proportion of items: Wilson's interval of 2/5 (rimo_eval.core.statistics.wilson).
+    # A proportion of items: Wilson's interval of 2/5 (rimo_eval.stats.wilson).
     assert (n["diagnostics"]["lenient_accuracy_ci_low"],
             n["diagnostics"]["lenient_accuracy_ci_high"]) == (0.117621, 0.769276)
     # Both cut-off replies count as truncated, the boxed one too (it used to read 1).

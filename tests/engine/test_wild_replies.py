@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
-from rimo_eval.commands.compare.revisions import Revision
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.model import build
 from rimo_eval.commands.view.site import write_site
@@ -32,6 +31,7 @@ from rimo_eval.io.hashing import fingerprint
 from rimo_eval.io.surrogates import is_valid
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer, Shaped
 from tests.support.factories import write_items

@@ -16,6 +16,7 @@ from matplotlib.container import ErrorbarContainer
 
 from rimo_eval.core.config import load_params
 from rimo_eval.core.metrics_files import read_all
+from rimo_eval.core.model_name import predictions_model
 from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import selection as S
@@ -125,15 +126,19 @@ def test_run_rows_name_backend_model_experiment_k_and_scope(inputs: dict[str, Pa
     metrics = _metrics(inputs)
     preds = {TRACK_N: f["predictions_n_path"], TRACK_P: f["predictions_p_path"]}
     rows = dict(S.run_rows(metrics, preds, "model-a", "0123456789abcdef" * 2 + "01234567"))
-    assert rows == {"backend": "replay", "model": "—", "experiment": "model-a",
+    # The model as reports/model.json names it (rimo_eval.core.model_name), not "—".
+    model = predictions_model(preds.values())
+    assert model is not None and model.startswith("replay ")
+    assert rows == {"backend": "replay", "model": model, "experiment": "model-a",
                     "samples per item (k)": "1",
                     "evaluated": "sample: 8 of 335 RIMO-N, 5 of 456 RIMO-P",
                     "code": "0123456789ab"}
     metrics[TRACK_N]["k"] = 4
     metrics["sample"]["is_sample"] = False
-    preds[TRACK_N] = preds[TRACK_N].assign(details='{"model": "gpt-x"}')
+    preds[TRACK_N] = preds[TRACK_N].assign(backend="openai",
+                                            backend_params='{"model": "gpt-x"}')
     rows = dict(S.run_rows(metrics, preds))
-    assert rows["samples per item (k)"] == "4" and rows["model"] == "gpt-x"
+    assert rows["samples per item (k)"] == "4" and rows["model"] == "openai gpt-x"
     assert rows["evaluated"].startswith("full benchmark") and rows["experiment"].startswith("—")
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rimo_eval.commands.compare.revisions import Revision
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from rimo_eval.run.revision import Revision
 from rimo_eval.score.samples import first_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import year_blocks
@@ -154,7 +154,8 @@ def make_run(name: str, correct: np.ndarray, strict: np.ndarray, parts: np.ndarr
     scores = frames(correct, strict, parts, k, dated=years)
     breakdown = year_breakdown(scores) if years else {}
     run = Run(Revision(name, "experiment", "0" * 40), metrics_of(scores, k), breakdown, {},
-              scores, {"predict": {"backend": "replay", "replay": {"path": f"{name}.jsonl"}}})
+              scores, {"predict": {"backend": "replay", "replay": {"path": f"{name}.jsonl"}}},
+              model=f"replay {name}.jsonl", k=k, content=name)
     run.label = name
     return run
 

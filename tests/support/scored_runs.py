@@ -9,9 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.commands.compare.revisions import Revision, Side
+from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import SCORE_FILES, score
 from tests.support.factories import small_benchmark, write_items
 

@@ -144,10 +144,10 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     import pyarrow.parquet as pq
 
     from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
-    from rimo_eval.commands.compare.revisions import Revision
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
     from rimo_eval.predict import predict
+    from rimo_eval.run.revision import Revision
     from rimo_eval.score.stage import score
 
     base = root / name

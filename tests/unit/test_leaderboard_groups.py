@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rimo_eval.commands.compare.revisions import WORKSPACE, Revision
 from rimo_eval.commands.leaderboard.comparable import check, largest_group
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.errors import DataError
+from rimo_eval.run.revision import WORKSPACE, Revision
 from tests.support.leaderboard_runs import make_run
 
 RNG = np.random.default_rng(3)
@@ -32,7 +32,9 @@ def workspace(run: Run) -> Run:
 def test_the_largest_group_is_ranked_and_each_other_run_is_listed_with_its_reason() -> None:
     ws = workspace(full("ws", items=10))  # a 10-item sample in the workspace
     runs = [ws, full("a"), full("b"), full("c"), full("k2", k=2), full("s2", items=10)]
-    ranked, left = largest_group(runs)
+    ranked, left, why = largest_group(runs)
+    assert why == ("--all ranks 3 runs, k = 1, 30/20 RIMO-N/RIMO-P items (all items): the "
+                   "largest of 3 groups of comparable runs (the next has 2)")
     assert [r.label for r in ranked] == ["a", "b", "c"]
     reasons = {x.label: x.reason for x in left}
     assert list(reasons) == ["workspace", "k2", "s2"]
@@ -45,7 +47,8 @@ def test_the_largest_group_is_ranked_and_each_other_run_is_listed_with_its_reaso
 
 def test_a_tie_goes_to_the_workspace_group_and_it_is_the_reference() -> None:
     runs = [full("a"), full("b"), full("s1", items=10), workspace(full("ws", items=10))]
-    ranked, left = largest_group(runs)
+    ranked, left, why = largest_group(runs)
+    assert why.endswith(": tied for the largest of 2 groups: the workspace's group")
     assert [r.label for r in ranked] == ["s1", "workspace"]
     assert [x.label for x in left] == ["a", "b"]
     assert left[0].reason.startswith("not comparable with workspace: different items")

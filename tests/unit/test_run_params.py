@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.commands.compare.revisions import WORKSPACE, Revision, RunFiles
 from rimo_eval.errors import DataError
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.revision import WORKSPACE, Revision
 from tests.support.pipeline_repo import env
 
 TWICE = "predict:\n  limit: 5\n  backend: local\n  limit: 50\n"
@@ -24,7 +25,8 @@ def test_a_key_given_twice_in_a_past_runs_params_is_named(tmp_path: Path) -> Non
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, env=env(), check=True,
                          capture_output=True, text=True).stdout.strip()
     for revision in (Revision("HEAD", "git", sha), Revision(WORKSPACE, WORKSPACE, None)):
-        with RunFiles(tmp_path, revision) as files, pytest.raises(DataError) as err:
+        with RunReader(tmp_path) as reader, pytest.raises(DataError) as err:
+            files = reader.files(revision)
             files.read_params()
         assert "predict.limit: key given twice (first at line 2)" in str(err.value)
         assert f"params.yaml at {files.where}:4" in str(err.value)

@@ -21,7 +21,6 @@ from typing import Any
 
 from dvc.exceptions import DvcException
 
-from rimo_eval.artifacts.missing import require_outputs
 from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     JUDGE_TABLE,
@@ -63,12 +62,13 @@ from rimo_eval.commands.audit.recompute import (
 )
 from rimo_eval.commands.audit.render import AuditReport, Link
 from rimo_eval.commands.audit.revision import checked_out
-from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.core.config import Params, load_params
 from rimo_eval.core.metrics_files import POINTER_KEY, pointer, split
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.json_object import read_object
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.revision import WORKSPACE
 from rimo_eval.stats import bootstrap_params
 
 
@@ -233,18 +233,19 @@ def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> A
     experiment resolved as compare resolves it, audited against its own params.yaml."""
     needed = [RAW_DIR, *(path(t) for path in (items_path, predictions_path, scores_path)
                          for t in TRACKS)]
-    revision = resolve(root, name)
-    if revision.rev is None:
-        # A fresh clone before `dvc pull`: name what is absent rather than audit empty paths.
-        # (A missing judge table is the judge.recompute check's to report.)
-        require_outputs(root, only=needed)
-        return audit(root, params)
-    # The checkout also holds the judge table reports/judge.json is recomputed from (zero rows
-    # when the judge was off), where the revision's dvc.lock has one.
-    with checked_out(root, revision, [*needed, JUDGE_TABLE]) as tree:
-        print(f"audit: {revision.kind} {revision.label} at {revision.rev[:12]}, checked out "
-              f"in a temporary worktree", file=sys.stderr)
-        return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
+    with RunReader(root) as reader:
+        revision = reader.resolve(name)
+        if revision.rev is None:
+            # A fresh clone: name what is absent, and what brings it back, rather than audit
+            # empty paths. (A missing judge table is the judge.recompute check's to report.)
+            reader.require(revision, needed)
+            return audit(root, params)
+        # The checkout also holds the judge table reports/judge.json is recomputed from (zero
+        # rows when the judge was off), where the revision's dvc.lock has one.
+        with checked_out(reader, revision, [*needed, JUDGE_TABLE]) as tree:
+            print(f"audit: {revision.kind} {revision.label} at {revision.rev[:12]}, checked "
+                  f"out in a temporary worktree", file=sys.stderr)
+            return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:

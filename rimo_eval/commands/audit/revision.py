@@ -5,6 +5,11 @@ root), so auditing another revision means a tree of that revision: a temporary, 
 worktree at its commit (its dvc.lock, params.yaml and git-tracked reports), whose DVC-tracked
 outputs ``dvc checkout`` copies from this repository's cache. The workspace is left alone; the
 worktree is removed afterwards. The code that audits is today's, as with compare.
+
+What the audit reads of the run before the checkout (its dvc.lock, which outputs the local
+cache lacks and the advice that brings them back) comes through the run reader
+(rimo_eval.run): the worktree exists only because the audit recomputes hashes and metrics from
+files on disk, as DVC and the stages do.
 """
 
 from __future__ import annotations
@@ -17,12 +22,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.artifacts.missing import require_outputs
 from rimo_eval.artifacts.paths import LOCK_PATH
 from rimo_eval.commands.audit.lock import parse_lock, producer
-from rimo_eval.commands.runs import Revision
-from rimo_eval.errors import StageError
+from rimo_eval.errors import DataError, StageError
 from rimo_eval.io.git import git
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.revision import Revision
 
 
 def _git(root: Path, *args: str) -> None:
@@ -32,15 +37,20 @@ def _git(root: Path, *args: str) -> None:
         raise StageError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
 
 
-def lock_at(root: Path, revision: Revision) -> dict[str, Any] | None:
-    """The revision's dvc.lock, read from git; None when it has none."""
-    assert revision.rev is not None
-    text = git(root, "show", f"{revision.rev}:{LOCK_PATH.as_posix()}")
-    return parse_lock(text, f"{LOCK_PATH} at {revision.label}") if text else None
+def lock_at(reader: RunReader, revision: Revision) -> dict[str, Any] | None:
+    """The revision's dvc.lock, read through the run reader; None when it has none."""
+    files = reader.files(revision)
+    if not files.exists(LOCK_PATH):
+        return None
+    try:
+        text = files.read_bytes(LOCK_PATH).decode("utf-8")
+    except (DataError, UnicodeDecodeError):
+        return None
+    return parse_lock(text, f"{LOCK_PATH} at {revision.label}")
 
 
 @contextlib.contextmanager
-def checked_out(root: Path, revision: Revision,
+def checked_out(reader: RunReader, revision: Revision,
                 outputs: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
     """A temporary tree of ``revision`` with ``outputs`` (DVC-tracked paths) in place; those
     no stage of the revision's dvc.lock made (the judge table of a run that stopped at the
@@ -49,15 +59,13 @@ def checked_out(root: Path, revision: Revision,
     from dvc.repo import Repo
 
     assert revision.rev is not None, "the workspace is audited in place"
-    root = Path(root).resolve()
-    lock = lock_at(root, revision)
+    root = reader.root
+    lock = lock_at(reader, revision)
     needed = [p for p in outputs
               if lock is not None and producer(lock, Path(p).as_posix()) is not None]
-    # Name what the local cache lacks, and the command that brings it, before any copying.
-    require_outputs(root, revision.rev, revision.label, revision.kind == "experiment",
-                    only=needed)
-    with Repo(os.fspath(root)) as repo:
-        cache_dir = repo.cache.local_cache_dir
+    # Name what the local cache lacks, and what brings it back, before any copying.
+    reader.require(revision, needed)
+    cache_dir = reader.repo.cache.local_cache_dir
     with tempfile.TemporaryDirectory(prefix="rimo-audit-") as tmp:
         tree = Path(tmp) / "tree"
         _git(root, "worktree", "add", "--detach", "--quiet", os.fspath(tree), revision.rev)

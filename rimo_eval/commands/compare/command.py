@@ -9,7 +9,6 @@ score stage resample alike; ``--samples``, ``--seed`` and ``--confidence`` overr
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -18,8 +17,7 @@ from typing import Any
 
 import yaml
 
-from rimo_eval.artifacts.missing import require_outputs
-from rimo_eval.artifacts.paths import JUDGE_TABLE, items_path, predictions_path, scores_path
+from rimo_eval.artifacts.paths import JUDGE_TABLE, scores_path
 from rimo_eval.commands.compare.arguments import FLIPS
 from rimo_eval.commands.compare.details import attach_p_texts
 from rimo_eval.commands.compare.pairing import (
@@ -37,13 +35,15 @@ from rimo_eval.commands.compare.shared_items import (
     require_same_items,
     same_items,
 )
-from rimo_eval.commands.runs import WORKSPACE, Revision, RunFiles, resolve
 from rimo_eval.core.config import Params
 from rimo_eval.errors import DataError
 from rimo_eval.io.outputs import claim_file, html_ours, output_file
 from rimo_eval.judge.metrics import judge_block
 from rimo_eval.params.section import key_of
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.record import Run
+from rimo_eval.run.revision import WORKSPACE, Revision
 from rimo_eval.stats import bootstrap_params
 
 HTML_OPTION = "compare --html"
@@ -68,51 +68,47 @@ def _optional(read: Callable[[], Any]) -> Any:
         return None
 
 
-def run_extras(files: RunFiles) -> dict[str, Any]:
+def run_extras(run: Run) -> dict[str, Any]:
     """What a flip and the params diff need beyond the scores: the params file, RIMO-P's
     predictions and items. Each is optional: compare works on the scores alone."""
-    return {"params": _optional(lambda: files.read_params() or None),
-            "predictions": _optional(lambda: files.read_parquet(
-                predictions_path(TRACK_P), columns=["problem_id", "sample", "prediction"])),
-            "items": _optional(lambda: files.read_parquet(
-                items_path(TRACK_P), columns=["problem_id", "sub_solutions"]))}
+    return {"params": dict(run.params) or None,
+            "predictions": _optional(lambda: run.predictions(
+                TRACK_P, ["problem_id", "sample", "prediction"])),
+            "items": _optional(lambda: run.items(TRACK_P, ["problem_id", "sub_solutions"]))}
 
 
 # What usage and the k-sample metrics read from a predictions table (no texts).
 PREDICTION_COLUMNS = ["problem_id", "sample", "item_hash", "status", "details", "backend"]
 
 
-def shared_inputs(files: RunFiles, side: Side) -> Side:
+def shared_inputs(run: Run, side: Side) -> Side:
     """``side`` with what recomputing its metrics on the shared items reads beyond the scores:
     its predictions (usage, k-sample keys) and, where the judge ran, the judge table. Each is
     optional; what cannot be read is left out of the recomputed metrics."""
-    side.predictions = _optional(lambda: {
-        t: files.read_parquet(predictions_path(t), columns=PREDICTION_COLUMNS)
-        for t in TRACKS})
+    side.predictions = _optional(lambda: {t: run.predictions(t, PREDICTION_COLUMNS)
+                                          for t in TRACKS})
     if judge_block(side.judge) is not None:
-        side.judge_table = _optional(lambda: files.read_parquet(JUDGE_TABLE))
+        side.judge_table = _optional(lambda: run.table(JUDGE_TABLE))
     return side
 
 
 def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
             confidence: float = 0.95, strict: bool = False) -> dict[str, Any]:
-    revisions = [resolve(root, name) for name in (a, b)]
-    for r in revisions:  # name every absent table and its `dvc pull` before reading any
-        require_outputs(root, r.rev, r.label, r.kind == "experiment",
-                        only=[scores_path(t) for t in TRACKS])
-    # One DVC file system per revision for every read: each builds DVC's index of that
-    # revision (dvc.yaml and dvc.lock parsed), a second or more apiece.
-    with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(RunFiles(root, r)) for r in revisions]
-        sides = [load_side(root, r, f) for r, f in zip(revisions, files, strict=True)]
+    # One DVC repository handle; one index per revision, for the check and every read.
+    with RunReader(root) as reader:
+        revisions = [reader.resolve(name) for name in (a, b)]
+        for r in revisions:  # name every absent table and what brings it back before reading
+            reader.require(r, [scores_path(t) for t in TRACKS])
+        runs = [reader.open(r) for r in revisions]
+        sides = [load_side(run) for run in runs]
         sets = overlap(sides[0].scores, sides[1].scores)
         if not same_items(sets):
             if strict:
                 require_same_items(sets, a, b)
             print(f"compare: {a} and {b} evaluated different items ({describe(sets)}); "
                   f"comparing on the shared items only", file=sys.stderr)
-            sides = [shared_inputs(f, s) for f, s in zip(files, sides, strict=True)]
-        extras = [run_extras(f) for f in files]
+            sides = [shared_inputs(r, s) for r, s in zip(runs, sides, strict=True)]
+        extras = [run_extras(r) for r in runs]
     result = compare_sides(sides[0], sides[1], samples=samples, seed=seed, confidence=confidence,
                            params=(extras[0]["params"], extras[1]["params"]))
     attach_p_texts(result["tracks"][TRACK_P]["flips"], extras[0]["items"],
@@ -140,4 +136,4 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
 
 __all__ = ["WORKSPACE", "Revision", "Side", "bootstrap_settings", "compare", "compare_sides",
            "compare_track", "flips", "load_side", "main", "metric_rows", "pair", "render_html",
-           "render_markdown", "resolve"]
+           "render_markdown"]

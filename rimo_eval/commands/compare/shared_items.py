@@ -87,7 +87,7 @@ def _judge_on(side: Side, ids: set[str]) -> dict[str, Any]:
     when the judge ran but its table could not be read."""
     block = judge_block(side.judge)
     if block is None:
-        return side.judge
+        return dict(side.judge)
     if side.judge_table is None:
         return {}
     table = side.judge_table[side.judge_table["problem_id"].astype(str).isin(ids)]

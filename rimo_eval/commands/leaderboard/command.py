@@ -27,6 +27,7 @@ from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.atomic import dumps_json
 from rimo_eval.io.outputs import claim_folder, output_folder
 from rimo_eval.params.cutoff import parse_cutoffs
+from rimo_eval.run.reader import RunReader
 
 
 def leaderboard(root: Path, names: list[str], every: bool = False, label: str = "exp",
@@ -38,22 +39,26 @@ def leaderboard(root: Path, names: list[str], every: bool = False, label: str = 
     Named runs must all be comparable. ``every`` (``--all``) ranks the largest comparable group
     of the workspace and its experiments and lists the others under ``left_out``."""
     left: list[LeftOut] = []
-    if every:
-        if names:
-            raise ConfigError("give RUN names or --all, not both")
-        found, left = load_every(root, label)
-        runs, more = largest_group(found) if found else ([], [])
-        left += more
-        if len(runs) < 2:
-            raise DataError("--all: no two comparable runs to rank. Left out:\n"
-                            + "\n".join(f"  {x.label}: {x.reason}" for x in left))
-    else:
-        runs = load_runs(root, names, every, label)
-        check(runs)
+    group = None
+    with RunReader(root) as reader:  # one DVC repository handle for every run
+        if every:
+            if names:
+                raise ConfigError("give RUN names or --all, not both")
+            found, left = load_every(reader, label)
+            runs, more, group = largest_group(found) if found else ([], [], None)
+            left += more
+            if len(runs) < 2:
+                raise DataError("--all: no two comparable runs to rank. Left out:\n"
+                                + "\n".join(f"  {x.label}: {x.reason}" for x in left))
+        else:
+            runs = load_runs(reader, names, every, label)
+            check(runs)
     metric = find_metric(sort or default_metric(runs[0].k), runs[0].k)
     board = build(runs, metric, {"samples": samples, "seed": seed, "confidence": confidence},
                   cutoffs)
     board["left_out"] = [x.to_json() for x in left]
+    if group is not None:
+        board["group"] = group
     files: dict[str, str | bytes] = {
         "leaderboard.json": dumps_json(board, sort_keys=False),
         "leaderboard.md": render_markdown(board),
@@ -85,6 +90,8 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     board, files = leaderboard(Path("."), list(args.runs), args.all, args.label, args.sort,
                                **boot, cutoffs=parse_cutoffs(getattr(args, "cutoff", None)))
     write(out, files)
+    if "group" in board:
+        print(f"leaderboard: {board['group']}", file=sys.stderr)
     for x in board["left_out"]:
         print(f"leaderboard: left out {x['label']}: {x['reason']}", file=sys.stderr)
     print(f"{len(board['runs'])} runs ranked by {board['ranked_by']}"

@@ -9,19 +9,22 @@ reason it was left out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rimo_eval.commands.leaderboard.loading import LeftOut, Run
-from rimo_eval.commands.runs import WORKSPACE
 from rimo_eval.errors import DataError
 from rimo_eval.rimo.tracks import TRACKS
+from rimo_eval.run.revision import WORKSPACE
 
 
 def _items(run: Run, track: str) -> frozenset[tuple[str, str]]:
-    frame = run.scores[track]
-    first = frame[frame["sample"] == 0]
-    return frozenset(zip(first["problem_id"], first["item_hash"], strict=True))
+    if track not in run.item_sets:
+        frame = run.scores[track]
+        first = frame[frame["sample"] == 0]
+        run.item_sets[track] = frozenset(zip(first["problem_id"], first["item_hash"],
+                                             strict=True))
+    return run.item_sets[track]
 
 
 def _describe(run: Run) -> str:
@@ -73,8 +76,9 @@ def check(runs: Sequence[Run]) -> None:
             raise DataError(f"{ref.label} and {run.label} are not comparable: {why}")
 
 
-def largest_group(runs: Sequence[Run]) -> tuple[list[Run], list[LeftOut]]:
-    """``--all``: (the runs to rank, in their order, and the others with the reason).
+def largest_group(runs: Sequence[Run]) -> tuple[list[Run], list[LeftOut], str]:
+    """``--all``: (the runs to rank, in their order, the others with the reason, and one line
+    saying which group was ranked and why).
 
     Runs are grouped by comparability with each group's first run. The largest group is
     ranked; on a tie, the group holding the workspace, else the earliest. Each run left out
@@ -95,14 +99,36 @@ def largest_group(runs: Sequence[Run]) -> tuple[list[Run], list[LeftOut]]:
     refs = sorted(best, key=lambda r: r.revision.kind != WORKSPACE)
     ranked, left = [], []
     for run in runs:
+        if any(run is r for r in best):  # comparable with every run of its group
+            ranked.append(run)
+            continue
         why = next((w for ref in refs if (w := difference(ref, run)) is not None), None)
-        if any(run is r for r in best) or why is None:
+        if why is None:
             ranked.append(run)
         else:
             ref = next(r for r in refs if difference(r, run) is not None)
             left.append(LeftOut(run.label, run.revision.to_json(),
                                 f"not comparable with {ref.label}: {why}"))
-    return ranked, left
+    return ranked, left, _why(best, groups, weight)
+
+
+def _why(best: list[Run], groups: list[list[Run]], weight: Callable[[list[Run]], Any]) -> str:
+    """One line: the group ranked, what its runs share, and why it was picked."""
+    first = best[0]
+    sample = "a sample" if (first.metrics.get("sample") or {}).get("is_sample") else "all items"
+    shared = (f"k = {first.k}, {'/'.join(str(len(_items(first, t))) for t in TRACKS)} "
+              f"{'/'.join(TRACKS)} items ({sample})")
+    rivals = [g for g in groups if g is not best]
+    if not rivals:
+        reason = "every run found is comparable"
+    elif all(len(g) < len(best) for g in rivals):
+        reason = (f"the largest of {len(groups)} groups of comparable runs (the next has "
+                  f"{max(len(g) for g in rivals)})")
+    elif weight(best)[1]:
+        reason = (f"tied for the largest of {len(groups)} groups: the workspace's group")
+    else:
+        reason = f"tied for the largest of {len(groups)} groups: the first found"
+    return f"--all ranks {len(best)} runs, {shared}: {reason}"
 
 
 __all__ = ["check", "difference", "largest_group"]

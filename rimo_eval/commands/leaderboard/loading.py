@@ -1,40 +1,26 @@
-"""The runs of a leaderboard: resolved and read through rimo_eval.commands.runs, one ``Run`` each.
+"""The runs of a leaderboard, one ``Run`` each, opened by the one run reader (rimo_eval.run).
 
-Each run's files are read through DVC at its revision (``RunFiles``), so experiments, branches
-and the workspace need no checkout. ``metrics`` is the run's metrics.json exactly as stored:
-every point value the leaderboard shows is taken from it, never recomputed.
+Experiments, branches and the workspace need no checkout, and one DVC repository handle
+serves the whole board. ``metrics`` is the run's metrics.json exactly as stored: every point
+value the leaderboard shows is taken from it, never recomputed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rimo_eval.artifacts.paths import (
-    BREAKDOWN_PATH,
-    JUDGE_METRICS_PATH,
-    METRICS_PATH,
-    PROVENANCE_PATH,
-    scores_path,
-)
+from rimo_eval.artifacts.paths import scores_path
 from rimo_eval.commands.leaderboard.arguments import LABELS
-from rimo_eval.commands.runs import (
-    WORKSPACE,
-    Revision,
-    RunAt,
-    baseline_experiments,
-    commit_date,
-    open_run,
-    resolve,
-)
-from rimo_eval.core.model_name import model_name
 from rimo_eval.errors import ConfigError, DataError, StageError
 from rimo_eval.judge.metrics import judge_block
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.record import Run as Record
+from rimo_eval.run.revision import WORKSPACE, Revision
 from rimo_eval.score.samples import with_sample
 
 # Only what the statistics and figures read: the list-valued ``matched`` column stays on disk.
@@ -47,16 +33,25 @@ SCORE_COLUMNS = {
 
 
 @dataclass
-class Run(RunAt):
-    """One ranked run; ``metrics`` is its reports/metrics.json as stored."""
+class Run:
+    """One ranked run: the run record's facts (``metrics`` is its metrics.json as stored,
+    ``model`` and ``k`` as every tool shows them) and the score columns the board reads."""
 
-    breakdown: dict[str, Any]
-    provenance: dict[str, Any]
+    revision: Revision
+    metrics: Mapping[str, Any]
+    breakdown: Mapping[str, Any]
+    provenance: Mapping[str, Any]
     scores: dict[str, pd.DataFrame]
-    params: dict[str, Any]  # params.yaml at the revision ({} when it has none)
+    params: Mapping[str, Any]  # params.yaml at the revision ({} when it has none)
     judge: Mapping[str, Any] | None = None  # RIMO-P.judge block of judge.json, where it ran
     date: str | None = None
     label: str = field(default="")
+    model: str = ""
+    k: int = 1
+    content: str = ""  # the record's digest: the same run under two names
+    # (problem_id, item_hash) of sample 0 per track, made once (comparable.py asks it often).
+    item_sets: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict, repr=False,
+                                                             compare=False)
 
     @property
     def backend(self) -> str:
@@ -68,16 +63,6 @@ class Run(RunAt):
         return "+".join(sorted(names))
 
     @property
-    def model(self) -> str:
-        """The model as a user would name it: the served model, the replay file, the GGUF."""
-        predict = self.params.get("predict") or {}
-        return model_name(self.backend, predict.get(self.backend) or {})
-
-    @property
-    def k(self) -> int:
-        return max(int(self.metrics.get(t, {}).get("k", 1)) for t in TRACKS)
-
-    @property
     def commit(self) -> str:
         """The revision's own commit; for the workspace the commit it was run at."""
         if self.revision.rev:
@@ -87,7 +72,7 @@ class Run(RunAt):
         return f"{sha}+dirty" if git.get("dirty") else sha
 
 
-def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
+def targets(reader: RunReader, names: list[str], every: bool) -> list[Revision]:
     """The RUN arguments, or with ``--all`` every experiment of the baseline and the
     workspace; each revision once, in the order given."""
     if every and names:
@@ -95,8 +80,8 @@ def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
     if not every and not names:
         raise ConfigError("name the runs to rank (experiments, revisions, "
                           "'workspace') or pass --all")
-    found = [resolve(root, WORKSPACE), *baseline_experiments(root)] if every else [
-        resolve(root, n) for n in names]
+    found = ([reader.resolve(WORKSPACE), *reader.experiments()] if every else
+             [reader.resolve(n) for n in names])
     seen: set[str] = set()
     out = []
     for r in found:
@@ -110,21 +95,21 @@ def targets(root: Path, names: list[str], every: bool) -> list[Revision]:
     return out
 
 
-def load_run(root: Path, revision: Revision) -> Run:
-    # Name every absent table and its `dvc pull` / `dvc exp pull` before reading any.
-    with open_run(root, revision, [scores_path(t) for t in TRACKS]) as files:
-        metrics = files.read_json(METRICS_PATH) or {}
-        breakdown = files.read_json(BREAKDOWN_PATH, False) or {}
-        provenance = files.read_json(PROVENANCE_PATH, False) or {}
-        scores = {t: with_sample(files.read_parquet(scores_path(t), SCORE_COLUMNS[t]))
-                  for t in TRACKS}
-        judge = files.read_json(JUDGE_METRICS_PATH, False) or {}
-        params = files.read_params()
+def from_record(record: Record, date: str | None = None) -> Run:
+    """The board's run: the record's facts and its score columns."""
     for t in TRACKS:
-        if not isinstance(metrics.get(t), dict):
-            raise DataError(f"reports/metrics.json at {revision.label}: no {t} block")
-    return Run(revision, metrics, breakdown, provenance, scores, params, judge_block(judge),
-               commit_date(root, revision))
+        if not isinstance(record.metrics.get(t), dict):
+            raise DataError(f"reports/metrics.json at {record.label}: no {t} block")
+    scores = {t: with_sample(record.scores(t, SCORE_COLUMNS[t])) for t in TRACKS}
+    return Run(record.revision, record.metrics, record.breakdown, record.provenance, scores,
+               record.params, judge_block(record.judge), date, model=record.model,
+               k=record.k, content=record.content)
+
+
+def load_run(reader: RunReader, revision: Revision) -> Run:
+    # Name every absent table and what brings it back before reading any.
+    record = reader.open(revision, [scores_path(t) for t in TRACKS])
+    return from_record(record, reader.commit_date(revision))
 
 
 def assign_labels(runs: list[Run], how: str) -> None:
@@ -153,26 +138,44 @@ class LeftOut:
         return {"label": self.label, "revision": self.revision, "reason": self.reason}
 
 
-def load_runs(root: Path, names: list[str], every: bool = False, label: str = "exp"
+def load_runs(reader: RunReader, names: list[str], every: bool = False, label: str = "exp"
               ) -> list[Run]:
-    runs = [load_run(root, r) for r in targets(root, names, every)]
+    runs = [load_run(reader, r) for r in targets(reader, names, every)]
     assign_labels(runs, label)
     return runs
 
 
-def load_every(root: Path, label: str = "exp") -> tuple[list[Run], list[LeftOut]]:
+def load_every(reader: RunReader, label: str = "exp") -> tuple[list[Run], list[LeftOut]]:
     """``--all``: the workspace and every experiment of its baseline that can be read; one
     that cannot (its tables not in the local cache, no metrics) is left out with the reason,
-    as an incomparable one is, instead of stopping the whole board."""
-    runs, left = [], []
-    for revision in targets(root, [], every=True):
+    as an incomparable one is, instead of stopping the whole board. A run found under two
+    names (the workspace after `dvc exp run` IS that experiment: the same metrics and
+    provenance) is ranked once, under the experiment's name."""
+    runs: list[Run] = []
+    left: list[LeftOut] = []
+    for revision in targets(reader, [], every=True):
         try:
-            runs.append(load_run(root, revision))
+            runs.append(load_run(reader, revision))
         except StageError as exc:
             left.append(LeftOut(revision.label, revision.to_json(), f"not readable: {exc}"))
+    runs, twins = dedupe(runs)
     assign_labels(runs, label)
-    return runs, left
+    return runs, twins + left
 
 
-__all__ = ["SCORE_COLUMNS", "LeftOut", "Run", "assign_labels", "load_every", "load_run",
-           "load_runs", "targets"]
+def dedupe(runs: list[Run]) -> tuple[list[Run], list[LeftOut]]:
+    """Each run once: of two with the same content, the named one (an experiment, a branch)
+    stays and the workspace is left out, naming its twin."""
+    by_content: dict[str, Run] = {}
+    for run in sorted(runs, key=lambda r: r.revision.kind == WORKSPACE):
+        by_content.setdefault(run.content or run.revision.label, run)
+    kept = [r for r in runs if by_content[r.content or r.revision.label] is r]
+    left = [LeftOut(r.revision.label, r.revision.to_json(),
+                    f"the same run as {by_content[r.content].revision.label} (same metrics "
+                    f"and provenance): ranked once, under that name")
+            for r in runs if by_content[r.content or r.revision.label] is not r]
+    return kept, left
+
+
+__all__ = ["SCORE_COLUMNS", "LeftOut", "Run", "assign_labels", "dedupe", "from_record",
+           "load_every", "load_run", "load_runs", "targets"]

@@ -21,7 +21,6 @@ from typing import Any
 
 from rimo_eval.artifacts.paths import VIEW_DIR
 from rimo_eval.artifacts.predictions import predictions_path
-from rimo_eval.commands.runs import WORKSPACE, resolve
 from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_with
@@ -32,6 +31,8 @@ from rimo_eval.io.hashing import sha256_bytes
 from rimo_eval.io.outputs import claim_folder
 from rimo_eval.params.cutoff import parse_cutoffs
 from rimo_eval.rimo.tracks import TRACK_N
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.revision import WORKSPACE
 
 # The default of --out: the workspace's run alone goes where the view stage writes it (the
 # site the report links to); named runs go beside it, so a two-run site never stands in for the
@@ -73,27 +74,31 @@ def view(root: Path, names: list[str], out: Path, cutoffs: Mapping[str, str] | N
                           "pending samples are not wrong answers, so it is not compared")
     claim_folder(out, "view", "view --out")  # refused before minutes of work, not after
     runs: list[Run] = []
-    try:
-        for name in names:
-            runs.append(_load(root, name, partial))
-        site = Site(runs, cutoffs, search_reasoning)
-        return write_with(out, lambda tmp: write_items(site, tmp, jobs),
-                          lambda: (marked(site.index(), runs), site.words))
-    finally:
-        for run in runs:
-            run.close()
+    # One DVC repository handle for every run; it holds their files open while the site is
+    # written.
+    with RunReader(root) as reader:
+        try:
+            for name in names:
+                runs.append(_load(reader, name, partial))
+            site = Site(runs, cutoffs, search_reasoning)
+            return write_with(out, lambda tmp: write_items(site, tmp, jobs),
+                              lambda: (marked(site.index(), runs), site.words))
+        finally:
+            for run in runs:
+                run.close()
 
 
-def _load(root: Path, name: str, partial: bool) -> Run:
+def _load(reader: RunReader, name: str, partial: bool) -> Run:
     if partial:
         # By name, as cli.py loads each command: the view stage (`rimo-eval view`, no
         # --partial) never runs predict's code, so dvc.yaml does not rerun it when that changes.
         module = importlib.import_module(PARTIAL)
-        loaded: Run = module.load_partial(root, module.resolve_partial(root, name))
+        loaded: Run = module.load_partial(reader, module.resolve_partial(reader, name))
         return loaded
-    revision = resolve(root, name)
+    revision = reader.resolve(name)
+    root = reader.root
     try:
-        return load_run(root, revision)
+        return load_run(reader, revision)
     except StageError as exc:
         if revision.rev is None and not (root / predictions_path(TRACK_N)).exists():
             raise type(exc)(f"{exc}\n(a predict still running? `rimo-eval view --partial` "

@@ -19,7 +19,6 @@ built by the same code, an item at a time, as a finished run's.
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import tempfile
 import time
@@ -40,10 +39,10 @@ from rimo_eval.artifacts.predictions import (
 )
 from rimo_eval.artifacts.text_spool import TextSpool
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
-from rimo_eval.commands.runs import Revision, open_run, resolve
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.core.config import PredictParams, coerce
+from rimo_eval.core.model_name import run_label
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predict import select_sample
@@ -51,61 +50,65 @@ from rimo_eval.predictors.cached import Cached, cached_predictions
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.registry import build_predictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import score_n, score_p
 
 PENDING = "pending"  # a sample's status in a partial view: no reply in the cache yet
 
 
-def resolve_partial(root: Path, name: str) -> Revision:
+def resolve_partial(reader: RunReader, name: str) -> Revision:
     """RUN as ``rimo-eval compare`` resolves it, or else an experiment of DVC's queue that is
     queued, running or failed (``dvc exp run --queue``, ``--temp``), by its name or stash
     sha: it has no commit of its own before it ends, so its params are those it was queued
     with (its stash commit), and its items are the baseline's."""
     try:
-        return resolve(root, name)
+        return reader.resolve(name)
     except ConfigError:
-        found = _queued(root, name)
+        found = _queued(reader, name)
         if found is None:
             raise
         return found
 
 
-def _queued(root: Path, name: str) -> Revision | None:
+def _queued(reader: RunReader, name: str) -> Revision | None:
     from dvc.exceptions import DvcException
-    from dvc.repo import Repo
 
     try:
-        with Repo(os.fspath(root)) as repo:
-            for queue in (repo.experiments.celery_queue, repo.experiments.tempdir_queue):
-                entry = queue.match_queue_entry_by_name(
-                    [name], queue.iter_queued(), queue.iter_active(),
-                    queue.iter_failed()).get(name)
-                if entry is not None:
-                    return Revision(name, "queued experiment", entry.stash_rev)
+        repo = reader.repo
+        for queue in (repo.experiments.celery_queue, repo.experiments.tempdir_queue):
+            entry = queue.match_queue_entry_by_name(
+                [name], queue.iter_queued(), queue.iter_active(),
+                queue.iter_failed()).get(name)
+            if entry is not None:
+                return Revision(name, "queued experiment", entry.stash_rev)
     except DvcException:
         return None
     return None
 
 
-def load_partial(root: Path, revision: Revision) -> Run:
+def load_partial(reader: RunReader, revision: Revision) -> Run:
     """The run at ``revision`` as far as its response cache goes (``Run.partial`` says how
-    far). An error names what is missing: no chat backend, no cache, nothing in it yet."""
-    with open_run(root, revision, [items_path(t) for t in TRACKS]) as files:
-        params = files.read_params()
-        where = f"params.yaml at {files.where}"
-        predict = params.get("predict")
-        if not isinstance(predict, dict):
-            raise ConfigError(f"view --partial: {where} has no predict section")
-        cfg = coerce(PredictParams, predict, "predict")
-        predictor = build_predictor(cfg)
-        if not isinstance(predictor, ChatPredictor):
-            raise ConfigError(f"view --partial: {where}: predict.backend is {cfg.backend}, "
-                              "which calls no model: nothing of its run is in a response "
-                              "cache. `rimo-eval view` shows the run once predict has written "
-                              "it")
-        cache_dir = _cache_dir(root, predictor, where)
-        tables = {t: pq.read_table(io.BytesIO(files.read_bytes(items_path(t))))
-                  for t in TRACKS}
+    far). An error names what is missing: no chat backend, no cache, nothing in it yet. (No
+    run record: a run in predict has no metrics yet; its files come through the reader.)"""
+    root = reader.root
+    reader.require(revision, [items_path(t) for t in TRACKS])
+    files = reader.files(revision)
+    params = files.read_params()
+    where = f"params.yaml at {files.where}"
+    predict = params.get("predict")
+    if not isinstance(predict, dict):
+        raise ConfigError(f"view --partial: {where} has no predict section")
+    cfg = coerce(PredictParams, predict, "predict")
+    predictor = build_predictor(cfg)
+    if not isinstance(predictor, ChatPredictor):
+        raise ConfigError(f"view --partial: {where}: predict.backend is {cfg.backend}, "
+                          "which calls no model: nothing of its run is in a response "
+                          "cache. `rimo-eval view` shows the run once predict has written "
+                          "it")
+    cache_dir = _cache_dir(root, predictor, where)
+    tables = {t: pq.read_table(io.BytesIO(files.read_bytes(items_path(t))))
+              for t in TRACKS}
     frames = {t: tables[t].to_pandas() for t in TRACKS}  # as score reads them
     all_items = {t: rows_to_items(tables[t].to_pylist()) for t in TRACKS}  # as predict does
     del tables
@@ -194,9 +197,10 @@ def _run(revision: Revision, params: dict[str, Any],
     partial = {"requests": found.requests, "answered": found.answered,
                "samples": len(found.predictions), "samples_answered": answered,
                "at": stored_at(found.newest)}
+    predict = params.get("predict") or {}
     return Run(revision=revision, metrics={}, items=frames, predictions=preds, scores=scores,
-               judge=None, cursors=cursors, files=None, params=params, partial=partial,
-               tmp=tmp)
+               judge=None, cursors=cursors, params=params, partial=partial, tmp=tmp,
+               model=run_label(predictor.name, predict.get(predictor.name) or {}), k=k)
 
 
 def stored_at(when: float | None) -> str | None:

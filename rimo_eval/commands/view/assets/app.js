@@ -226,7 +226,7 @@ const RIMO = (() => {
         const what = track === "RIMO-N" ? "right" : "strict";
         rows.push(`<tr><td>${esc(track)}</td><td>${what}, sample 0</td><td class="v" data-count="${esc(track)}">${c[track][0]} / ${c[track][1]}</td><td></td></tr>`);
       }
-      const meta = [r.kind, r.rev ? r.rev.slice(0, 12) : "", r.backend, r.model, "k = " + r.k,
+      const meta = [r.kind, r.rev ? r.rev.slice(0, 12) : "", r.model || r.backend, "k = " + r.k,
                     r.is_sample ? "SAMPLE of the items" : "all items",
                     r.cutoff ? "training cutoff " + r.cutoff : ""].filter(Boolean).join(" · ");
       return `<div class="run" data-run="${i}"><h2>${esc(r.label)}</h2><div class="meta">${esc(meta)}</div><table>${rows.join("")}</table></div>`;

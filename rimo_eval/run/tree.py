@@ -1,0 +1,113 @@
+"""A revision's files without building DVC's index of it: git's tree at the commit for tracked
+files, and for DVC's outputs the hashes its dvc.lock records, read from the local DVC cache.
+
+DVC's own index of a revision (dvc.yaml and dvc.lock turned into stage and output objects, the
+tree walked for .dvc files) costs about half a second per revision, which made
+``leaderboard --all`` over 50 experiments mostly index building. A run needs only the lock's
+``outs`` (path -> md5) and the cache's layout, so the reader builds DVC's index once, for the
+workspace, and reads every other revision through this (benchmarks/README.md, issue 41).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+from rimo_eval.artifacts.missing import in_cache
+from rimo_eval.artifacts.paths import LOCK_PATH
+
+
+class LockTree:
+    """The files of commit ``rev``: ``git`` (scmrepo's file system at the commit) and the
+    outputs its dvc.lock records, found in ``odb`` (the local DVC cache)."""
+
+    def __init__(self, git: Any, odb: Any) -> None:
+        self.git = git
+        self.odb = odb
+        self.outs = self._outs()
+
+    def _outs(self) -> dict[str, str]:
+        """Each output path of the lock -> its md5 (``.dir`` for a folder)."""
+        import yaml
+
+        if not self.git.exists(LOCK_PATH.as_posix()):
+            return {}
+        try:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            lock = yaml.load(self.git.cat_file(LOCK_PATH.as_posix()), Loader=loader) or {}
+        except yaml.YAMLError:
+            return {}
+        outs: dict[str, str] = {}
+        for stage in (lock.get("stages") or {}).values():
+            for out in (stage or {}).get("outs") or []:
+                if isinstance(out, dict) and out.get("path") and out.get("md5"):
+                    outs[PurePosixPath(out["path"]).as_posix()] = str(out["md5"])
+        return outs
+
+    def _object(self, path: str) -> str | None:
+        """The cache object of ``path``: its own md5, or its entry in a folder's manifest."""
+        if path in self.outs:
+            return self.outs[path]
+        for folder, oid in self.outs.items():
+            if oid.endswith(".dir") and path.startswith(f"{folder}/"):
+                rel = path[len(folder) + 1:]
+                try:
+                    entries = json.loads(Path(self.odb.oid_to_path(oid)).read_text())
+                except (OSError, ValueError):
+                    return None
+                return next((str(e.get("md5")) for e in entries
+                             if isinstance(e, dict) and e.get("relpath") == rel), None)
+        return None
+
+    def in_git(self, path: str) -> bool:
+        return bool(self.git.isfile(path))
+
+    def cached(self, path: str) -> bool | None:
+        """Whether the output ``path`` is in the local cache; None when it is no output."""
+        oid = self.outs.get(path)
+        return None if oid is None else in_cache(self.odb, oid)
+
+    def exists(self, path: str) -> bool:
+        if self.in_git(path):
+            return True
+        oid = self._object(path)
+        return oid is not None and Path(self.odb.oid_to_path(oid)).is_file()
+
+    def open(self, path: str, mode: str = "rb") -> BinaryIO:
+        if self.in_git(path):
+            return io.BytesIO(self.git.cat_file(path))
+        oid = self._object(path)
+        if oid is None:
+            raise FileNotFoundError(path)
+        return open(self.odb.oid_to_path(oid), "rb")  # FileNotFoundError when not cached
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.open(path) as handle:
+            return handle.read()
+
+    def close(self) -> None:
+        """Nothing held open: each file is opened and closed by its reader."""
+
+
+class WorkTree:
+    """The workspace's files, as they are on disk."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def exists(self, path: str) -> bool:
+        return (self.root / path).exists()
+
+    def open(self, path: str, mode: str = "rb") -> BinaryIO:
+        return open(self.root / path, "rb")
+
+    def read_bytes(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
+    def close(self) -> None:
+        """Nothing held open."""
+
+
+__all__ = ["LockTree", "WorkTree"]

@@ -1,0 +1,149 @@
+"""The run reader (rimo_eval.run): one model name for every tool, and one recovery message.
+
+The model: real predict and score stages write a run into a temporary git + DVC repo's
+workspace; the reader's record, the view's header, the summary, the report's run box and the
+leaderboard's row all show reports/model.json's string (issue 41 §1: it was computed four
+ways, and the report showed "—" where `dvc exp show` showed `constant '1'`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from rimo_eval.artifacts.paths import (
+    ITEMS_DIR,
+    METRICS_PATH,
+    PLOTS_DIR,
+    PREDICTIONS_DIR,
+    SCORES_DIR,
+    predictions_path,
+)
+from rimo_eval.commands.leaderboard.loading import from_record
+from rimo_eval.commands.summary import summary
+from rimo_eval.commands.view.header import header
+from rimo_eval.commands.view.load import load_run
+from rimo_eval.core.model_name import PACKAGED_LOCAL, predictions_model
+from rimo_eval.predict import predict
+from rimo_eval.report.selection import run_rows
+from rimo_eval.rimo.tracks import TRACK_N, TRACKS
+from rimo_eval.run.reader import RunReader
+from rimo_eval.run.recovery import advice
+from rimo_eval.run.revision import WORKSPACE, Revision
+from rimo_eval.score.stage import score
+from tests.support.factories import small_benchmark
+from tests.support.pipeline_repo import sh
+
+BOOT = {"bootstrap": {"samples": 20, "seed": 0, "confidence": 0.95}}
+HERE = Revision(WORKSPACE, WORKSPACE, None)
+EXP = Revision("exp-1", "experiment", "a" * 40, "refs/exps/aa/x/exp-1")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("reader") / "repo"
+    root.mkdir()
+    sh(root, "git", "init", "-q", "-b", "main")
+    sh(root, "dvc", "init", "-q")
+    sh(root, "git", "commit", "-qm", "init")
+    small_benchmark(root / ITEMS_DIR)
+    replay = root / "runs/my model.jsonl"
+    replay.parent.mkdir()
+    replay.write_text(json.dumps({"track": TRACK_N, "problem_id": "2001a1",
+                                  "prediction": "12"}) + "\n", encoding="utf-8")
+    return root
+
+
+def run_in(root: Path, cfg: dict[str, Any]) -> None:
+    predict(cfg, root / ITEMS_DIR, root / PREDICTIONS_DIR)
+    score(BOOT, root / ITEMS_DIR, root / PREDICTIONS_DIR, root / SCORES_DIR,
+          root / METRICS_PATH, root / PLOTS_DIR)
+
+
+@pytest.mark.parametrize(("cfg", "want"), [
+    ({"backend": "oracle"}, "oracle"),
+    ({"backend": "constant", "constant": {"answer": "1", "solution": ""}}, "constant '1'"),
+    ({"backend": "replay", "replay": {"path": "runs/my model.jsonl"}},
+     "replay runs/my model.jsonl"),
+])
+def test_every_tool_shows_model_json(repo: Path, cfg: dict[str, Any], want: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo)  # the replay path is relative, as in params.yaml
+    run_in(repo, cfg)
+    recorded = json.loads((repo / "reports/model.json").read_text(encoding="utf-8"))["model"]
+    assert recorded == want
+    with RunReader(repo) as reader:
+        record = reader.open(WORKSPACE)
+        assert (record.model, record.k) == (want, 1)
+        view_run = load_run(reader, HERE)
+        try:
+            assert header(view_run)["model"] == want
+        finally:
+            view_run.close()
+        assert from_record(record).model == want
+        preds = {t: record.predictions(t) for t in TRACKS}
+    assert dict(run_rows(record.metrics, preds))["model"] == want
+    assert f", model {want}\n" in summary(repo)
+
+
+@pytest.mark.parametrize(("backend", "section", "want"), [
+    ("local", {"model_path": None, "n_ctx": 4096}, f"local {PACKAGED_LOCAL}"),
+    ("openai", {"model": "Qwen/Qwen3-8B", "base_url": "http://127.0.0.1:1/v1"},
+     "openai Qwen/Qwen3-8B"),
+])
+def test_model_backends_that_need_a_server_follow_the_same_rule(
+        backend: str, section: dict[str, Any], want: str) -> None:
+    """What a local or openai predictions table records (backend, backend_params as JSON) ->
+    the string score writes to model.json and the reader shows."""
+    frame = pd.DataFrame({"backend": [backend], "backend_params": [json.dumps(section)]})
+    assert predictions_model([frame.iloc[:0], frame]) == want
+
+
+def test_the_reader_falls_back_to_the_predictions_for_a_run_before_model_json(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo)
+    run_in(repo, {"backend": "constant", "constant": {"answer": "7", "solution": ""}})
+    (repo / "reports/model.json").unlink()
+    with RunReader(repo) as reader:
+        assert reader.open(WORKSPACE).model == "constant '7'"
+    assert (repo / predictions_path(TRACK_N)).is_file()
+
+
+# --- the one recovery message (issue 43 §3) ---------------------------------------------------
+
+
+def remote(root: Path) -> Path:
+    (root / ".dvc").mkdir(parents=True, exist_ok=True)
+    (root / ".dvc/config").write_text("['remote \"store\"']\n    url = /tmp/store\n",
+                                      encoding="utf-8")
+    return root
+
+
+def test_advice_in_the_workspace(tmp_path: Path) -> None:
+    assert advice(tmp_path, HERE, True, []) == (
+        "`dvc checkout` restores them from this clone's DVC cache")
+    assert advice(tmp_path, HERE, False, ["a", "b"]).startswith(
+        "`dvc exp apply NAME` puts an experiment's run in the workspace (a, b; see `dvc exp "
+        "show`)")
+    assert advice(tmp_path, HERE, False, []) == (
+        "nothing has run in this clone yet: `make repro` (or `dvc repro`) runs the pipeline "
+        "here")
+    assert "dvc pull" not in advice(tmp_path, HERE, False, ["a"])
+    assert advice(remote(tmp_path / "r"), HERE, False, ["a"]) == (
+        "`dvc pull` brings them from the DVC remote")
+
+
+def test_advice_for_another_revision(tmp_path: Path) -> None:
+    text = advice(tmp_path, EXP, False, ["exp-1"])
+    assert text.startswith("no DVC remote is configured (`dvc remote list`)")
+    assert "rerun exp-1 here (`dvc exp run`)" in text and "pull" not in text
+    with_remote = remote(tmp_path / "r")
+    assert advice(with_remote, EXP, False, []) == (
+        "`dvc exp pull <git-remote> exp-1` brings them (the experiment's `dvc pull`)")
+    branch = Revision("main", "git", "b" * 40)
+    assert advice(with_remote, branch, False, []) == (
+        f"`dvc fetch --rev {'b' * 40}` brings them from the DVC remote")
