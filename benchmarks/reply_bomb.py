@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from timed import run_timed  # noqa: E402
 
-from rimo_eval.core.chat_params import MAX_REPLY_BYTES  # noqa: E402
+from rimo_eval.params.chat import MAX_REPLY_BYTES  # noqa: E402
 from tests.support.hostile_replies import Encoded, MiB, RawServer, gzip_bomb  # noqa: E402
 
 # The child: one request through the transport, its outcome on one line.
@@ -39,7 +39,7 @@ import sys
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.session import run_sync
 from rimo_eval.chat.transport import TransportError
-from rimo_eval.core.chat_params import OpenAIParams
+from rimo_eval.params.chat import OpenAIParams
 
 params = OpenAIParams(base_url=sys.argv[1], model="bench", api_key_env=None, max_retries=0,
                       timeout_s=600, max_reply_bytes=int(sys.argv[2]))

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rimo_eval.artifacts.paths import PARAMS_CHECK_PATH
-from rimo_eval.core.config import Params
 from rimo_eval.io.atomic import write_json
+from rimo_eval.params.config import Params
 
 STAMP = {"stage": "check-params", "valid": True}
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rimo_eval.core.config import load_params
 from rimo_eval.errors import StageError
 from rimo_eval.io.terminal import for_terminal
+from rimo_eval.params.config import load_params
 
 STAGES = {
     "check-params": "Validate the whole params file (DVC runs it on any change to the file)",

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.artifacts.paths import RAW_DIR
-from rimo_eval.core.config import FetchParams, Params, coerce
 from rimo_eval.errors import DataError, IntegrityError, StageError
 from rimo_eval.io.hashing import sha256_bytes, sha256_file
+from rimo_eval.params.config import FetchParams, Params, coerce
 
 
 def pinned(cfg: FetchParams) -> dict[str, str]:

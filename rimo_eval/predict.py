@@ -29,11 +29,11 @@ from rimo_eval.artifacts.predictions import (
     write_groups,
 )
 from rimo_eval.artifacts.text_spool import TextSpool
-from rimo_eval.core import params_head
-from rimo_eval.core.config import Params, PredictParams, coerce, read_yaml
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.atomic import atomic_path, write_json
 from rimo_eval.io.hashing import fingerprint, sha256_bytes
+from rimo_eval.params import head as params_head
+from rimo_eval.params.config import Params, PredictParams, coerce, read_yaml
 from rimo_eval.params.prices import applied_price
 from rimo_eval.predictors import Prediction, Predictor
 from rimo_eval.predictors.chat_predictor import ChatPredictor

@@ -22,7 +22,7 @@ from rimo_eval.io.hashing import fingerprint, sha256_file
 from rimo_eval.params.section import key_of
 
 if TYPE_CHECKING:
-    from rimo_eval.core.config import FetchParams
+    from rimo_eval.params.config import FetchParams
 
 PROVENANCE_VERSION = 1
 # The packages whose behaviour decides the stored scores and metrics.

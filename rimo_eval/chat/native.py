@@ -38,7 +38,7 @@ from rimo_eval.chat.errors import (
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply
-from rimo_eval.core.chat_params import NativeChatParams
+from rimo_eval.params.chat import NativeChatParams
 
 _CONNECT_TIMEOUT_S = 10.0
 

@@ -6,7 +6,7 @@ served without a reasoning parser). Only the rest is ever read for an answer or 
 from __future__ import annotations
 
 from rimo_eval.chat.transport import ChatReply
-from rimo_eval.core.chat_params import ThinkSplit
+from rimo_eval.params.chat import ThinkSplit
 
 
 def split_reply(reply: ChatReply, think: ThinkSplit | None) -> tuple[str | None, str]:

@@ -51,9 +51,9 @@ from rimo_eval.chat.transport import (
     TransportError,
     cache_payload,
 )
-from rimo_eval.core.chat_params import EngineParams
 from rimo_eval.errors import StageError
 from rimo_eval.io.terminal import for_terminal
+from rimo_eval.params.chat import EngineParams
 
 T = TypeVar("T")
 Messages = list[dict[str, str]]

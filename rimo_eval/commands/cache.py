@@ -19,13 +19,13 @@ from typing import Any
 
 from tqdm import tqdm
 
+from rimo_eval.artifacts.model_name import gguf_label
 from rimo_eval.chat import cache_db, cache_prune, cache_repair
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.chat.cache_prune import Filter, Tick
-from rimo_eval.core.chat_params import DEFAULT_RESPONSE_CACHE
-from rimo_eval.core.config import Params
-from rimo_eval.core.model_name import gguf_label
 from rimo_eval.errors import StageError
+from rimo_eval.params.chat import DEFAULT_RESPONSE_CACHE
+from rimo_eval.params.config import Params
 from rimo_eval.params.section import key_of
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rimo_eval.artifacts import numbers
+from rimo_eval.artifacts import metrics_files, numbers
 from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     METRICS_PATH,
@@ -22,9 +22,8 @@ from rimo_eval.artifacts.paths import (
     predictions_path,
     scores_path,
 )
-from rimo_eval.core import metrics_files
-from rimo_eval.core.config import Params
 from rimo_eval.errors import DataError
+from rimo_eval.params.config import Params
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.record import Run

@@ -20,7 +20,6 @@ from typing import Any
 
 from rimo_eval.artifacts.items import ITEMS_DIR, Item, load_items
 from rimo_eval.artifacts.paths import JUDGE_CALIBRATION_PATH
-from rimo_eval.core.config import Params
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.atomic import write_json
 from rimo_eval.io.hashing import sha256_bytes
@@ -28,6 +27,7 @@ from rimo_eval.judge import chat
 from rimo_eval.judge.judging import Job, judge_fingerprint, judge_jobs
 from rimo_eval.judge.metrics import ERROR, MISSING
 from rimo_eval.judge.parse import CORRECT, UNPARSABLE
+from rimo_eval.params.config import Params
 from rimo_eval.rimo.tracks import TRACK_P
 
 

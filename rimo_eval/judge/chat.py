@@ -20,8 +20,8 @@ from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import TransportError
-from rimo_eval.core.config import JudgeParams, coerce
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import JudgeParams, coerce
 from rimo_eval.params.effects import identity
 from rimo_eval.rimo.prompt_templates import Message
 

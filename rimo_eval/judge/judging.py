@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rimo_eval import __version__
-from rimo_eval.core.config import JudgeParams
 from rimo_eval.io.hashing import fingerprint
 from rimo_eval.judge import chat, parse
 from rimo_eval.judge.metrics import ERROR, MISSING
 from rimo_eval.judge.prompt import PART_SEPARATOR, judge_messages, template_sha256
+from rimo_eval.params.config import JudgeParams
 
 PROTOCOL = "rimo-p-judge-v1"  # bump when the way a part becomes a judge call changes
 

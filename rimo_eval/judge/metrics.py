@@ -20,8 +20,8 @@ from typing import Any, cast
 
 import pandas as pd
 
+from rimo_eval.artifacts import judge_record
 from rimo_eval.artifacts.numbers import rounded
-from rimo_eval.core import judge_record
 from rimo_eval.judge.parse import CORRECT, UNPARSABLE
 from rimo_eval.rimo.grading import leading_matches
 from rimo_eval.rimo.tracks import TRACK_P
@@ -85,8 +85,8 @@ def judge_metrics(table: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any
 
 
 def judge_block(report: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``RIMO-P.judge`` block of a judge.json (either layout: rimo_eval.core.judge_record), or
-    None when the judge did not run."""
+    """The ``RIMO-P.judge`` block of a judge.json (either layout:
+    rimo_eval.artifacts.judge_record), or None when the judge did not run."""
     report = judge_record.read(report)
     block = (report.get(TRACK_P) or {}).get("judge")
     return block if isinstance(block, Mapping) and report.get("enabled") else None

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rimo_eval.artifacts import judge_record
 from rimo_eval.artifacts.items import ITEMS_DIR, Item, load_items
 from rimo_eval.artifacts.paths import JUDGE_METRICS_PATH, JUDGE_TABLE, SCORES_DIR, scores_path
 from rimo_eval.artifacts.predictions import PREDICTIONS_DIR, STATUS_OK, read_predictions
-from rimo_eval.core import judge_record
-from rimo_eval.core.config import JudgeParams, Params
 from rimo_eval.errors import DataError, StageError
 from rimo_eval.io.atomic import write_json, write_with
 from rimo_eval.io.parquet import records
+from rimo_eval.params.config import JudgeParams, Params
 from rimo_eval.rimo.tracks import TRACK_P
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ for ``predict --estimate`` and for metrics.json's cost alike."""
 
 from __future__ import annotations
 
-from rimo_eval.core.chat_params import MessageBatchParams, PricePerMtok
+from rimo_eval.params.chat import MessageBatchParams, PricePerMtok
 
 
 def applied_price(price: PricePerMtok | None, batch: MessageBatchParams | None

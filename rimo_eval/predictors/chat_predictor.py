@@ -39,7 +39,8 @@ from rimo_eval.artifacts.items import Item
 from rimo_eval.artifacts.predictions import STATUS_ERROR, Prediction
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import ChatTransport, TransportError
-from rimo_eval.core.chat_params import (
+from rimo_eval.errors import StageError
+from rimo_eval.params.chat import (
     AnthropicParams,
     ChatParams,
     EngineParams,
@@ -49,8 +50,7 @@ from rimo_eval.core.chat_params import (
     OpenAIParams,
     ThinkSplit,
 )
-from rimo_eval.core.config import coerce
-from rimo_eval.errors import StageError
+from rimo_eval.params.config import coerce
 from rimo_eval.params.effects import Effect, fields_marked, identity
 from rimo_eval.params.section import Section
 from rimo_eval.predictors import extract

@@ -28,7 +28,7 @@ def error_kind(message: str | None) -> str:
 
 def check_error_budget(preds: Iterable[Prediction], allow: float, unit: str = "items") -> int:
     """The number of failed predictions; raises ``StageError`` when their share exceeds
-    ``allow`` (validated in ``rimo_eval.core.config``). ``unit`` names what was counted: with
+    ``allow`` (validated in ``rimo_eval.params.config``). ``unit`` names what was counted: with
     ``predict.samples`` k > 1 each (item, sample) is one."""
     preds = list(preds)
     failed = [p for p in preds if p.status == STATUS_ERROR]  # "missing": replay of a subset

@@ -15,8 +15,8 @@ from typing import Any
 
 from rimo_eval.chat.llama.transport import LlamaTransport, load_llama_cpp, locate_model
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.chat_params import EngineParams, LocalParams
 from rimo_eval.io.workspace import shared_path
+from rimo_eval.params.chat import EngineParams, LocalParams
 from rimo_eval.params.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.chat_params import AnthropicParams, GeminiParams, NativeChatParams
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.chat import AnthropicParams, GeminiParams, NativeChatParams
 from rimo_eval.params.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 

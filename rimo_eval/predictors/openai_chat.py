@@ -2,7 +2,7 @@
 
 The RIMO protocol, prompts, cache and retries are the shared engine's
 (``chat_predictor.ChatPredictor`` over ``rimo_eval.chat``); the transport is
-``rimo_eval.chat.openai``. The settings are ``core.config.OpenAIParams``, checked there once.
+``rimo_eval.chat.openai``. The settings are ``params.config.OpenAIParams``, checked there once.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.transport import ChatTransport
-from rimo_eval.core.chat_params import OpenAIParams, ThinkSplit
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.chat import OpenAIParams, ThinkSplit
 from rimo_eval.params.section import Section
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 

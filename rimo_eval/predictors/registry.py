@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from typing import Any
 
-from rimo_eval.core.config import PREDICTOR_GROUP, PredictParams
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import PREDICTOR_GROUP, PredictParams
 from rimo_eval.params.section import Section
 from rimo_eval.predictors.base import Predictor
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.transport import ChatReply
-from rimo_eval.core.chat_params import ThinkSplit
+from rimo_eval.params.chat import ThinkSplit
 from rimo_eval.predictors import extract
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")

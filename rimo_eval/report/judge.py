@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts import judge_record
 from rimo_eval.artifacts.numbers import pct
-from rimo_eval.core import judge_record
 from rimo_eval.rimo.tracks import TRACK_P
 
 SECTION = "RIMO-P by judge (not the benchmark's primary protocol)"

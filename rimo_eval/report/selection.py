@@ -16,6 +16,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from rimo_eval.artifacts.flags import EXPLAINING_N, NOT_BARE
+from rimo_eval.artifacts.metrics_files import k_of
+from rimo_eval.artifacts.model_name import predictions_model
 from rimo_eval.artifacts.numbers import absent, pct
 from rimo_eval.artifacts.paths import REPORT_HTML, VIEW_DIR
 from rimo_eval.artifacts.predictions import parse_details
@@ -25,8 +27,6 @@ from rimo_eval.chat.reply_flags import (
     UNICODE_REPAIRED,
     USAGE_DROPPED,
 )
-from rimo_eval.core.metrics_files import k_of
-from rimo_eval.core.model_name import predictions_model
 from rimo_eval.io.parquet import records
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
@@ -85,7 +85,7 @@ def run_rows(metrics: Mapping[str, Any], predictions: Mapping[str, pd.DataFrame]
     """(label, value) rows naming the run: backend, model, experiment, k, sample or full."""
     frames = [f for f in predictions.values() if len(f)]
     backends = _distinct([b for f in frames for b in f.get("backend", [])])
-    # The one model name every tool shows (reports/model.json's: rimo_eval.core.model_name).
+    # The one model name every tool shows (reports/model.json's: rimo_eval.artifacts.model_name).
     model = predictions_model(frames) or "—"
     k = k_of(metrics)
     sample = metrics.get("sample") or {}

@@ -17,8 +17,8 @@ from rimo_eval.artifacts import paths as A
 from rimo_eval.artifacts.paths import NOTEBOOK
 from rimo_eval.artifacts.paths import REPORT_HTML as OUT_HTML
 from rimo_eval.artifacts.paths import REPORT_IPYNB as OUT_IPYNB
-from rimo_eval.core.config import Params, ReportParams, coerce
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import Params, ReportParams, coerce
 from rimo_eval.report.runner import git_commit, render_report
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 

@@ -14,11 +14,11 @@ from typing import Any
 import pandas as pd
 
 from rimo_eval.artifacts import flat_keys as dicts
+from rimo_eval.artifacts.metrics_files import read_all
 from rimo_eval.artifacts.numbers import pct
-from rimo_eval.core.config import PREDICT_OUTPUT_KEYS
-from rimo_eval.core.metrics_files import read_all
 from rimo_eval.io.hashing import canonical_json, sha256_file
 from rimo_eval.io.json_object import read_object as read_json
+from rimo_eval.params.config import PREDICT_OUTPUT_KEYS
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.stats.floors import DECISION, OTHER, floor_line
 

@@ -15,7 +15,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rimo_eval.artifacts.judge_record import read as judge_record
+from rimo_eval.artifacts.metrics_files import k_of
 from rimo_eval.artifacts.missing import absent_outputs
+from rimo_eval.artifacts.model_name import recorded_model
 from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     JUDGE_METRICS_PATH,
@@ -24,9 +27,6 @@ from rimo_eval.artifacts.paths import (
     PROVENANCE_PATH,
     predictions_path,
 )
-from rimo_eval.core.judge_record import read as judge_record
-from rimo_eval.core.metrics_files import k_of
-from rimo_eval.core.model_name import recorded_model
 from rimo_eval.errors import ConfigError, DataError, StageError
 from rimo_eval.io.git import git
 from rimo_eval.io.json_object import parse_object

@@ -16,15 +16,15 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
+from rimo_eval.artifacts.metrics_files import k_of
 from rimo_eval.artifacts.paths import JUDGE_TABLE, items_path, predictions_path, scores_path
-from rimo_eval.core.metrics_files import k_of
 from rimo_eval.run.files import RunFiles
 from rimo_eval.run.revision import Revision
 
 
 @dataclass(frozen=True)
 class Run:
-    """One run. ``judge`` is reports/judge.json's nested record (rimo_eval.core.judge_record:
+    """One run. ``judge`` is reports/judge.json's nested record (rimo_eval.artifacts.judge_record:
     ``{"enabled": False}`` where the judge never ran); ``params_error`` says why params.yaml
     could not be read where it could not (``params`` is then {})."""
 

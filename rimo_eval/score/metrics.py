@@ -18,7 +18,7 @@ from rimo_eval.artifacts.items import DOMAINS
 from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.artifacts.paths import PLOT_FILES, YEAR_PLOT_FILES
 from rimo_eval.artifacts.predictions import STATUS_ERROR, STATUS_MISSING
-from rimo_eval.core.config import Params, PredictParams
+from rimo_eval.params.config import Params, PredictParams
 from rimo_eval.params.section import key_of
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.rimo.years import OUTCOME

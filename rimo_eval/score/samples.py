@@ -17,9 +17,9 @@ import pandas as pd
 
 from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.artifacts.predictions import STATUS_ERROR
-from rimo_eval.core.chat_params import MessageBatchParams, PricePerMtok
-from rimo_eval.core.config import Params, ScoreParams, coerce
 from rimo_eval.errors import ConfigError, StageError
+from rimo_eval.params.chat import MessageBatchParams, PricePerMtok
+from rimo_eval.params.config import Params, ScoreParams, coerce
 from rimo_eval.params.prices import applied_price
 from rimo_eval.params.section import key_of
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P

@@ -11,6 +11,14 @@ import pyarrow as pa
 
 from rimo_eval.artifacts.flags import LENIENT
 from rimo_eval.artifacts.items import ITEMS_DIR, items_path, read_items_frame
+from rimo_eval.artifacts.metrics_files import (
+    POINTER_KEY,
+    SAMPLE_KEY,
+    pointer,
+    sample_spec_of,
+    split,
+)
+from rimo_eval.artifacts.model_name import predictions_model
 from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     METRICS_PATH,
@@ -29,19 +37,11 @@ from rimo_eval.artifacts.predictions import (
     read_run_id,
 )
 from rimo_eval.artifacts.provenance import build_provenance
-from rimo_eval.core.config import Params, ScoreParams, coerce
-from rimo_eval.core.metrics_files import (
-    POINTER_KEY,
-    SAMPLE_KEY,
-    pointer,
-    sample_spec_of,
-    split,
-)
-from rimo_eval.core.model_name import predictions_model
 from rimo_eval.errors import IntegrityError, StageError
 from rimo_eval.io.atomic import write_json, write_text
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.parquet import write_parquet
+from rimo_eval.params.config import Params, ScoreParams, coerce
 from rimo_eval.params.section import key_of
 from rimo_eval.rimo.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
@@ -172,7 +172,7 @@ def score_p(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
-    """Backend and model the predictions were made with (rimo_eval.core.model_name), from what
+    """Backend and model the predictions were made with (rimo_eval.artifacts.model_name), from what
     they record; None when no item was evaluated (DVC then shows "-")."""
     return predictions_model(preds[t] for t in TRACKS)
 
@@ -186,7 +186,7 @@ def score(cfg: ScoreParams | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     """``cfg``: the score section; ``params``: the whole params file (the upstream pin, the
     sample and the price), typed as the stage reads it, or plain dicts as tests pass them.
     The breakdown, provenance and model files sit beside ``metrics_path`` unless given.
-    Returns the joined block (rimo_eval.core.metrics_files.join's shape)."""
+    Returns the joined block (rimo_eval.artifacts.metrics_files.join's shape)."""
     boot = bootstrap_params(cfg)
     if isinstance(params, Params):  # the score section given is the one that applies
         whole: Params | dict[str, Any] = (params if cfg is params.score else params.model_copy(

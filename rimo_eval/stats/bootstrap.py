@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rimo_eval.core.config import BootstrapParams, ScoreParams, coerce
+from rimo_eval.params.config import BootstrapParams, ScoreParams, coerce
 
 # (numerator, denominator) per item; the statistic is sum(num) / sum(den) over a resample.
 Ratio = tuple[np.ndarray, np.ndarray]
@@ -70,7 +70,7 @@ def bootstrap_p(diff: np.ndarray, idx: np.ndarray) -> float:
 
 
 def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
-    """``score.bootstrap`` with its defaults (``core.config.BootstrapParams``, the one place
+    """``score.bootstrap`` with its defaults (``params.config.BootstrapParams``, the one place
     they live), as plain data: what the intervals are computed with."""
     boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
         BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")

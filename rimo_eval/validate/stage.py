@@ -18,11 +18,11 @@ import pyarrow as pa
 from rimo_eval.artifacts.items import ITEM_SCHEMAS, ITEMS_DIR, items_path
 from rimo_eval.artifacts.paths import RAW_DIR, UPSTREAM_FILES
 from rimo_eval.artifacts.paths import VALIDATION_PATH as REPORT_PATH
-from rimo_eval.core.config import Params, ValidateParams, coerce
 from rimo_eval.errors import DataError
 from rimo_eval.io.atomic import write_json
 from rimo_eval.io.hashing import fingerprint
 from rimo_eval.io.parquet import write_parquet
+from rimo_eval.params.config import Params, ValidateParams, coerce
 from rimo_eval.rimo.text_quality import WARNING_RULES, text_warnings
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.validate.errata import Corrected, Errata, apply_errata, load_errata, match_errata

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from rimo_eval.artifacts.metrics_files import split
 from rimo_eval.artifacts.predictions import PREDICTION_SCHEMAS
 from rimo_eval.artifacts.provenance import build_provenance, git_state, params_fingerprint
 from rimo_eval.commands.audit.command import (
@@ -30,7 +31,6 @@ from rimo_eval.commands.audit.command import (
     upstream_stages,
 )
 from rimo_eval.commands.audit.command import audit as run_audit
-from rimo_eval.core.metrics_files import split
 from rimo_eval.errors import DataError
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.predict import predict

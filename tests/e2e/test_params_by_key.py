@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rimo_eval.core.config import PREDICT_OUTPUT_KEYS
+from rimo_eval.params.config import PREDICT_OUTPUT_KEYS
 from tests.support.params_declared import covered, declared, dvc_stages
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import copy_repo, sh

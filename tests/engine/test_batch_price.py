@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rimo_eval.core.config import load_params
+from rimo_eval.params.config import load_params
 from rimo_eval.predict import estimate
 from rimo_eval.score.samples import price, usage
 from tests.support.chat_server import ChatServer

@@ -1,7 +1,7 @@
 """The chat engine is a room of its own (issue 17 §2): nothing under ``rimo_eval/chat`` imports
 the RIMO protocol, the score stage or the judge, directly or through another module; nor the
-RIMO params tree (``core/config.py``): a transport is configured by its section, from
-``core/chat_params.py`` (issue 31 §9). It reaches only the rooms it needs (issue 41 §4): io/,
+RIMO params tree (``params/config.py``): a transport is configured by its section, from
+``params/chat.py`` (issue 31 §9). It reaches only the rooms it needs (issue 41 §4): io/,
 the params it is configured with, the exception types."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from tests.support.paths import REPO_ROOT
 
 ENGINE = sorted(p for p in (REPO_ROOT / "rimo_eval/chat").rglob("*.py"))
 FORBIDDEN = ("rimo_eval/predictors/", "rimo_eval/score/", "rimo_eval/judge/", "rimo_eval/commands/",
-             "rimo_eval/core/config.py")
+             "rimo_eval/params/config.py")
 # What the engine may reach outside chat/: files and hashes, and its own params sections (their
 # base, the marks on their fields); no RIMO rule, artifact contract or rendering.
 ALLOWED = ("rimo_eval/chat/", "rimo_eval/io/", "rimo_eval/__init__.py", "rimo_eval/errors.py",
            "rimo_eval/params/__init__.py", "rimo_eval/params/section.py",
-           "rimo_eval/params/effects.py", "rimo_eval/core/chat_params.py",
+           "rimo_eval/params/effects.py", "rimo_eval/params/chat.py",
            "rimo_eval/io/atomic.py", "rimo_eval/core/__init__.py")
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.config import parse_params, read_yaml
 from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.judge.stage import judge
+from rimo_eval.params.config import parse_params, read_yaml
 from tests.support.chat_server import ChatServer
 from tests.support.factories import n_item, p_item, write_items
 from tests.support.judge_setup import KEY_ENV, judge_cfg, judge_paths, scored

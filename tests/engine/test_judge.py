@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rimo_eval.artifacts import judge_record
 from rimo_eval.artifacts.items import load_items
 from rimo_eval.cli import main as cli_main
-from rimo_eval.core import judge_record
 from rimo_eval.errors import StageError
 from rimo_eval.judge import parse
 from rimo_eval.judge.calibrate import derangement
@@ -349,7 +349,7 @@ def test_compare_shows_judge_metrics_when_both_sides_have_them(styled: Path) -> 
 
     scores = {t: pd.read_parquet(styled / f"data/scores/{f}") for t, f in
               (("RIMO-N", "rimo_n.parquet"), (TRACK_P, "rimo_p.parquet"))}
-    from rimo_eval.core.metrics_files import read_all
+    from rimo_eval.artifacts.metrics_files import read_all
 
     metrics = read_all(styled / "reports/metrics.json", styled / "reports/breakdown.json",
                        styled / "reports/provenance.json")
@@ -373,8 +373,8 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
     """Issue 29 §2: the judge rows too are over the items both runs have. B judged only three
     of A's six items: A's judge prefix score over those three is B's, so Δ is 0, though A's
     judge.json (all six) differs."""
+    from rimo_eval.artifacts.metrics_files import read_all
     from rimo_eval.commands.compare.command import Revision, Side, compare_sides
-    from rimo_eval.core.metrics_files import read_all
 
     server.responder = styled_reply
     paths = judge_paths(styled)
@@ -406,7 +406,7 @@ def test_calibration_settings_are_checked() -> None:
 
     assert settings({"calibration": {"limit": 5}}).calibration.as_dict() == {"limit": 5}
     assert settings({"calibration": {"limit": 5}}).calibration.seed == 0
-    # The typed config (core.config.JudgeParams) names the key path.
+    # The typed config (params.config.JudgeParams) names the key path.
     with pytest.raises(ConfigError, match=r"judge\.calibration\.limt: unknown key"):
         settings({"calibration": {"limt": 5}})
     with pytest.raises(ConfigError, match=r"judge\.calibration\.limit: .*greater than or equal"):

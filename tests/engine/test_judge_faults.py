@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.judge_record import read as read_judge
+from rimo_eval.artifacts.judge_record import read as read_judge
 from rimo_eval.judge.stage import judge
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer

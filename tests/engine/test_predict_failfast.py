@@ -218,7 +218,7 @@ def test_every_item_failing_fails_even_when_every_error_is_allowed(
 @pytest.mark.parametrize("value", [-0.1, 1.5, "5%", True])
 def test_allow_errors_must_be_a_share(value: Any, tmp_path: Path) -> None:
     items_dir = stage_items(tmp_path, error_rows(2, 0))
-    # Checked with the typed params (rimo_eval.core.config), before any backend is built.
+    # Checked with the typed params (rimo_eval.params.config), before any backend is built.
     with pytest.raises(ConfigError, match=r"predict\.allow_errors: must be a share between 0 and "
                                           r"1, got "):
         predict({"backend": "constant", "allow_errors": value}, items_dir, tmp_path / "preds")

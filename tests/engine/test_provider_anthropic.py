@@ -26,9 +26,9 @@ from rimo_eval.chat.anthropic.translate import (
     parse_message,
 )
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s
-from rimo_eval.core.chat_params import AnthropicParams
-from rimo_eval.core.config import coerce
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.chat import AnthropicParams
+from rimo_eval.params.config import coerce
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_provider import Reply
 from tests.support.provider_fixtures import fake_provider_fixtures

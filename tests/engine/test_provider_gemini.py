@@ -20,9 +20,9 @@ from rimo_eval.chat.gemini.translate import (
     generate_kwargs,
     parse_response,
 )
-from rimo_eval.core.chat_params import GeminiParams
-from rimo_eval.core.config import coerce
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.chat import GeminiParams
+from rimo_eval.params.config import coerce
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import Reply
 from tests.support.provider_fixtures import fake_provider_fixtures

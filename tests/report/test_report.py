@@ -19,9 +19,9 @@ import nbformat
 import pytest
 import yaml
 
-from rimo_eval.core.config import load_params
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.config import load_params
 from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import runner

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib import image as mpimg
 
-from rimo_eval.core.config import load_params
+from rimo_eval.params.config import load_params
 from rimo_eval.report import stage as R
 from tests.support.browser import requested_urls
 from tests.support.paths import REPO_ROOT

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from rimo_eval.core.config import load_params
-from rimo_eval.core.metrics_files import read_all
-from rimo_eval.core.model_name import predictions_model
+from rimo_eval.artifacts.metrics_files import read_all
+from rimo_eval.artifacts.model_name import predictions_model
+from rimo_eval.params.config import load_params
 from rimo_eval.report import charts as C
 from rimo_eval.report import html as H
 from rimo_eval.report import selection as S
@@ -126,7 +126,7 @@ def test_run_rows_name_backend_model_experiment_k_and_scope(inputs: dict[str, Pa
     metrics = _metrics(inputs)
     preds = {TRACK_N: f["predictions_n_path"], TRACK_P: f["predictions_p_path"]}
     rows = dict(S.run_rows(metrics, preds, "model-a", "0123456789abcdef" * 2 + "01234567"))
-    # The model as reports/model.json names it (rimo_eval.core.model_name), not "—".
+    # The model as reports/model.json names it (rimo_eval.artifacts.model_name), not "—".
     model = predictions_model(preds.values())
     assert model is not None and model.startswith("replay ")
     assert rows == {"backend": "replay", "model": model, "experiment": "model-a",

@@ -16,8 +16,14 @@ import pyarrow.parquet as pq
 import yaml
 
 from rimo_eval.artifacts.items import ITEM_SCHEMAS
+from rimo_eval.artifacts.metrics_files import (
+    POINTER_KEY,
+    SAMPLE_KEY,
+    pointer,
+    sample_spec_of,
+    split,
+)
 from rimo_eval.artifacts.predictions import PREDICTION_SCHEMAS
-from rimo_eval.core.metrics_files import POINTER_KEY, SAMPLE_KEY, pointer, sample_spec_of, split
 from rimo_eval.io.atomic import write_json
 from rimo_eval.io.hashing import canonical_json, fingerprint, sha256_file
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
@@ -99,7 +105,7 @@ def _r(x: float) -> float:
 
 def _metrics(sample: bool, flags: dict[str, int]) -> dict[str, Any]:
     """As rimo_eval/score/metrics.compute returns it, with the provenance block: the joined shape
-    (rimo_eval/core/metrics_files.py), which the fixture splits into the score stage's files.
+    (rimo_eval/artifacts/metrics_files.py), which the fixture splits into the score stage's files.
     ``flags``: the flag counts of the score rows."""
     n_eval, p_eval = len(_N_ROWS), len(_P_ROWS)
     return {

@@ -169,7 +169,7 @@ def test_the_tools_read_the_typed_params_the_cli_hands_them() -> None:
 
     from rimo_eval.commands.cache import cache_dir
     from rimo_eval.commands.compare.command import bootstrap_settings
-    from rimo_eval.core.config import load_params
+    from rimo_eval.params.config import load_params
 
     typed = load_params(REPO_ROOT / "params.yaml")
     plain = typed.as_dict()

@@ -33,8 +33,8 @@ from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.session import Session
 from rimo_eval.chat.transport import ChatReply, ChatTransport, cache_payload
-from rimo_eval.core.chat_params import EngineParams
 from rimo_eval.errors import StageError
+from rimo_eval.params.chat import EngineParams
 from tests.support.cache_tools import payload, response
 from tests.support.paths import REPO_ROOT
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from rimo_eval.core.config import Params, load_params, parse_params
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import Params, load_params, parse_params
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, make_repo, sh

@@ -13,15 +13,15 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from rimo_eval.core.chat_params import ChatParams, LocalParams, OpenAIParams
-from rimo_eval.core.config import (
+from rimo_eval.judge.chat import endpoint_identity
+from rimo_eval.params.chat import ChatParams, LocalParams, OpenAIParams
+from rimo_eval.params.config import (
     PREDICT_COST_KEYS,
     PREDICT_OUTPUT_KEYS,
     JudgeParams,
     PredictParams,
     load_params,
 )
-from rimo_eval.judge.chat import endpoint_identity
 from rimo_eval.params.effects import (
     Effect,
     Operational,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.config import FetchParams, load_params
 from rimo_eval.errors import StageError
 from rimo_eval.fetch import fetch
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.config import FetchParams, load_params
 from tests.support.http_files import serve_directory
 from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
+from rimo_eval.artifacts.metrics_files import join
 from rimo_eval.commands.compare.command import Revision, Side, compare_sides
 from rimo_eval.commands.compare.render import render_html, render_markdown
-from rimo_eval.core.metrics_files import join
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.score.stage import score

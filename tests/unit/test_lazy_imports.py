@@ -43,7 +43,7 @@ def test_a_stage_builds_no_tools_arguments_and_a_disabled_judge_no_chat(tmp_path
     its chat transport (aiohttp). What a stage does not use, it no longer imports."""
     code = ("import sys\nfrom rimo_eval.cli import build_parser\n"
             "build_parser(['check-params'])\n"
-            "from rimo_eval.core.config import load_params\n"
+            "from rimo_eval.params.config import load_params\n"
             "from rimo_eval.judge.stage import judge\n"
             f"judge(load_params({str(REPO_ROOT / 'params.yaml')!r}), "
             f"table_path=__import__('pathlib').Path("

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.model_name import PACKAGED_LOCAL, model_name, run_label
+from rimo_eval.artifacts.model_name import PACKAGED_LOCAL, model_name, run_label
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import score

@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rimo_eval.core.config import load_params, parse_params
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import load_params, parse_params
 from rimo_eval.validate.errata import load_errata
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, sh

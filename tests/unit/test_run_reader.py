@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from rimo_eval.artifacts.model_name import PACKAGED_LOCAL, predictions_model
 from rimo_eval.artifacts.paths import (
     ITEMS_DIR,
     METRICS_PATH,
@@ -27,7 +28,6 @@ from rimo_eval.commands.leaderboard.loading import from_record
 from rimo_eval.commands.summary import summary
 from rimo_eval.commands.view.header import header
 from rimo_eval.commands.view.load import load_run
-from rimo_eval.core.model_name import PACKAGED_LOCAL, predictions_model
 from rimo_eval.predict import predict
 from rimo_eval.report.selection import run_rows
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rimo_eval.core.metrics_files import join, read_all
+from rimo_eval.artifacts.metrics_files import join, read_all
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.predict import predict

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rimo_eval.core.metrics_files import read_all
+from rimo_eval.artifacts.metrics_files import read_all
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.scored_runs import run_score
 

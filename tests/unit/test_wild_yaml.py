@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from rimo_eval.commands.sweep.plan import _MODEL, _TOP, read_sweep, resolve
 from rimo_eval.commands.sweep.script import plan_path, render
-from rimo_eval.core.config import load_params
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import load_params
 from rimo_eval.params.yaml_file import load_unique
 from tests.support.paths import REPO_ROOT
 

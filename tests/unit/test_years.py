@@ -23,8 +23,8 @@ from scipy.optimize import minimize
 from scipy.stats import fisher_exact, norm
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from rimo_eval.core.config import load_params
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import load_params
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score

@@ -41,7 +41,7 @@ from typing import Any
 
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s, retryable_status
 from rimo_eval.chat.messages import split_system
-from rimo_eval.core.chat_params import AnthropicParams
+from rimo_eval.params.chat import AnthropicParams
 
 PARAMS_SECTION = "predict.anthropic"
 

@@ -20,7 +20,7 @@ from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.native import NativeTransport
-from rimo_eval.core.chat_params import AnthropicParams
+from rimo_eval.params.chat import AnthropicParams
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"  # where base_url: null points
 

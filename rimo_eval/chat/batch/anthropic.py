@@ -41,9 +41,9 @@ from rimo_eval.chat.anthropic.transport import AnthropicTransport
 from rimo_eval.chat.batch.records import BatchRecord
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
 from rimo_eval.chat.errors import EngineError, MalformedResponse, error_for
-from rimo_eval.core.chat_params import AnthropicParams
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import canonical_json
+from rimo_eval.params.chat import AnthropicParams
 
 if TYPE_CHECKING:
     from anthropic.types.messages import MessageBatchRequestCounts

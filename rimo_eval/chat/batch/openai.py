@@ -26,8 +26,8 @@ from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_ro
 from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse, retryable_status
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.openai.transport import OpenAITransport
-from rimo_eval.core.chat_params import BatchParams, OpenAIParams
 from rimo_eval.errors import StageError
+from rimo_eval.params.chat import BatchParams, OpenAIParams
 
 __all__ = ["OpenAIBatchTransport", "batch_line", "make_client", "records_root"]
 

@@ -37,10 +37,10 @@ from rimo_eval.chat.batch.records import BatchRecord, RecordStore
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError
-from rimo_eval.core.chat_params import AnthropicParams, OpenAIParams
 from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.io.terminal import for_terminal
 from rimo_eval.io.workspace import shared_path
+from rimo_eval.params.chat import AnthropicParams, OpenAIParams
 
 COLLECT_S = 0.5  # requests arriving within this of each other share a batch
 # One key's outcome in a batch: its reply, the error it ends with, or None: not answered.

@@ -39,7 +39,7 @@ from typing import Any
 
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s, retryable_status
 from rimo_eval.chat.messages import split_system
-from rimo_eval.core.chat_params import GeminiParams
+from rimo_eval.params.chat import GeminiParams
 
 PARAMS_SECTION = "predict.gemini"
 

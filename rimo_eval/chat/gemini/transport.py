@@ -20,7 +20,7 @@ from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.gemini import translate
 from rimo_eval.chat.native import NativeTransport
-from rimo_eval.core.chat_params import GeminiParams
+from rimo_eval.params.chat import GeminiParams
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"  # where base_url: null points
 API_VERSION = "v1beta"

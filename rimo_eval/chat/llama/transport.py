@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError, int_usage
-from rimo_eval.core.chat_params import LocalParams
 from rimo_eval.errors import StageError
 from rimo_eval.io.atomic import atomic_path
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.chat import LocalParams
 
 GEMMA_FORMAT = "gemma-turns-v1"  # in the cache key: bump if gemma_prompt changes
 END_OF_TURN = "<end_of_turn>"

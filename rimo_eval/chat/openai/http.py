@@ -37,7 +37,7 @@ from rimo_eval.chat.errors import (
     MalformedResponse,
     RequestTimeout,
 )
-from rimo_eval.core.chat_params import MAX_REPLY_BYTES
+from rimo_eval.params.chat import MAX_REPLY_BYTES
 
 # The official client sends these from the environment to whatever base_url it is given.
 _ENV_HEADERS = {"OPENAI_ORG_ID": "OpenAI-Organization", "OPENAI_PROJECT_ID": "OpenAI-Project"}

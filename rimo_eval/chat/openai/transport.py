@@ -44,7 +44,7 @@ from rimo_eval.chat.openai.replies import (
 from rimo_eval.chat.redact import Redactor
 from rimo_eval.chat.retrying import RetryingTransport
 from rimo_eval.chat.transport import ChatReply
-from rimo_eval.core.chat_params import ChatParams
+from rimo_eval.params.chat import ChatParams
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # where base_url: null points
 _CONNECT_TIMEOUT_S = 10.0  # reaching a server is quick even when its reply takes many minutes

@@ -21,6 +21,7 @@ from typing import Any
 
 from dvc.exceptions import DvcException
 
+from rimo_eval.artifacts.metrics_files import POINTER_KEY, pointer, split
 from rimo_eval.artifacts.paths import (
     BREAKDOWN_PATH,
     JUDGE_TABLE,
@@ -62,10 +63,9 @@ from rimo_eval.commands.audit.recompute import (
 )
 from rimo_eval.commands.audit.render import AuditReport, Link
 from rimo_eval.commands.audit.revision import checked_out
-from rimo_eval.core.config import Params, load_params
-from rimo_eval.core.metrics_files import POINTER_KEY, pointer, split
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.json_object import read_object
+from rimo_eval.params.config import Params, load_params
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.revision import WORKSPACE

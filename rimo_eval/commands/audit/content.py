@@ -19,9 +19,9 @@ from rimo_eval.artifacts.paths import RAW_DIR
 from rimo_eval.artifacts.predictions import light_columns
 from rimo_eval.artifacts.provenance import predictions_identity
 from rimo_eval.commands.audit.ledger import MISSING, Ledger, ids
-from rimo_eval.core.config import PredictParams, coerce
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import fingerprint, sha256_file
+from rimo_eval.params.config import PredictParams, coerce
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import SCORE_SCHEMAS, join_predictions, score_n, score_p
 

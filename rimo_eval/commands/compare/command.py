@@ -35,10 +35,10 @@ from rimo_eval.commands.compare.shared_items import (
     require_same_items,
     same_items,
 )
-from rimo_eval.core.config import Params
 from rimo_eval.errors import DataError
 from rimo_eval.io.outputs import claim_file, html_ours, output_file
 from rimo_eval.judge.metrics import judge_block
+from rimo_eval.params.config import Params
 from rimo_eval.params.section import key_of
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.run.reader import RunReader

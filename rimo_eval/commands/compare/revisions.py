@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from rimo_eval.core.metrics_files import join
+from rimo_eval.artifacts.metrics_files import join
 from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.run.record import Run
 from rimo_eval.run.revision import Revision

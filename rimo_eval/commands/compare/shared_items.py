@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rimo_eval.artifacts import judge_record
 from rimo_eval.commands.compare.revisions import Side
-from rimo_eval.core import judge_record
 from rimo_eval.errors import DataError
 from rimo_eval.judge.metrics import judge_block, judge_metrics
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS

@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimo_eval.artifacts.flat_keys import flatten
+from rimo_eval.artifacts.metrics_files import LEGACY_N
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.ranking import Metric, rank
 from rimo_eval.commands.leaderboard.years import year_keys
-from rimo_eval.core.metrics_files import LEGACY_N
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 
 

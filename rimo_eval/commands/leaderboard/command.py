@@ -22,10 +22,10 @@ from rimo_eval.commands.leaderboard.figures import figures
 from rimo_eval.commands.leaderboard.loading import LeftOut, load_every, load_runs
 from rimo_eval.commands.leaderboard.ranking import default_metric, find_metric
 from rimo_eval.commands.leaderboard.tables import render_html, render_markdown, render_tex
-from rimo_eval.core.config import Params
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.atomic import dumps_json
 from rimo_eval.io.outputs import claim_folder, output_folder
+from rimo_eval.params.config import Params
 from rimo_eval.params.cutoff import parse_cutoffs
 from rimo_eval.run.reader import RunReader
 

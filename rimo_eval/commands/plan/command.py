@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from rimo_eval.artifacts.paths import items_path
-from rimo_eval.core.config import Params
 from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import Params
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.stats import power as P
 

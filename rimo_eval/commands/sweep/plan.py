@@ -340,7 +340,7 @@ def resolve(sweep: SweepFile, *, repo: Path, rev: str, git_url: str, python: str
 
 def _check_params(path: Path, where: str, values: dict[str, Any], label: str) -> None:
     """The params a task's ``dvc exp run`` writes, as its check-params stage will judge them."""
-    from rimo_eval.core.config import parse_params
+    from rimo_eval.params.config import parse_params
 
     try:
         parse_params(values, f"{label} with the -S values of {where}")

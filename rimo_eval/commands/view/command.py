@@ -25,10 +25,10 @@ from rimo_eval.commands.view.load import Run, load_run
 from rimo_eval.commands.view.model import Site
 from rimo_eval.commands.view.site import write_with
 from rimo_eval.commands.view.workers import write_items
-from rimo_eval.core.config import Params
 from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.io.hashing import sha256_bytes
 from rimo_eval.io.outputs import claim_folder
+from rimo_eval.params.config import Params
 from rimo_eval.params.cutoff import parse_cutoffs
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.run.reader import RunReader

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rimo_eval.artifacts.metrics_files import interval
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.payload import FLAGS, _text
-from rimo_eval.core.metrics_files import interval
 from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
 
 

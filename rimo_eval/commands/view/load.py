@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
+from rimo_eval.artifacts.metrics_files import k_of
 from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
 from rimo_eval.artifacts.predictions import TEXT_COLUMNS
 from rimo_eval.commands.view.texts import DetailsCursor
-from rimo_eval.core.metrics_files import k_of
 from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.revision import Revision

@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rimo_eval.artifacts.items import Item, items_path, rows_to_items
+from rimo_eval.artifacts.model_name import run_label
 from rimo_eval.artifacts.predictions import (
     TEXT_COLUMNS,
     predictions_path,
@@ -41,10 +42,9 @@ from rimo_eval.artifacts.text_spool import TextSpool
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.texts import DetailsCursor
-from rimo_eval.core.config import PredictParams, coerce
-from rimo_eval.core.model_name import run_label
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import PredictParams, coerce
 from rimo_eval.predict import select_sample
 from rimo_eval.predictors.cached import Cached, cached_predictions
 from rimo_eval.predictors.chat_predictor import ChatPredictor

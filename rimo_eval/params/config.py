@@ -34,19 +34,19 @@ from pydantic import (
 )
 
 from rimo_eval.artifacts.paths import PARAMS_PATH
-from rimo_eval.core.chat_params import (
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.input_files import check_input
+from rimo_eval.io.surrogates import escaped, first_lone_surrogate, split_pair
+from rimo_eval.params.chat import (
     AnthropicParams,
     ChatParams,
     GeminiParams,
     LocalParams,
     OpenAIParams,
 )
-from rimo_eval.core.params_head import committed_params, origin_hint, quoting_hint
-from rimo_eval.errors import ConfigError
-from rimo_eval.io.input_files import check_input
-from rimo_eval.io.surrogates import escaped, first_lone_surrogate, split_pair
 from rimo_eval.params.cutoff import cutoff_text
 from rimo_eval.params.effects import ByKey, Content, Effect, Operational, Result, Switch, key_paths
+from rimo_eval.params.head import committed_params, origin_hint, quoting_hint
 from rimo_eval.params.keys import nearest
 from rimo_eval.params.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
