@@ -66,6 +66,7 @@ ROWS: dict[str, list[str]] = {
     "reply_bomb.py": [r"^\| honest, \d+ B gzipped \| ok \d+ characters \| \d+ MiB \|",
                       r"^\| bomb, 128 MiB decoded \| failed reply_too_large \| \d+ MiB \|"],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
+    "export_scale.py": [r"^\| 2 \| 1582 \| \d+ MiB \| \d+ MiB \| [\d.]+ s \| \d+ MiB \|"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
         r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",
