@@ -13,18 +13,6 @@ from rimo_eval.core.outputs import claim_folder, output_folder
 TOOL = "export"
 
 
-def library_version() -> str:
-    """rimo-eval's version as installed (the package's own where it is not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rimo-eval")
-    except PackageNotFoundError:
-        from rimo_eval import __version__
-
-        return __version__
-
-
 def export(root: Path, name: str, fmt: str, out: Path, model: str | None = None,
            organization: str = "unknown", dataset_id: str = "ziye2chen/RIMO",
            url: str | None = None) -> str:
@@ -53,4 +41,4 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     return 0
 
 
-__all__ = ["TOOL", "export", "library_version", "main"]
+__all__ = ["TOOL", "export", "main"]

@@ -190,10 +190,20 @@ def results(run: ExportRun) -> list[dict[str, Any]]:
     return out
 
 
+def library_version() -> str:
+    """rimo-eval's version as installed (the package's own where it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rimo-eval")
+    except PackageNotFoundError:
+        from rimo_eval import __version__
+
+        return __version__
+
+
 def aggregate(run: ExportRun, mid: str, organization: str, eid: str, instances: str,
               checksum: str, rows: int) -> dict[str, Any]:
-    from rimo_eval.commands.export.command import library_version
-
     backend = str(_get(run.params, "predict.backend") or run.model)
     return {
         "schema_version": SCHEMA_VERSION, "evaluation_id": eid,
@@ -240,4 +250,4 @@ def write_eee(run: ExportRun, out: Path, mid: str, organization: str) -> tuple[P
 
 
 __all__ = ["COLLECTION", "K_SAMPLE", "PRIMARY", "aggregate", "folder", "generation_config",
-           "model_id", "results", "run_uuid", "write_eee"]
+           "library_version", "model_id", "results", "run_uuid", "write_eee"]
