@@ -41,6 +41,7 @@ MODULES = {
     "cache": "rimo_eval.commands.cache",
     "sweep": "rimo_eval.commands.sweep.command",
     "plan": "rimo_eval.commands.plan.command",
+    "export": "rimo_eval.commands.export.command",
 }
 # Where each tool declares its arguments (``add_arguments(parser)``): a light module, as the
 # parser is built for every command, stages included.
@@ -52,10 +53,11 @@ ARGUMENTS = {
     "cache": "rimo_eval.commands.cache_arguments",
     "sweep": "rimo_eval.commands.sweep.arguments",
     "plan": "rimo_eval.commands.plan.arguments",
+    "export": "rimo_eval.commands.export.arguments",
 }
 # Commands that run without a params file (they use one when it is there).
 PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep",
-                   "plan"}
+                   "plan", "export"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -66,6 +68,7 @@ TOOLS = {
     "cache": "The response cache: stats, prune (by age, model, endpoint), verify",
     "sweep": "A model sweep as a Slurm job array: submit, status (each task an experiment)",
     "plan": "Power: the RIMO-N difference a run could detect against another; size for a target",
+    "export": "A run as Every Eval Ever 0.3.0 files or a Hugging Face .eval_results file",
 }
 
 

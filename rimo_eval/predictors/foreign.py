@@ -142,12 +142,15 @@ def eee_source(path: Path) -> Source:
 def read_eee(path: Path) -> Iterator[Reply]:
     """Every Eval Ever 0.3.0 instance rows: ``output.raw`` is the reply (RIMO-P: one per part,
     as ``rimo-eval export`` writes them); ``metadata.track`` and ``metadata.sample`` say the
-    track and the sample index where a RIMO export wrote them (default RIMO-N, 0)."""
+    track and the sample index where a RIMO export wrote them (default RIMO-N, 0); a row whose
+    ``metadata.status`` is missing is left out (the item has no reply: missing, as the run)."""
     for where, rec in _lines(path):
         if not {"sample_id", "input", "evaluation_id"} <= rec.keys():
             raise StageError(f"{where}: rule replay.eee: need sample_id, input and "
                              f"evaluation_id: not an Every Eval Ever instance row")
         meta = rec.get("metadata") or {}
+        if meta.get("status") == "missing":
+            continue  # a RIMO export's row of a sample the run had no reply for: missing
         track = meta.get("track", TRACK_N)
         if track not in TRACKS:
             raise StageError(f"{where}: rule replay.eee: metadata.track must be one of "

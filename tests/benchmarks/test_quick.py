@@ -70,6 +70,7 @@ ROWS: dict[str, list[str]] = {
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
     "experiment_stages.py": [r"^before: load average ", r"^CPU \(user",
                              r"^\| median of 1 \| [\d.]+ s \| [\d.]+ s \| -?[\d.]+ s \|"],
+    "export_scale.py": [r"^\| 2 \| 1582 \| \d+ MiB \| \d+ MiB \| [\d.]+ s \| \d+ MiB \|"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
         r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",
