@@ -63,6 +63,8 @@ ROWS: dict[str, list[str]] = {
     "scale_memory.py": [r"^k=1: \d+ requests; predict [\d.]+ s, \d+ MiB; .*compare [\d.]+ s",
                         r'"cpu_ms_per_request"'],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
+    "items_audit.py": [r"^\| 10 runs x 791 items \| audit [\d.]+ s \(median",
+                       r"^suspect_gold: precision [\d.]+ \(\d+/\d+\), recall"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
         r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",
