@@ -71,6 +71,8 @@ ROWS: dict[str, list[str]] = {
     "experiment_stages.py": [r"^before: load average ", r"^CPU \(user",
                              r"^\| median of 1 \| [\d.]+ s \| [\d.]+ s \| -?[\d.]+ s \|"],
     "export_scale.py": [r"^\| 2 \| 1582 \| \d+ MiB \| \d+ MiB \| [\d.]+ s \| \d+ MiB \|"],
+    "items_audit.py": [r"^\| 10 runs x 791 items \| audit [\d.]+ s \(median",
+                       r"^suspect_gold: precision [\d.]+ \(\d+/\d+\), recall"],
     "cache_scale.py": [
         r"^[\d,]+ entries, [\d.]+ MiB \(built in [\d.]+ s\)",
         r"^\| open \+ first lookup \(median of \d+\) \| [\d.]+ ms \|",
