@@ -42,6 +42,7 @@ MODULES = {
     "sweep": "rimo_eval.commands.sweep.command",
     "plan": "rimo_eval.commands.plan.command",
     "export": "rimo_eval.commands.export.command",
+    "items": "rimo_eval.commands.items.command",
 }
 # Where each tool declares its arguments (``add_arguments(parser)``): a light module, as the
 # parser is built for every command, stages included.
@@ -54,10 +55,11 @@ ARGUMENTS = {
     "sweep": "rimo_eval.commands.sweep.arguments",
     "plan": "rimo_eval.commands.plan.arguments",
     "export": "rimo_eval.commands.export.arguments",
+    "items": "rimo_eval.commands.items.arguments",
 }
 # Commands that run without a params file (they use one when it is there).
 PARAMS_OPTIONAL = {"audit", "compare", "summary", "leaderboard", "view", "cache", "sweep",
-                   "plan", "export"}
+                   "plan", "export", "items"}
 # Tools beyond the pipeline: they take their own arguments and return an exit status.
 TOOLS = {
     "audit": "Recompute every metric and check each hash chain down to the upstream pin",
@@ -69,6 +71,7 @@ TOOLS = {
     "sweep": "A model sweep as a Slurm job array: submit, status (each task an experiment)",
     "plan": "Power: the RIMO-N difference a run could detect against another; size for a target",
     "export": "A run as Every Eval Ever 0.3.0 files or a Hugging Face .eval_results file",
+    "items": "Audit items over many runs: solve rates, 2PL IRT, suspect golds, suggested errata",
 }
 
 

@@ -29,6 +29,7 @@ from rimo_eval.run.reader import RunReader
 from rimo_eval.run.record import Run
 from rimo_eval.run.recovery import REPRO, has_remote
 from rimo_eval.run.revision import WORKSPACE, Revision
+from rimo_eval.stats.floors import floor_line
 
 # The `dvc exp show` view to compare experiments: name, the two headline metrics, backend and
 # model of whatever backend ran (reports/model.json) and the sample size (predict.limit); it
@@ -102,7 +103,7 @@ def summary(root: Path = Path("."), params: Params | Mapping[str, Any] | None = 
         run = reader.open(workspace)
         lines = _lines(run, not absent)
         if absent:
-            lines.insert(2, f"  its tables are not in the workspace: "
+            lines.insert(3, f"  its tables are not in the workspace: "
                             f"{reader.advice(workspace, all(c for _, c in absent))}")
     report = (REPORT_HTML.as_posix() if (root / REPORT_HTML).is_file()
               else f"{REPORT_HTML.as_posix()} (not built yet: dvc repro)")
@@ -119,7 +120,11 @@ def _lines(run: Run, tables: bool) -> list[str]:
     n, p = metrics.get(TRACK_N) or {}, metrics.get(TRACK_P) or {}
     # predict.limit and sample_seed are in the provenance file (older runs: in metrics.json).
     spec = run.provenance.get("sample") or {}
-    lines = [run_line({**(metrics.get("sample") or {}), **spec}), backend_line(run, tables)]
+    # First, the headline beside its floor: a constant "1" scores 21.8% on all of RIMO-N.
+    floor = floor_line(TRACK_N, n.get("accuracy"),
+                       (run.breakdown.get(TRACK_N) or {}).get("baselines"))
+    lines = [floor, run_line({**(metrics.get("sample") or {}), **spec}),
+             backend_line(run, tables)]
     for track, key, label in ROWS:
         block = n if track == TRACK_N else p
         lines.append(f"  {track} {label:<21} {pct(block.get(key)):>6}  "

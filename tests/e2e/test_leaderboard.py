@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -32,8 +33,10 @@ from rimo_eval.commands.leaderboard.tables import render_markdown
 from rimo_eval.errors import DataError
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.run.reader import RunReader
+from rimo_eval.validate.errata import ERRATA_SCHEMA
 from tests.support.leaderboard_runs import K4, K4B, MODELS, SAMPLE, build
 from tests.support.pipeline_repo import copy_repo, sh
+from tests.support.replay_files import repo_gold
 
 pytestmark = pytest.mark.slow
 FIVE = ["workspace", *[m for m in MODELS if m != "base"]]
@@ -394,3 +397,53 @@ def test_year_lens_trend_is_each_runs_own_and_cutoff_adds_unseen(
             assert tex_cells[col] == cells[col]  # the same cell in the paper's table
     assert any(c != "-" for c in (r[head.index(f"{TRACK_N} year slope (breakdown)")]
                                   for r in body))
+
+
+# --- rimo-eval items over the same runs: read and refused as the leaderboard's ------------------
+
+
+def _solved_by(repo: Path, names: list[str]) -> dict[tuple[str, str], int]:
+    """How many of the runs solved each item, counted from their replay files and the gold of
+    the item tables, not from any score table: (track, id) -> runs."""
+    gold_n, gold_p = repo_gold(repo)
+    solved: dict[tuple[str, str], int] = {(TRACK_N, pid): 0 for pid in gold_n}
+    solved.update({(TRACK_P, pid): 0 for pid in gold_p})
+    for name in names:
+        source = "base" if name == "workspace" else name
+        for line in (repo / "runs" / f"{source}.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if row.get("sample", 0) != 0:
+                continue
+            pid, pred = row["problem_id"], row["prediction"]
+            right = (pred == gold_n[pid]) if row["track"] == TRACK_N else (
+                pid in gold_p and pred == gold_p[pid])
+            solved[(row["track"], pid)] += int(right)
+    return solved
+
+
+def test_items_audits_the_comparable_runs_and_refuses_the_others(repo: Path,
+                                                                  tmp_path: Path) -> None:
+    out = tmp_path / "items"
+    result = json.loads(sh(repo, "rimo-eval", "items", *FIVE, "--json", "--out",
+                           str(out)).stdout)
+    assert result["runs"] == FIVE and result["irt"]["converged"]
+    expected = _solved_by(repo, FIVE)
+    got = {(r["track"], r["problem_id"]): r["solved_by"] for r in result["items"]}
+    assert got == expected  # every gradable item of both tracks, sample 0
+    assert {f.name for f in out.iterdir()} >= {"items.json", "items.md", "items.html",
+                                              "items.png", "suggested_errata.yaml"}
+    jsonschema.validate(yaml.safe_load((out / "suggested_errata.yaml").read_text()),
+                        ERRATA_SCHEMA)
+    # --all: the largest comparable group is the five k = 1 runs, not the k = 4 pair or
+    # the sample; the line says so.
+    every = sh(repo, "rimo-eval", "items", "--all", "--json", "--out", str(tmp_path / "all"))
+    assert sorted(json.loads(every.stdout)["runs"]) == sorted(FIVE)
+    assert "5" in every.stderr
+    # Too few runs, and runs of another k: refused, saying what the audit needs.
+    few = sh(repo, "rimo-eval", "items", "workspace", "m-weak", "--out",
+             str(tmp_path / "few"), check=False)
+    assert few.returncode == 1 and "at least 3 runs" in few.stderr
+    mixed = sh(repo, "rimo-eval", "items", "workspace", "m-weak", K4, "--out",
+               str(tmp_path / "mixed"), check=False)
+    assert mixed.returncode != 0 and "not comparable" in mixed.stderr
+    assert not (tmp_path / "few").exists() and not (tmp_path / "mixed").exists()

@@ -17,10 +17,12 @@ from statsmodels.stats.proportion import proportion_confint
 from rimo_eval.artifacts.metrics_files import join
 from rimo_eval.commands.compare.command import Revision, Side, compare_sides
 from rimo_eval.commands.compare.render import render_html, render_markdown
+from rimo_eval.commands.summary import summary
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.score.stage import score
 from rimo_eval.stats.floors import best_constant, floor_line
+from tests.support.pipeline_repo import copy_repo
 
 BOOT = {"samples": 100, "seed": 0, "confidence": 0.95}
 
@@ -136,3 +138,10 @@ def test_the_report_table_of_the_floor(oracle_run: Path) -> None:
         ['a constant "1" (the best constant answer)', "21.8%", "—", "335 items"],
         ["items with gold 0 or 1", "100.0%", "[96.2%, 100.0%]", "96 / 96 items"],
         ["the other items", "100.0%", "[98.4%, 100.0%]", "239 / 239 items"]]
+
+
+def test_the_summary_puts_the_accuracy_beside_the_floor(oracle_run: Path, tmp_path: Path
+                                                        ) -> None:
+    repo = copy_repo(oracle_run, tmp_path / "repo")
+    first = summary(repo).splitlines()[0]
+    assert first == 'RIMO-N 100.0% (a constant "1" scores 21.8% on these items)'

@@ -17,6 +17,7 @@ import numpy as np
 
 from rimo_eval.commands.items.gold import FDR, check_golds
 from rimo_eval.commands.items.irt import fit_2pl
+from rimo_eval.errors import DataError
 
 MIN_RUNS = 3
 # Outfit mean square above 2: the item's responses are noisier than the model allows, enough
@@ -24,8 +25,8 @@ MIN_RUNS = 3
 MISFIT_OUTFIT = 2.0
 
 
-class ItemsError(ValueError):
-    """Runs the audit cannot take (too few, other items), said as what it needs."""
+class ItemsError(DataError):
+    """Runs the audit cannot take (too few, other items, a mix of k), said as what it needs."""
 
 
 @dataclass(frozen=True)

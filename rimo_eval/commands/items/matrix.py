@@ -12,6 +12,10 @@ from rimo_eval.commands.items.audit import MIN_RUNS, ItemsError, Matrix
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 
 
+def _gradable(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["gradable"].astype(bool)] if "gradable" in frame.columns else frame
+
+
 def build_matrix(labels: Sequence[str], scores: Sequence[Mapping[str, pd.DataFrame]],
                  samples: Sequence[int]) -> Matrix:
     """``scores[r][track]``: run r's score table of that track (columns problem_id, sample,
@@ -23,7 +27,9 @@ def build_matrix(labels: Sequence[str], scores: Sequence[Mapping[str, pd.DataFra
         mix = ", ".join(f"{label} (k = {k})" for label, k in zip(labels, samples, strict=True))
         raise ItemsError(f"the runs mix sample counts: {mix}; the audit reads sample 0 of runs "
                          f"of one k: name runs of one k")
-    firsts = [{t: s[t][s[t]["sample"] == 0].sort_values("problem_id", kind="stable")
+    # Sample 0 of each item, as the headline metrics; RIMO-P's ungradable items (no reference
+    # sub-solution) are no item a run could solve.
+    firsts = [{t: _gradable(s[t][s[t]["sample"] == 0]).sort_values("problem_id", kind="stable")
                for t in TRACKS} for s in scores]
     ref = firsts[0]
     for label, first in zip(labels[1:], firsts[1:], strict=True):
