@@ -350,6 +350,30 @@ def test_in_page_renderer_is_as_inert_as_the_build_time_one_was(driver: Any,
         assert_inert(driver)
 
 
+TEX_HOSTILE = ["\\emph{<img src=x onerror=alert(1)>}", "\\textbf{<script>alert(2)</script>}",
+               "\\emph{a \\textbf{[x](javascript:alert(3))}}", "\\emph{unclosed <b>x</b>"]
+
+
+@pytest.mark.slow
+def test_latex_text_styles_render_as_emphasis_and_stay_inert(driver: Any, runs: dict[str, Any]
+                                                            ) -> None:
+    """Upstream's problems write \\emph{...} (issue 43 showed it raw): \\emph, \\textit and
+    \\textbf render as <em> and <strong> through the same inert path, math inside kept for
+    KaTeX; markup inside stays text and unbalanced braces stay plain text."""
+    open_site(driver, runs["site"])
+    render = "return RIMO_MARKDOWN.render(arguments[0])"
+    html = driver.execute_script(render, "Find \\emph{all} $n$, \\textbf{each} \\textit{odd "
+                                         "$k_{1}$} one.")
+    assert html == ('<p>Find <em>all</em> <span class="math inline">n</span>, <strong>each'
+                    '</strong> <em>odd <span class="math inline">k_{1}</span></em> one.'
+                    '</p>\n'), html
+    assert driver.execute_script(RENDERED, TEX_HOSTILE, False) == []
+    got = [driver.execute_script(render, t) for t in TEX_HOSTILE]
+    assert got[0] == "<p><em>&lt;img src=x onerror=alert(1)&gt;</em></p>\n", got
+    assert "<strong>&lt;script&gt;" in got[1] and "<em>a <strong>" in got[2], got
+    assert got[3].startswith("<p>\\emph{unclosed &lt;b&gt;"), got
+
+
 @pytest.mark.slow
 def test_a_packed_text_round_trips_exactly_in_the_page(driver: Any, runs: dict[str, Any]
                                                        ) -> None:

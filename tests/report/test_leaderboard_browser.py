@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from rimo_eval.commands.leaderboard.board import build
 from rimo_eval.commands.leaderboard.command import write
@@ -164,3 +165,41 @@ def test_leaderboard_at_k_4_scrolls_in_its_box_not_the_page(driver: Any, tmp_pat
     assert len(got["rows"]) == len(board["runs"]) == len(WIDE), got
     for row, text in zip(board["runs"], got["rows"], strict=True):
         assert row["label"] in text and row["model"] in text, text  # wrapped, never cut
+
+
+REACH = """
+const wide = document.querySelector('div.wide'), box = wide.getBoundingClientRect();
+const edge = th => { const r = th.getBoundingClientRect();
+                     return [th.innerText, r.left, r.right]; };
+const heads = [...wide.querySelectorAll('th')];
+const test = edge(heads.find(th => th.innerText.startsWith('vs leader')));
+wide.scrollLeft = wide.scrollWidth;
+return {box: [box.left, box.right], test, last: edge(heads[heads.length - 1]),
+        page_scroll: document.documentElement.scrollWidth,
+        page: document.documentElement.clientWidth,
+        notes: [...document.querySelectorAll('li')].map(li => li.innerText)};
+"""
+
+
+@pytest.mark.parametrize("k", [1, 2, 16])
+def test_leaderboard_test_column_in_view_and_last_column_reachable(driver: Any, tmp_path: Path,
+                                                                   k: int) -> None:
+    """At 1,400 px (issue 43): "vs leader" is in view without scrolling (it was the cut-off
+    20th of 25 columns at k = 2), the last column is whole once the table's box is scrolled,
+    and the page says why there is no unseen subset (no run has a training cutoff)."""
+    runs = wide_runs(k, 2)
+    board = build(runs, find_metric("RIMO-N.accuracy", k),
+                  {"samples": 100, "seed": 0, "confidence": 0.95})
+    write(tmp_path, {"leaderboard.html": render_html(board, {})})
+    driver.set_window_size(1400, 1000)
+    try:
+        load(driver, tmp_path / "leaderboard.html")
+        got = driver.execute_script(REACH)
+    finally:
+        driver.set_window_size(1280, 1000)
+    left, right = got["box"]
+    assert left <= got["test"][1] and got["test"][2] <= right + 0.5, got
+    assert left <= got["last"][1] and got["last"][2] <= right + 0.5, got  # whole, after scroll
+    assert got["page_scroll"] <= got["page"], got
+    assert any("no run has a training cutoff" in n and "--cutoff" in n for n in got["notes"]), \
+        got["notes"]

@@ -28,6 +28,7 @@ from rimo_eval.commands.leaderboard.figures import (
     figures,
     forest,
     label,
+    solved_grid,
 )
 from rimo_eval.commands.leaderboard.loading import Run
 from rimo_eval.commands.leaderboard.ranking import find_metric
@@ -200,3 +201,61 @@ def test_year_heatmap_draws_a_mathtext_run_label_as_text() -> None:
         png = encode(fig)["png"]  # draws every label
     assert mpimg.imread(io.BytesIO(png)).shape[1] == round(WIDTH * 300)
     assert label(evil) in [t.get_text() for t in fig.axes[0].get_yticklabels()]
+
+
+# --- issue 43's screens: the RIMO-P forest's titles, the solved grid's key, the unseen column
+
+
+def k_runs(k: int, years: bool = False) -> list[Run]:
+    rng = np.random.default_rng(k)
+    parts = rng.integers(1, 5, 60)
+    return [make_run(f"model-{i}", rng.random((80, k)) < p, rng.random((60, k)) < p, parts,
+                     k=k, years=years) for i, p in enumerate((0.3, 0.6))]
+
+
+@pytest.mark.parametrize("k", [1, 2, 16])
+def test_rimo_p_forest_panel_titles_do_not_overlap(k: int) -> None:
+    """Ranked by sub-problem accuracy (the longest title, with "mean@k" and "(ranked)"), the
+    three panels' titles and the track's title are whole and apart; at k = 2 "sub-problem acc.
+    mean@k" ran into both neighbours."""
+    runs = k_runs(k)
+    ranked = "RIMO-P.sub_problem_accuracy" if k == 1 else "RIMO-P.mean_at_k.sub_problem_accuracy"
+    board = build(runs, find_metric(ranked, k), {"samples": 100, "seed": 0, "confidence": 0.95})
+    with matplotlib.rc_context(RC):
+        fig = forest(board, TRACK_P, runs)
+        boxes = text_boxes(fig)
+    assert len(boxes) == 4, boxes  # three panels and the track
+    assert any("(ranked)" in t for t in boxes) and (k == 1) != any("mean@k" in t for t in boxes)
+    page = fig.bbox
+    for text, box in boxes.items():
+        assert page.x0 <= box.x0 and box.x1 <= page.x1, (text, box, page)
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes.items(), 2):
+        assert not box_a.overlaps(box_b), (a, box_a, b, box_b)
+
+
+@pytest.mark.parametrize(("k", "ticks"), [(1, ["wrong", "right"]), (2, ["0", "1/2", "all"])])
+def test_solved_grid_has_a_colour_key(k: int, ticks: list[str]) -> None:
+    """The grid says which colour is right: a colour bar, its ends named (before: black and
+    white, and no key)."""
+    runs = k_runs(k)
+    with matplotlib.rc_context(RC):
+        fig = solved_grid(board_of(runs) if k == 1 else
+                          build(runs, find_metric("RIMO-N.accuracy", k),
+                                {"samples": 100, "seed": 0, "confidence": 0.95}),
+                          {r.label: r for r in runs})
+        fig.draw_without_rendering()
+    assert len(fig.axes) == 2, fig.axes  # the grid and its colour bar
+    bar = fig.axes[1]
+    assert [t.get_text() for t in bar.get_yticklabels()] == ticks
+    image = fig.axes[0].images[0]
+    assert image.get_cmap().name != "Greys"  # one scale with the other heatmaps
+
+
+def test_year_heatmap_says_why_the_unseen_column_is_empty() -> None:
+    """With no training cutoff, every unseen cell says "no cutoff" instead of a blank."""
+    runs = k_runs(1, years=True)
+    with matplotlib.rc_context(RC):
+        fig = year_heatmap(board_of(runs), {r.label: r for r in runs}, WIDTH)
+    for ax in fig.axes[:2]:
+        assert [t.get_text() for t in ax.texts].count("no\ncutoff") == len(runs)
+        assert "cutoff" in ax.get_xticklabels()[-1].get_text()

@@ -266,3 +266,23 @@ def test_report_makes_no_request_outside_its_file_and_renders_math(driver: Any,
     # model and upstream text in the tables stays text ($\href...$ of PAYLOAD_P included).
     assert in_prose >= 4 and in_tables == 0 and remote == 0 and fonts >= 1
     assert PAYLOAD_P in driver.execute_script("return document.body.innerText")
+
+
+INLINE_CODE = """
+return [...document.querySelectorAll('.jp-RenderedMarkdown :not(pre) > code')].map(c =>
+  [c.textContent, getComputedStyle(c).whiteSpace, c.getClientRects().length]);
+"""
+
+
+def test_inline_code_stays_on_one_line(driver: Any, report_html: Path) -> None:
+    """Inline code in the report's prose is never broken across lines (issue 43), at 1,400 px
+    and in a narrow 700 px window where lab's CSS broke it mid-word."""
+    try:
+        for width in (1400, 700):
+            driver.set_window_size(width, 1000)
+            load(driver, report_html)
+            codes = driver.execute_script(INLINE_CODE)
+            assert codes, "the report's prose has inline code"
+            assert all(ws == "nowrap" and lines == 1 for _t, ws, lines in codes), codes
+    finally:
+        driver.set_window_size(1280, 1000)

@@ -136,7 +136,13 @@ def metrics_of(scores: dict[str, pd.DataFrame], k: int) -> dict[str, Any]:
     if k > 1:
         m[TRACK_N]["mean_at_k"] = {"accuracy": round(float(scores[TRACK_N]["correct"].mean()),
                                                      6)}
-        m[TRACK_P]["mean_at_k"] = {"strict": round(float(scores[TRACK_P]["strict"].mean()), 6)}
+        p = scores[TRACK_P]
+        per_sample = p.groupby("sample")[["n_matched", "number_of_parts"]].sum()
+        m[TRACK_P]["mean_at_k"] = {
+            "strict": round(float(p["strict"].mean()), 6),
+            "prefix_score": round(float(p["prefix_score"].mean()), 6),
+            "sub_problem_accuracy": round(float((per_sample["n_matched"]
+                                                 / per_sample["number_of_parts"]).mean()), 6)}
     return m
 
 

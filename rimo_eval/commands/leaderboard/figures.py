@@ -73,6 +73,15 @@ def panel_colours(board: Mapping[str, Any], runs: Sequence[Run] | None, name: st
     return out
 
 
+def panel_title(track: str, metric: str, k: int, panels: int, ranked: bool) -> str:
+    """The metric's name on its own line, "mean@k" and "(ranked)" on the next: three panels
+    share one column's width, and on one line their titles ran into each other (issue 43)."""
+    short = NAMES[metric.removeprefix("mean_at_k.")]
+    first = f"{track} {short}" if panels == 1 else short
+    second = " ".join(w for w, on in (("mean@k", k > 1), ("(ranked)", ranked)) if on)
+    return f"{first}\n{second}" if second else first
+
+
 def forest(board: Mapping[str, Any], track: str, runs: Sequence[Run] | None = None) -> Figure:
     """Each headline metric of ``track`` (mean@k at k > 1) with its interval, runs in rank
     order, leader on top; on each panel the leader of that panel's metric is blue and the runs
@@ -93,9 +102,8 @@ def forest(board: Mapping[str, Any], track: str, runs: Sequence[Run] | None = No
             err = None if lo is None or hi is None else [[v - lo], [hi - v]]
             ax.errorbar([v], [yi], xerr=err, fmt="o", ms=2.5, lw=0.8, capsize=1.5,
                         color=colours[row["label"]])
-        short = NAMES[m.removeprefix("mean_at_k.")] + (" mean@k" if board["k"] > 1 else "")
-        ranked = " (ranked)" if name == board["ranked_by"] else ""
-        ax.set_title((f"{track} {short}" if len(metrics) == 1 else short) + ranked)
+        ax.set_title(panel_title(track, m, board["k"], len(metrics),
+                                 name == board["ranked_by"]))
         ax.set_xlim(-0.02, 1.02)
         ax.set_xticks([0, 0.5, 1])
         ax.grid(axis="x", lw=0.3, color="#dddddd")
@@ -182,12 +190,22 @@ def solved_grid(board: Mapping[str, Any], runs: Mapping[str, Run]) -> Figure:
     grid = grid[:, order]
     fig = Figure(figsize=(WIDTH, 0.55 + 0.16 * len(rows)), layout="constrained")
     ax = fig.subplots()
-    ax.imshow(grid, cmap="Greys", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto",
+                      interpolation="nearest")
     ax.set_yticks(range(len(rows)), [label(r["label"]) for r in rows])
     ax.set_xlabel(f"{TRACK_N} items ({len(ids)}), sorted by how many runs solve them")
     ax.set_xticks([])
-    ax.set_title(f"{TRACK_N} solved items (black: right)" if board["k"] == 1 else
-                 f"{TRACK_N} share of the k = {board['k']} samples right per item")
+    # The colour key: with none, a reader had to guess which shade meant right (issue 43).
+    if board["k"] == 1:
+        ax.set_title(f"{TRACK_N} solved items")
+        bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.02, ticks=[0, 1])
+        bar.ax.set_yticklabels(["wrong", "right"])
+    else:
+        ax.set_title(f"{TRACK_N} share of the k = {board['k']} samples right per item")
+        bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.02, ticks=[0, 0.5, 1])
+        bar.ax.set_yticklabels(["0", "1/2", "all"])
+        bar.set_label("samples right", fontsize=5)
+    bar.ax.tick_params(labelsize=5)
     return fig
 
 
@@ -212,4 +230,4 @@ def figures(board: Mapping[str, Any], runs: Sequence[Run]) -> dict[str, dict[str
 
 
 __all__ = ["WIDTH", "accuracy_cost", "domain_heatmap", "encode", "figures", "forest", "label",
-           "solved_grid"]
+           "panel_title", "solved_grid"]

@@ -120,13 +120,16 @@ def columns(board: Mapping[str, Any]) -> list[Column]:
         cols += [(f"{TRACK_N} pass@k", lambda r: with_ci(r, f"{TRACK_N}.pass_at_k"), True),
                  (f"{TRACK_N} maj@k", lambda r: with_ci(r, f"{TRACK_N}.maj_at_k"), True),
                  (f"{TRACK_P} pass@k", lambda r: with_ci(r, f"{TRACK_P}.pass_at_k"), True)]
+    # The test against the leader right after the metrics it tests: as the last of 25
+    # columns at k = 2 it was past the right edge of a 1,400 px window (issue 43).
+    cols.append((f"vs leader (Holm p, {board['ranked_by']})",
+                 lambda r: vs_leader(r, samples), True))
     if any(r.get("judge") for r in board["runs"]):
         cols.append((f"{TRACK_P} prefix, judge (non-primary)",
                      lambda r: with_ci(r["judge"], f"{TRACK_P}.judge.prefix_score")
                      if r.get("judge") else "-", True))
     cols += year_columns(board)
     cols += [
-        (f"vs leader (Holm p, {board['ranked_by']})", lambda r: vs_leader(r, samples), True),
         ("tokens", tokens, True),
         ("cost", cost, True),
         ("errors N/P", lambda r: per_track(r, "errors"), True),
@@ -142,6 +145,7 @@ def _has_lens(board: Mapping[str, Any], key: str) -> bool:
 
 
 CUTOFF = "training cutoff"
+CUTOFF_HOW = "score.training_cutoff in params.yaml, or leaderboard --cutoff RUN=DATE"
 
 
 def slope_header(track: str) -> str:
@@ -192,6 +196,9 @@ def notes(board: Mapping[str, Any]) -> list[str]:
         out.append("Unseen (a breakdown, not a metric): the rate over the items of "
                    "competitions after the run's training cutoff (year > the cutoff's year), "
                    "with its Wilson interval; - where no cutoff is known.")
+    elif _has_lens(board, "trend"):
+        out.append(f"No unseen subset: no run has a training cutoff ({CUTOFF_HOW}), so the "
+                   f"year heatmap's unseen column says \"no cutoff\".")
     return out
 
 

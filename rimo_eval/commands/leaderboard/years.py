@@ -49,7 +49,8 @@ def year_keys(run: Run, cutoffs: Mapping[str, str], confidence: float) -> dict[s
 
 def year_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run], width: float) -> Figure:
     """Runs x year bands, one panel per track (RIMO-N accuracy, RIMO-P strict, in %), and an
-    "unseen" column where a run's cutoff is known (blank where not)."""
+    "unseen" column (items after the run's training cutoff) where a run's cutoff is known,
+    "no cutoff" written where not."""
     rows = board["runs"]
     columns = [*BAND_LABELS[:-1], "unseen"]
     fig = Figure(figsize=(width, 0.8 + 0.2 * len(rows)), layout="constrained")
@@ -70,7 +71,11 @@ def year_heatmap(board: Mapping[str, Any], runs: Mapping[str, Run], width: float
             if not np.isnan(v):
                 ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=5,
                         color="white" if v < 0.6 else "black")
-        ax.set_xticks(range(len(columns)), columns, rotation=30, fontsize=5)
+            elif j == len(columns) - 1:  # say why the cell is empty, never leave it blank
+                ax.text(j, i, "no\ncutoff", ha="center", va="center", fontsize=3.5,
+                        color="#777777")
+        ax.set_xticks(range(len(columns)), [*columns[:-1], "unseen\n(> cutoff)"],
+                      rotation=30, fontsize=5)
         ax.set_yticks(range(len(rows)), [label(row["label"]) for row in rows])
         ax.tick_params(length=0)
         ax.set_title(f"{track} {name} (%)", fontsize=6)

@@ -8,7 +8,7 @@ from typing import Any
 from rimo_eval.artifacts.metrics_files import interval
 from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.payload import FLAGS, _text
-from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS
+from rimo_eval.rimo.tracks import HEADLINE, TRACK_N, TRACK_P, TRACKS, metric_words
 
 
 def _interval(block: dict[str, Any], metric: str) -> list[Any] | None:
@@ -23,21 +23,19 @@ def header(run: Run, cutoff: str | None = None) -> dict[str, Any]:
     tracks = {}
     for track in TRACKS:
         block = run.metrics.get(track) or {}
-        rows = [{"name": m, "value": block.get(m), "ci": _interval(block, m)}
-                for m in HEADLINE[track]]
-        for name, sub in (("mean@k", "mean_at_k"),):
-            inner = block.get(sub) or {}
-            for m in HEADLINE[track]:
-                if m in inner:
-                    rows.append({"name": f"{name} {m}", "value": inner[m],
-                                 "ci": _interval(inner, m)})
-        for m in ("pass_at_k", "maj_at_k"):
-            if m in block:
-                rows.append({"name": m.replace("_at_", "@"), "value": block[m],
-                             "ci": _interval(block, m)})
+        # "name": the metric in words, as every screen says it; "key": metrics.json's.
+        rows = [{"name": metric_words(m), "key": m, "value": block.get(m),
+                 "ci": _interval(block, m)} for m in HEADLINE[track]]
+        inner = block.get("mean_at_k") or {}
+        rows += [{"name": metric_words(f"mean_at_k.{m}"), "key": f"mean_at_k.{m}",
+                  "value": inner[m], "ci": _interval(inner, m)}
+                 for m in HEADLINE[track] if m in inner]
+        rows += [{"name": metric_words(m), "key": m, "value": block[m],
+                  "ci": _interval(block, m)} for m in ("pass_at_k", "maj_at_k") if m in block]
         diag = block.get("diagnostics") or {}
         if "lenient_accuracy" in diag:
             rows.append({"name": "lenient accuracy (diagnostic)",
+                         "key": "diagnostics.lenient_accuracy",
                          "value": diag["lenient_accuracy"], "ci": None})
         flag_counts = {f: diag[f] for f in FLAGS if isinstance(diag.get(f), int | float)}
         counts = {c: block[c] for c in ("n", "correct", "missing", "errors", "ungradable")

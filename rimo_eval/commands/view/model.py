@@ -23,7 +23,7 @@ from rimo_eval.commands.view.words import reasonings, search_text
 from rimo_eval.commands.view.years import bands, run_cutoffs, unseen_options
 from rimo_eval.io.parquet import records
 from rimo_eval.rimo.text_quality import WARNING_RULES
-from rimo_eval.rimo.tracks import TRACK_P, TRACKS
+from rimo_eval.rimo.tracks import TRACK_P, TRACKS, metric_words
 
 
 def _prediction_index(run: Run, track: str, column: str = "prediction"
@@ -56,7 +56,8 @@ def pair_flips(a: Run, b: Run) -> dict[str, Any]:
         if track == TRACK_P:
             paired = paired[paired["gradable_a"].astype(bool)].reset_index(drop=True)
         rows = flips(track, paired) if k == 1 else []
-        out[track] = {"metric": TESTED[track], "paired": len(paired), "k": k,
+        tested = "accuracy" if TESTED[track] == "correct" else TESTED[track]
+        out[track] = {"metric": metric_words(tested), "paired": len(paired), "k": k,
                       "flips": [{"id": r["problem_id"], "a": r["a"], "b": r["b"]} for r in rows],
                       "changed_items": unpaired["changed_items"]}
     return out

@@ -66,12 +66,45 @@ const RIMO_MARKDOWN = (() => {
     return true;
   }
 
+  // LaTeX text styles in prose (upstream's problems write \emph{...}): as Markdown's own
+  // emphasis, their content parsed inline like any text (escaped, math kept), so they add no
+  // way in for markup. Unbalanced braces: plain text.
+  const TEX_STYLE = { emph: "em", textit: "em", textsl: "em", textbf: "strong",
+                      bf: "strong", it: "em" };
+  function texStyle(state, silent) {
+    const src = state.src, pos = state.pos;
+    const m = /^\\([a-z]+)\{/.exec(src.slice(pos, pos + 12));
+    if (!m || !(m[1] in TEX_STYLE)) return false;
+    const start = pos + m[0].length;
+    let depth = 1, end = start;
+    for (; end < state.posMax && depth; end++) {
+      const c = src.charCodeAt(end);
+      if (c === 0x5c) end++;  // \{ and \} do not count
+      else if (c === 0x7b) depth++;
+      else if (c === 0x7d) depth--;
+    }
+    if (depth) return false;
+    end--;  // at the closing brace
+    if (!silent) {
+      const tag = TEX_STYLE[m[1]], max = state.posMax;
+      state.push(`${tag}_open`, tag, 1);
+      state.pos = start;
+      state.posMax = end;
+      state.md.inline.tokenize(state);
+      state.push(`${tag}_close`, tag, -1);
+      state.posMax = max;
+    }
+    state.pos = end + 1;
+    return true;
+  }
+
   let md = null;
   function parser() {
     if (md) return md;
     md = window.markdownit("commonmark", { html: false, linkify: false, typographer: false });
     md.disable(["link", "image", "autolink", "html_inline", "html_block"], true);
     md.inline.ruler.before("escape", "math_inline", mathInline);
+    md.inline.ruler.before("escape", "tex_style", texStyle);
     md.block.ruler.before("fence", "math_block", mathBlock,
                           { alt: ["paragraph", "reference", "blockquote", "list"] });
     const math = (tag, cls) => (tokens, idx) =>
