@@ -36,6 +36,10 @@ class Reply:
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     finish_reason: str | None = None
+    # The prediction as the file states it, preferred to RIMO's extraction of ``texts``: a
+    # RIMO export's reply made from a bare prediction (``metadata.output_raw: prediction``),
+    # whose \boxed{} cannot hold a prediction with unbalanced braces.
+    prediction: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,9 @@ def read_eee(path: Path) -> Iterator[Reply]:
     """Every Eval Ever 0.3.0 instance rows: ``output.raw`` is the reply (RIMO-P: one per part,
     as ``rimo-eval export`` writes them); ``metadata.track`` and ``metadata.sample`` say the
     track and the sample index where a RIMO export wrote them (default RIMO-N, 0); a row whose
-    ``metadata.status`` is missing is left out (the item has no reply: missing, as the run)."""
+    ``metadata.status`` is missing is left out (the item has no reply: missing, as the run); an
+    error row with no reply is an error; a row whose ``metadata.output_raw`` is ``prediction``
+    (RIMO-N) gives its ``answer_attribution`` value as the prediction."""
     for where, rec in _lines(path):
         if not {"sample_id", "input", "evaluation_id"} <= rec.keys():
             raise StageError(f"{where}: rule replay.eee: need sample_id, input and "
@@ -163,6 +169,8 @@ def read_eee(path: Path) -> Iterator[Reply]:
         output = rec.get("output") or {}
         error = rec.get("error")
         texts = _strings(output.get("raw"), where, "output.raw") if output else None
+        if error and not texts:
+            texts = None  # the tool logged an error instead of a reply (an export: raw is [])
         trace = output.get("reasoning_trace") if output else None
         reasoning: list[str | None] = list(_strings(trace, where, "output.reasoning_trace")
                                            if trace is not None else [])
@@ -174,11 +182,22 @@ def read_eee(path: Path) -> Iterator[Reply]:
             raise StageError(f"{where}: rule replay.eee: a RIMO-N row holds one reply in "
                              f"output.raw, got {len(texts)}")
         problem = (rec.get("input") or {}).get("raw")
+        stated = _stated(rec) if texts and track == TRACK_N else None
         yield Reply(where, str(rec["sample_id"]), problem if isinstance(problem, str) else None,
-                    j, None if error and not texts else texts, track=track,
+                    j, texts, track=track,
                     reasoning=reasoning, usage=counts,
                     error=error if isinstance(error, str) else None,
-                    finish_reason=meta.get("finish_reason"))
+                    finish_reason=meta.get("finish_reason"), prediction=stated)
+
+
+def _stated(rec: dict[str, Any]) -> str | None:
+    """A RIMO export's bare prediction (the last ``answer_attribution``'s value) where its
+    ``output.raw`` was made from it: ``\\boxed{a}b}`` would extract as ``a``."""
+    if (rec.get("metadata") or {}).get("output_raw") != "prediction":
+        return None
+    found = [a.get("extracted_value") for a in rec.get("answer_attribution") or []
+             if isinstance(a, dict)]
+    return found[-1] if found and isinstance(found[-1], str) else None
 
 
 __all__ = ["CSV", "EEE", "FORMATS", "INSPECT", "LMEVAL", "RIMO", "TRACK_P", "Reply", "Source",

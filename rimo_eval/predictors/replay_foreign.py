@@ -133,6 +133,9 @@ def read_foreign(path: Path, fmt: str, items: Sequence[Item],
         else:
             replayed = grade_reply(reply.track, reply.texts, reply.reasoning, reply.usage,
                                    reply.finish_reason, label)
+            if reply.prediction is not None:  # its text was made from it: not a reply
+                replayed = Replayed(reply.prediction, {
+                    k: v for k, v in replayed.details.items() if k not in ("text", "extraction")})
         rows.append((*key, reply.sample, replayed, reply.where))
     if unmatched:
         what = ("none of its replies" if not rows else f"{len(unmatched)} of its replies")
