@@ -49,7 +49,7 @@ from rimo_eval.params.section import NonNegInt, Number, PosInt, PosNumber, Secti
 from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
-S = TypeVar("S", bound=Section)  # coerce: the section model asked for, typed as such
+S = TypeVar("S", bound=Section)  # parse_section: the section model asked for, typed as such
 class FetchParams(Section):
     repo: str
     revision: str
@@ -345,11 +345,10 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
     return parse_params(read_yaml(path), path)
 
 
-def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
-    """A section from a typed object or a plain dict (how tests call the stage functions)."""
-    if isinstance(value, model):
-        return value
-    data = {where: dict(value or {})}
+def parse_section(model: type[S], data: Mapping[str, Any] | None, where: str) -> S:
+    """One section, validated from plain data (another revision's file, a test's partial
+    section) as parse_params validates it in the whole file: errors name ``where``'s keys."""
+    data = {where: dict(data or {})}
     problems = dict(value_problems(data))
     try:
         section = model.model_validate(data[where])
@@ -362,3 +361,12 @@ def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str
     if problems:
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))
     return section
+
+
+def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
+    """A section from a typed object or a plain dict (how tests call the stage functions)."""
+    if isinstance(value, Section):
+        if isinstance(value, model):
+            return value
+        value = value.as_dict()
+    return parse_section(model, value, where)
