@@ -12,12 +12,11 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from rimo_eval.artifacts.paths import RAW_DIR
 from rimo_eval.errors import DataError, IntegrityError, StageError
 from rimo_eval.io.hashing import sha256_bytes, sha256_file
-from rimo_eval.params.config import FetchParams, Params, coerce
+from rimo_eval.params.config import FetchParams, Params
 
 
 def pinned(cfg: FetchParams) -> dict[str, str]:
@@ -102,10 +101,8 @@ def _publish(staging: Path, out_dir: Path) -> None:
         shutil.rmtree(backup, ignore_errors=True)
 
 
-def fetch(params: FetchParams | dict[str, Any], out_dir: Path = RAW_DIR) -> str:
-    """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network').
-    ``params`` is the fetch section, typed or as a plain dict (validated here)."""
-    cfg = coerce(FetchParams, params, "fetch")
+def fetch(cfg: FetchParams, out_dir: Path = RAW_DIR) -> str:
+    """Fill ``out_dir`` with the verified files; return the source used (a mirror or 'network')."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _recover(out_dir)

@@ -12,17 +12,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-PACKAGED_LOCAL = "gemma-3-270m (packaged)"
+from rimo_eval.params.backends import BY_NAME, PACKAGED_LOCAL, served_model
 
 
 def model_name(backend: str, section: Mapping[str, Any] | None) -> str:
     """``section`` is the backend's params (``predict.<backend>``, or the ``backend_params``
-    a predictions table records). A backend without a model of its own is named by itself."""
-    s = section or {}
-    value = {"replay": s.get("path"),
-             "local": s.get("model_path") or PACKAGED_LOCAL,
-             "constant": f"constant {s['answer']!r}" if "answer" in s else None,
-             "oracle": None}.get(backend, s.get("model"))  # openai, anthropic, gemini, plugins
+    a predictions table records). The rule is the backend's declaration's (params/backends.py;
+    a plugin's: its ``model`` key). A backend without a model of its own is named by itself."""
+    spec = BY_NAME.get(backend)
+    value = (spec.model if spec else served_model)(section or {})
     return str(value) if value else backend
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,9 @@ def _rate(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
             "missing": sum(v["verdict"] == MISSING for v in verdicts)}
 
 
-def calibrate(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def calibrate(params: Params, items_dir: Path = ITEMS_DIR,
               out_path: Path = JUDGE_CALIBRATION_PATH) -> dict[str, Any]:
-    cfg = params.judge if isinstance(params, Params) else chat.settings(params.get("judge"))
+    cfg = params.judge
     chat.check(cfg)  # configuration errors first (calibration runs even if not enabled)
     seed, limit = cfg.calibration.seed, cfg.calibration.limit
     chosen = select(load_items(TRACK_P, items_dir), limit, seed)
@@ -102,7 +102,7 @@ def calibrate(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     return result
 
 
-def run(params: Params | Mapping[str, Any]) -> None:
+def run(params: Params) -> None:
     r = calibrate(params)
     print(f"judge --calibrate: true-positive rate {r['true_positive_rate']} on "
           f"{r['references']['parts']} reference parts, false-positive rate "

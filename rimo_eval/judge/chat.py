@@ -12,7 +12,7 @@ the engine, and only through its public API (``Session``, ``OpenAITransport``,
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,14 +21,9 @@ from rimo_eval.chat.reasoning import split_reply
 from rimo_eval.chat.session import Session, run_sync
 from rimo_eval.chat.transport import TransportError
 from rimo_eval.errors import ConfigError
-from rimo_eval.params.config import JudgeParams, coerce
+from rimo_eval.params.config import JudgeParams
 from rimo_eval.params.effects import identity
 from rimo_eval.rimo.prompt_templates import Message
-
-
-def settings(cfg: JudgeParams | Mapping[str, Any] | None) -> JudgeParams:
-    """``judge.*``, typed (a plain mapping is validated here, its errors under ``judge``)."""
-    return coerce(JudgeParams, cfg, "judge")
 
 
 def check(cfg: JudgeParams) -> None:

@@ -126,17 +126,11 @@ def write_table(rows: list[dict[str, Any]], path: Path) -> None:
     write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
-def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def judge(params: Params, items_dir: Path = ITEMS_DIR,
           preds_dir: Path = PREDICTIONS_DIR, scores_dir: Path = SCORES_DIR,
           table_path: Path = JUDGE_TABLE, metrics_path: Path = JUDGE_METRICS_PATH
           ) -> dict[str, Any]:
-    # The typed sections from the CLI, or a plain mapping (tests) validated here.
-    if isinstance(params, Params):
-        cfg = params.judge
-    else:
-        from rimo_eval.judge import chat
-
-        cfg = chat.settings(params.get("judge"))
+    cfg = params.judge
     if not cfg.enabled:
         write_table([], table_path)
         write_json(metrics_path, judge_record.to_file(DISABLED))
@@ -152,8 +146,7 @@ def judge(params: Params | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
     rows, ungradable = build_rows(cfg, items_dir, preds_dir, scores_dir)
     _fail_if_every_request_failed(rows)
     frame = pd.DataFrame(rows, columns=JUDGE_SCHEMA.names)
-    boot = bootstrap_params(params.score if isinstance(params, Params)
-                            else params.get("score"))
+    boot = bootstrap_params(params.score)
     block = {**judge_metrics(frame, boot),
              "ungradable": ungradable, "model": cfg.model, "fingerprint": judge_fingerprint(cfg)}
     report = {"enabled": True, TRACK_P: {"judge": block},

@@ -6,12 +6,13 @@ Every section is a pydantic model with ``extra="forbid"`` and strict types, so a
 stage. So are what no type catches, anywhere in the tree: NaN and infinities, lone UTF-16
 surrogates (value_problems), and a key given twice in the file (yaml_file, with both lines).
 
-Backend sections: the built-in backends (local, openai, oracle, constant, replay) have models
-here. A plugin backend registered in the ``rimo_eval.predictors`` entry-point group may have
-its own ``predict.<name>`` mapping; it is passed through as a dict and the plugin class checks
-it. Any other unknown key under ``predict`` is refused, so a misspelt built-in section is not
-silently ignored. Values from YAML are kept as written (an ``int`` stays an ``int`` where a
-number is allowed) so that a backend's fingerprint does not change with validation.
+Backend sections: each built-in backend's model comes from its one declaration in
+params/backends.py, which PredictParams' fields are built from. A plugin backend registered
+in the ``rimo_eval.predictors`` entry-point group may have its own ``predict.<name>`` mapping;
+it is passed through as a dict and the plugin class checks it. Any other unknown key under
+``predict`` is refused, so a misspelt built-in section is not silently ignored. Values from
+YAML are kept as written (an ``int`` stays an ``int`` where a number is allowed) so that a backend's
+fingerprint does not change with validation.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import os
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
 
 import yaml
 from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -37,24 +39,17 @@ from rimo_eval.artifacts.paths import PARAMS_PATH
 from rimo_eval.errors import ConfigError
 from rimo_eval.io.input_files import check_input
 from rimo_eval.io.surrogates import escaped, first_lone_surrogate, split_pair
-from rimo_eval.params.chat import (
-    AnthropicParams,
-    ChatParams,
-    GeminiParams,
-    LocalParams,
-    OpenAIParams,
-)
+from rimo_eval.params.backends import BACKENDS, BUILTIN_BACKENDS, BY_NAME, PREDICTOR_GROUP
+from rimo_eval.params.chat import ChatParams
 from rimo_eval.params.cutoff import cutoff_text
-from rimo_eval.params.effects import ByKey, Content, Effect, Operational, Result, Switch, key_paths
+from rimo_eval.params.effects import Effect, Operational, Result, Switch, key_paths
 from rimo_eval.params.head import committed_params, origin_hint, quoting_hint
 from rimo_eval.params.keys import nearest
 from rimo_eval.params.section import NonNegInt, Number, PosInt, PosNumber, Section
 from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
-S = TypeVar("S", bound=Section)  # coerce: the section model asked for, typed as such
-PREDICTOR_GROUP = "rimo_eval.predictors"  # the entry-point group backends register in
-BUILTIN_BACKENDS = ("local", "openai", "oracle", "constant", "replay", "anthropic", "gemini")
+S = TypeVar("S", bound=Section)  # parse_section: the section model asked for, typed as such
 class FetchParams(Section):
     repo: str
     revision: str
@@ -73,39 +68,6 @@ class ValidateParams(Section):
     def _errata(cls, value: str) -> str:
         check_input(value)
         return value
-
-
-class ConstantParams(Section):
-    answer: Result[str] = "0"
-    solution: Result[str] = ""
-
-
-# How predict.replay.path is read: "auto" tells each file's format from its content.
-REPLAY_FORMATS = ("auto", "rimo", "csv", "inspect_ai", "lm_eval", "every_eval_ever")
-
-
-class ReplayParams(Section):
-    path: Content[Annotated[str, Field(min_length=1)]]
-    format: Result[Literal["auto", "rimo", "csv", "inspect_ai", "lm_eval",
-                           "every_eval_ever"]] = "auto"
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str) -> str:
-        check_input(value, folder=True)  # a file, or a folder of .jsonl and .csv
-        return value
-
-
-class OracleParams(Section):
-    pass
-
-
-
-BACKEND_MODELS: dict[str, type[Section]] = {
-    "local": LocalParams, "openai": OpenAIParams, "oracle": OracleParams,
-    "constant": ConstantParams, "replay": ReplayParams,
-    "anthropic": AnthropicParams, "gemini": GeminiParams,
-}
 
 
 def plugin_backends() -> frozenset[str]:
@@ -127,7 +89,9 @@ def _known_backend(value: str) -> None:
                      f"any a plugin registers in the {PREDICTOR_GROUP} entry-point group)")
 
 
-class PredictParams(Section):
+class _PredictKeys(Section):
+    """predict's own keys; PredictParams adds one section per built-in backend (below)."""
+
     # extra is allowed only to admit plugin sections; the validator below refuses the rest.
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
@@ -138,13 +102,6 @@ class PredictParams(Section):
     # The share of items that may end in an error before the stage fails (checked below, so
     # that every wrong value gets the same message).
     allow_errors: Operational[Number] = 0.05
-    local: ByKey[LocalParams | None] = None
-    openai: ByKey[OpenAIParams | None] = None
-    oracle: ByKey[OracleParams | None] = None
-    constant: Result[ConstantParams | None] = None
-    replay: ByKey[ReplayParams | None] = None
-    anthropic: ByKey[AnthropicParams | None] = None
-    gemini: ByKey[GeminiParams | None] = None
 
     @field_validator("allow_errors", mode="before")
     @classmethod
@@ -154,7 +111,7 @@ class PredictParams(Section):
         return value
 
     @model_validator(mode="after")
-    def _plugin_sections(self) -> PredictParams:
+    def _plugin_sections(self) -> Self:
         extra = self.model_extra or {}
         if extra:
             plugins = plugin_backends()
@@ -171,10 +128,23 @@ class PredictParams(Section):
         """The section of backend ``name`` (default: the selected one): typed for a built-in
         backend, a dict for a plugin's (the plugin checks it), None when absent."""
         name = name or self.backend
-        if name in BACKEND_MODELS:
-            return getattr(self, name, None)
+        if name in BY_NAME:
+            section: Section | None = getattr(self, name, None)
+            return section
         value = (self.model_extra or {}).get(name)
         return None if value is None else dict(value)
+
+
+# The backend sections, from the table (params/backends.py), each ``predict.<name>``, absent
+# by default. Statically PredictParams is its own keys: a section is read by backend_config.
+if TYPE_CHECKING:
+    PredictParams = _PredictKeys
+else:
+    PredictParams = create_model(
+        "PredictParams", __base__=_PredictKeys, __module__=__name__,
+        __doc__=_PredictKeys.__doc__,
+        **{spec.name: (Annotated[spec.params_model | None, spec.mark], None)
+           for spec in BACKENDS})
 
 
 class BootstrapParams(Section):
@@ -375,11 +345,10 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
     return parse_params(read_yaml(path), path)
 
 
-def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
-    """A section from a typed object or a plain dict (how tests call the stage functions)."""
-    if isinstance(value, model):
-        return value
-    data = {where: dict(value or {})}
+def parse_section(model: type[S], data: Mapping[str, Any] | None, where: str) -> S:
+    """One section, validated from plain data (another revision's file, a test's partial
+    section) as parse_params validates it in the whole file: errors name ``where``'s keys."""
+    data = {where: dict(data or {})}
     problems = dict(value_problems(data))
     try:
         section = model.model_validate(data[where])
@@ -392,3 +361,12 @@ def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str
     if problems:
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))
     return section
+
+
+def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
+    """A section from a typed object or a plain dict (how tests call the stage functions)."""
+    if isinstance(value, Section):
+        if isinstance(value, model):
+            return value
+        value = value.as_dict()
+    return parse_section(model, value, where)

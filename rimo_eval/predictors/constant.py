@@ -6,7 +6,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rimo_eval.artifacts.items import Item
-from rimo_eval.params.config import ConstantParams, coerce
+from rimo_eval.params.config import coerce
+from rimo_eval.params.offline import ConstantParams
 from rimo_eval.params.section import Section
 from rimo_eval.predictors.base import Prediction, Predictor
 from rimo_eval.rimo.tracks import TRACK_N

@@ -1,43 +1,39 @@
-"""Backend lookup through the ``rimo_eval.predictors`` entry-point group."""
+"""Backend lookup: a built-in from its declaration (params/backends.py), a plugin through the
+``rimo_eval.predictors`` entry-point group."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from rimo_eval.errors import ConfigError
-from rimo_eval.params.config import PREDICTOR_GROUP, PredictParams
+from rimo_eval.params.backends import BY_NAME, PREDICTOR_GROUP
+from rimo_eval.params.config import PredictParams
 from rimo_eval.params.section import Section
 from rimo_eval.predictors.base import Predictor
 
-GROUP = PREDICTOR_GROUP  # defined with the params models, which admit plugin sections
-DISTRIBUTION = "rimo-eval"
+GROUP = PREDICTOR_GROUP  # defined with the backend table, which the params models are built from
 
 
 def _entry_points() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+    """Every backend a distribution registers: the built-ins (a built-in name cannot be taken
+    by a plugin: the table's class wins) and the plugins."""
+    found = {ep.name: ep for ep in entry_points(group=GROUP)}
+    return {**found, **{name: EntryPoint(name, spec.predictor, GROUP)
+                        for name, spec in BY_NAME.items()}}
 
 
 def available_backends() -> list[str]:
     return sorted(_entry_points())
 
 
-def _own_entry_points() -> dict[str, EntryPoint]:
-    """The built-in backends, from this package's own metadata: one file, where the full
-    lookup reads every installed distribution's."""
-    try:
-        return {ep.name: ep for ep in distribution(DISTRIBUTION).entry_points.select(group=GROUP)}
-    except PackageNotFoundError:
-        return {}
-
-
 def predictor_class(name: str) -> type[Predictor]:
-    eps = _own_entry_points()
-    if name not in eps:  # a plugin's backend (a built-in name cannot be taken by one)
-        eps = _entry_points()
+    # A built-in is loaded from the table, without reading every installed distribution.
+    eps = {name: EntryPoint(name, BY_NAME[name].predictor, GROUP)} if name in BY_NAME \
+        else _entry_points()
     if name not in eps:
-        known = ", ".join(sorted(eps)) or "none (is rimo-eval installed?)"
+        known = ", ".join(sorted(eps))
         raise ConfigError(f"params.yaml: predict.backend '{name}' is not registered; "
                           f"known: {known}")
     cls = eps[name].load()

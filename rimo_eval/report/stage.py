@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,8 +16,7 @@ from rimo_eval.artifacts import paths as A
 from rimo_eval.artifacts.paths import NOTEBOOK
 from rimo_eval.artifacts.paths import REPORT_HTML as OUT_HTML
 from rimo_eval.artifacts.paths import REPORT_IPYNB as OUT_IPYNB
-from rimo_eval.errors import ConfigError
-from rimo_eval.params.config import Params, ReportParams, coerce
+from rimo_eval.params.config import Params
 from rimo_eval.report.runner import git_commit, render_report
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
@@ -67,14 +65,9 @@ def default_parameters(worst_failures: int, commit: str,
     return params
 
 
-def run(params: Params | Mapping[str, Any]) -> None:
-    """``params``: the CLI's validated params, or a plain dict holding a ``report`` section."""
-    if isinstance(params, Params):
-        cfg, path = params.report, params.path
-    else:
-        if "report" not in params:
-            raise ConfigError("params.yaml: report: missing key (the section 'report')")
-        cfg, path = coerce(ReportParams, params["report"], "report"), A.PARAMS_PATH
+def run(params: Params) -> None:
+    """``params``: the CLI's validated params."""
+    cfg, path = params.report, params.path
     render_report(NOTEBOOK, OUT_IPYNB, OUT_HTML,
                   # DVC names the experiment it runs in DVC_EXP_NAME (dvc.org/doc/user-guide/env).
                   default_parameters(cfg.worst_failures, git_commit(), path,

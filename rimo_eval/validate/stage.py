@@ -22,7 +22,7 @@ from rimo_eval.errors import DataError
 from rimo_eval.io.atomic import write_json
 from rimo_eval.io.hashing import fingerprint
 from rimo_eval.io.parquet import write_parquet
-from rimo_eval.params.config import Params, ValidateParams, coerce
+from rimo_eval.params.config import Params
 from rimo_eval.rimo.text_quality import WARNING_RULES, text_warnings
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.validate.errata import Corrected, Errata, apply_errata, load_errata, match_errata
@@ -286,11 +286,10 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {"items": len(rows), "gradable": gradable, "ungradable": len(rows) - gradable}
 
 
-def run(params: Params | dict[str, Any], *, raw_dir: Path = RAW_DIR,
+def run(params: Params, *, raw_dir: Path = RAW_DIR,
         items_dir: Path = ITEMS_DIR, report_path: Path = REPORT_PATH) -> None:
     """The DVC stage: write both item tables and the report, or nothing at all."""
-    section = params.validate_ if isinstance(params, Params) else (params or {}).get("validate")
-    cfg = coerce(ValidateParams, section, "validate")
+    cfg = params.validate_
     result = validate(Path(raw_dir), Path(cfg.errata))
     if not result.ok:
         raise DataError(result.failure_message())

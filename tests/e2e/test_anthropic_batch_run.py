@@ -17,6 +17,7 @@ from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.anthropic_batch import KEY_ENV, config
+from tests.support.factories import params as project_params
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic_batch import FakeMessageBatches
 from tests.support.fake_model import fake_model
@@ -30,7 +31,7 @@ def test_predict_and_score_in_message_batches_equal_the_online_run(
         raw_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-ant-test")
     items_dir = tmp_path / "items"
-    validate_run({"validate": {"errata": str(REPO_ROOT / "data" / "errata.yaml")}},
+    validate_run(project_params(validate={"errata": str(REPO_ROOT / "data" / "errata.yaml")}),
                  raw_dir=raw_dir, items_dir=items_dir, report_path=tmp_path / "v.json")
     replies = fake_model(items_dir)  # a fixed model: right on some items, wrong on others
     model = FakeAnthropic()

@@ -18,6 +18,7 @@ from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.batch_kill import Driver
+from tests.support.factories import params as project_params
 from tests.support.fake_batch import FakeBatchServer
 from tests.support.openai_batch import KEY_ENV, config, predict
 from tests.support.paths import REPO_ROOT
@@ -29,7 +30,7 @@ def test_full_791_item_batch_run_with_faults_and_kills_equals_online(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-test")
     items_dir = tmp_path / "items"
-    validate_run({"validate": {"errata": str(REPO_ROOT / "data" / "errata.yaml")}},
+    validate_run(project_params(validate={"errata": str(REPO_ROOT / "data" / "errata.yaml")}),
                  raw_dir=raw_dir, items_dir=items_dir, report_path=tmp_path / "v.json")
     items = [it for t in TRACKS for it in load_items(t, items_dir)]
     assert len(items) == 791

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from rimo_eval.artifacts.paths import PREDICT_RUN_PATH
-from rimo_eval.params.config import REPLAY_FORMATS, parse_params
+from rimo_eval.params.config import parse_params
+from rimo_eval.params.offline import REPLAY_FORMATS
 from tests.support.params_declared import covered, declared, dvc_stages
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, make_repo, sh

@@ -26,7 +26,7 @@ from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
 from rimo_eval.stats import wilson
 from rimo_eval.validate.stage import run as validate_run
-from tests.support.factories import small_benchmark
+from tests.support.factories import params, small_benchmark
 from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.old_code import extract_old_package, run_old_code
 from tests.support.paths import REPO_ROOT
@@ -60,7 +60,7 @@ def p_value(code: str, gold: list[str]) -> list[str] | None:
 def real_items(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     """The real item tables, built by the validate stage from the upstream mirror."""
     root = tmp_path_factory.mktemp("items")
-    validate_run({"validate": {"errata": str(REPO_ROOT / "data/errata.yaml")}},
+    validate_run(params(validate={"errata": str(REPO_ROOT / "data/errata.yaml")}),
                  raw_dir=mirror_dir, items_dir=root / "items", report_path=root / "v.json")
     return root / "items"
 

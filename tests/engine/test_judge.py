@@ -18,9 +18,10 @@ from rimo_eval.judge import parse
 from rimo_eval.judge.calibrate import derangement
 from rimo_eval.judge.metrics import compare_rows, recompute_mismatches
 from rimo_eval.judge.stage import DISABLED, JUDGE_SCHEMA, judge
+from rimo_eval.params.config import JudgeParams
 from rimo_eval.rimo.tracks import TRACK_P
 from tests.support.chat_server import ChatServer
-from tests.support.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, params, section, write_items
 from tests.support.judge_setup import (
     KEY_ENV,
     SECRET,
@@ -100,7 +101,7 @@ def styled(tmp_path: Path) -> Path:
 def test_each_reply_style_and_the_metrics(server: ChatServer, styled: Path) -> None:
     server.responder = styled_reply
     paths = judge_paths(styled)
-    report = judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    report = judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
     table = pd.read_parquet(paths["table_path"])
     assert list(table.columns) == JUDGE_SCHEMA.names
     got = {pid: list(g.sort_values("part")["verdict"]) for pid, g in table.groupby("problem_id")}
@@ -140,7 +141,7 @@ def test_each_reply_style_and_the_metrics(server: ChatServer, styled: Path) -> N
     # Rerun over the warm cache: nothing sent but the failing request, byte-identical outputs.
     before = {p: paths[p].read_bytes() for p in ("table_path", "metrics_path")}
     sent = len(server.records)
-    judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
     assert {p: paths[p].read_bytes() for p in before} == before
     assert server.records[sent:] and all("[[fail:503:*]]" in r.prompt
                                          for r in server.records[sent:])
@@ -153,13 +154,13 @@ def test_a_judge_whose_requests_all_fail_fails_the_stage(server: ChatServer,
     paths = judge_paths(styled)
     with pytest.raises(StageError, match=r"^judge: all 10 judge requests ended in an error; the "
                                          r"commonest \(10x\): .*HTTP 400"):
-        judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+        judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
     assert not paths["table_path"].exists() and not paths["metrics_path"].exists()
 
 
 def test_prompt_follows_the_protocol(server: ChatServer, styled: Path) -> None:
     server.responder = styled_reply
-    judge({"judge": judge_cfg(server, styled), "score": BOOT}, **judge_paths(styled))
+    judge(params(judge=judge_cfg(server, styled), score=BOOT), **judge_paths(styled))
     item = {it.problem_id: it for it in load_items(TRACK_P, styled / "data/items")}["c3"]
     body = next(r.body for r in server.ok_records() if candidate_of(r.prompt).startswith("prose"))
     system, user = body["messages"]
@@ -177,7 +178,7 @@ def test_oracle_judged_always_correct_is_one(server: ChatServer, tmp_path: Path,
     root = project(tmp_path, mirror_dir, limit=12)
     server.responder = lambda _b, _p: verdict_json("correct")
     paths = judge_paths(root)
-    j = judge({"judge": judge_cfg(server, root), "score": BOOT}, **paths)[TRACK_P]["judge"]
+    j = judge(params(judge=judge_cfg(server, root), score=BOOT), **paths)[TRACK_P]["judge"]
     scores = pd.read_parquet(root / "data/scores/rimo_p.parquet")
     graded = scores[scores["gradable"]]
     assert (j["prefix_score"], j["strict"], j["sub_problem_accuracy"]) == (1.0, 1.0, 1.0)
@@ -201,7 +202,7 @@ def test_every_sample_is_judged(server: ChatServer, tmp_path: Path, mirror_dir: 
     server.responder = respond
     root = project(tmp_path, mirror_dir, limit=4, predict_cfg=predict_cfg)
     paths = judge_paths(root)
-    j = judge({"judge": judge_cfg(server, root), "score": BOOT}, **paths)[TRACK_P]["judge"]
+    j = judge(params(judge=judge_cfg(server, root), score=BOOT), **paths)[TRACK_P]["judge"]
     table = pd.read_parquet(paths["table_path"])
     assert sorted(set(table["sample"])) == [0, 1] and j["samples"] == 2
     assert (j["prefix_score"], j["strict"], j["sub_problem_accuracy"]) == (0.5, 0.5, 0.5)
@@ -214,28 +215,28 @@ def test_disabled_is_a_no_op(server: ChatServer, styled: Path) -> None:
     paths = judge_paths(styled)
     outputs = {p: paths[p] for p in ("table_path", "metrics_path")}
     for _ in range(2):
-        assert judge({"judge": {"enabled": False}}, **paths) == DISABLED
+        assert judge(params(judge={"enabled": False}), **paths) == DISABLED
         first = {p: f.read_bytes() for p, f in outputs.items()}
     assert server.records == []
     assert len(pd.read_parquet(paths["table_path"])) == 0
     assert pd.read_parquet(paths["table_path"]).columns.tolist() == JUDGE_SCHEMA.names
     on_disk = json.loads(paths["metrics_path"].read_text())
     assert judge_record.read(on_disk)["enabled"] is False and list(on_disk) == ["run"]
-    judge({"judge": {"enabled": False}}, **paths)
+    judge(params(judge={"enabled": False}), **paths)
     assert {p: f.read_bytes() for p, f in outputs.items()} == first
     # Disabled needs nothing else: not even the inputs.
     for d in ("items_dir", "preds_dir", "scores_dir"):
         paths[d] = styled / "absent"
-    assert judge({}, **paths) == DISABLED
+    assert judge(params(judge=None), **paths) == DISABLED
 
 
 def test_config_errors_name_the_judge_section(server: ChatServer, styled: Path) -> None:
     from rimo_eval.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"judge\.modle: unknown key"):
-        judge({"judge": {"enabled": True, "modle": "x"}}, **judge_paths(styled))
+        judge(params(judge={"enabled": True, "modle": "x"}), **judge_paths(styled))
     with pytest.raises(ConfigError, match=r"judge\.model must name"):
-        judge({"judge": {"enabled": True}}, **judge_paths(styled))
+        judge(params(judge={"enabled": True}), **judge_paths(styled))
     assert server.records == []
 
 
@@ -296,7 +297,7 @@ def test_compare_rows_only_when_both_sides_judged() -> None:
 def test_audit_recompute_catches_an_edited_metric(server: ChatServer, styled: Path) -> None:
     server.responder = styled_reply
     paths = judge_paths(styled)
-    report = judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    report = judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
     table = pd.read_parquet(paths["table_path"])
     edited = json.loads(json.dumps(report))
     edited[TRACK_P]["judge"]["prefix_score"] = 0.9
@@ -310,18 +311,18 @@ def test_judge_template_is_in_the_judge_fingerprint_only(server: ChatServer,
                                                           tmp_path: Path) -> None:
     from rimo_eval.io.hashing import sha256_file
     from rimo_eval.judge import judging
-    from rimo_eval.judge.chat import settings
     from rimo_eval.predictors.prompting import template_hashes
 
     path = Path(judging.__file__).parents[1] / "prompts/judge_rimo_p.txt"
     cfg = judge_cfg(server, tmp_path)
-    assert judging.identity(settings(cfg))["template_sha256"] == sha256_file(path)
+    assert judging.identity(judge_section(cfg))["template_sha256"] == sha256_file(path)
     assert "judge_rimo_p.txt" not in template_hashes()  # predictions' fingerprint unchanged
     # Operational knobs do not change the fingerprint; what decides a verdict does.
-    fp = judging.judge_fingerprint(settings(cfg))
-    assert judging.judge_fingerprint(settings({**cfg, "concurrency": 1, "cache_dir": "x"})) == fp
-    assert judging.judge_fingerprint(settings({**cfg, "model": "other"})) != fp
-    assert SECRET not in json.dumps(judging.identity(settings(cfg)))
+    fp = judging.judge_fingerprint(judge_section(cfg))
+    assert judging.judge_fingerprint(
+        judge_section({**cfg, "concurrency": 1, "cache_dir": "x"})) == fp
+    assert judging.judge_fingerprint(judge_section({**cfg, "model": "other"})) != fp
+    assert SECRET not in json.dumps(judging.identity(judge_section(cfg)))
 
 
 def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) -> None:
@@ -329,11 +330,11 @@ def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) ->
 
     server.responder = styled_reply
     paths = judge_paths(styled)
-    judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
-    params = {"score": BOOT}
+    judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
+    audited = {"score": BOOT}  # audit reads a revision's params as the file holds them
 
     def judge_checks() -> list[tuple[str, str]]:
-        return [(c.status, c.message) for c in audit(styled, params).ledger.checks
+        return [(c.status, c.message) for c in audit(styled, audited).ledger.checks
                 if c.kind == "judge"]
 
     assert [s for s, _ in judge_checks()] == ["ok"]
@@ -378,7 +379,7 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
 
     server.responder = styled_reply
     paths = judge_paths(styled)
-    report = judge({"judge": judge_cfg(server, styled), "score": BOOT}, **paths)
+    report = judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
     table = pd.read_parquet(paths["table_path"])
     scores = {t: pd.read_parquet(styled / f"data/scores/{f}") for t, f in
               (("RIMO-N", "rimo_n.parquet"), (TRACK_P, "rimo_p.parquet"))}
@@ -402,14 +403,17 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
 
 def test_calibration_settings_are_checked() -> None:
     from rimo_eval.errors import ConfigError
-    from rimo_eval.judge.chat import settings
 
-    assert settings({"calibration": {"limit": 5}}).calibration.as_dict() == {"limit": 5}
-    assert settings({"calibration": {"limit": 5}}).calibration.seed == 0
+    assert judge_section({"calibration": {"limit": 5}}).calibration.as_dict() == {"limit": 5}
+    assert judge_section({"calibration": {"limit": 5}}).calibration.seed == 0
     # The typed config (params.config.JudgeParams) names the key path.
     with pytest.raises(ConfigError, match=r"judge\.calibration\.limt: unknown key"):
-        settings({"calibration": {"limt": 5}})
+        judge_section({"calibration": {"limt": 5}})
     with pytest.raises(ConfigError, match=r"judge\.calibration\.limit: .*greater than or equal"):
-        settings({"calibration": {"limit": 0}})
+        judge_section({"calibration": {"limit": 0}})
     with pytest.raises(ConfigError, match=r"judge\.enabled: .*valid boolean"):
-        settings({"enabled": "yes"})
+        judge_section({"enabled": "yes"})
+
+
+def judge_section(data: dict[str, Any]) -> JudgeParams:
+    return section(JudgeParams, "judge", data)

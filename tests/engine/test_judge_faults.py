@@ -17,6 +17,7 @@ from rimo_eval.artifacts.judge_record import read as read_judge
 from rimo_eval.judge.stage import judge
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
+from tests.support.factories import params
 from tests.support.judge_setup import (
     KEY_ENV,
     SECRET,
@@ -79,7 +80,7 @@ def test_kill_9_while_judging_resumes(server: ChatServer, tmp_path: Path,
     # Nothing lost: the resumed table equals a clean run's, byte for byte.
     clean = tmp_path / "clean"
     clean_paths = {**paths, "table_path": clean / "t.parquet", "metrics_path": clean / "m.json"}
-    judge({"judge": {**cfg, "cache_dir": str(clean / "cache")}}, **clean_paths)
+    judge(params(judge={**cfg, "cache_dir": str(clean / "cache")}), **clean_paths)
     assert paths["table_path"].read_bytes() == clean_paths["table_path"].read_bytes()
     assert paths["metrics_path"].read_bytes() == clean_paths["metrics_path"].read_bytes()
 

@@ -28,6 +28,7 @@ from rimo_eval.report import runner
 from rimo_eval.report import stage as R
 from rimo_eval.report import tables as T
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from tests.support.factories import params
 from tests.support.paths import REPO_ROOT
 from tests.support.report_fixtures import FINDING_MESSAGE, XSS_TEXT, make_report_inputs
 
@@ -345,13 +346,14 @@ def test_missing_notebook(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", [-1, "10", True, 2.5])
 def test_invalid_worst_failures(value: object) -> None:
+    # The stage takes the validated params: a bad value stops at validation, naming the key.
     with pytest.raises(StageError, match=r"report\.worst_failures"):
-        R.run({"report": {"worst_failures": value}})
+        R.run(params(report={"worst_failures": value}))
 
 
 def test_missing_report_section() -> None:
-    with pytest.raises(StageError, match="section 'report'"):
-        R.run({})
+    with pytest.raises(StageError, match=r"params\.yaml: report: missing key"):
+        R.run(params(report=None))
 
 
 # --- helpers, without a kernel -------------------------------------------------------------------

@@ -1,15 +1,23 @@
-"""Small item tables built by the tests, in the exact schema the validate stage writes."""
+"""Small item tables built by the tests, in the exact schema the validate stage writes, and
+typed params sections built from partial dicts (what the stage functions take)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rimo_eval.artifacts.items import ITEM_SCHEMAS, items_path
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import Params, parse_params, parse_section, read_yaml
+from rimo_eval.params.section import Section
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+
+S = TypeVar("S", bound=Section)
+PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"
 
 
 def n_item(pid: str, answer: str, domain: str = "algebra") -> dict:
@@ -44,3 +52,23 @@ def small_benchmark(items_dir: Path) -> None:
         [p_item("2001a1", ["s1"]), p_item("2001g1", ["g1", "g2"]),
          p_item("2001n1", ["n1", "n2", "n3"]), p_item("2005p3", [""], gradable=False)],
     )
+
+
+def section(model: type[S], where: str, data: Mapping[str, Any] | None = None,
+            **keys: Any) -> S:
+    """A typed params section (``where``: its key path, e.g. ``predict.openai``) from a partial
+    dict and keys, validated as the file's would be (a bad key is the same ConfigError)."""
+    return parse_section(model, {**(data or {}), **keys}, where)
+
+
+def params(**overrides: Any) -> Params:
+    """The project's params.yaml, validated, with whole sections replaced (``params(judge=
+    {"enabled": False})``: that judge section and no other key of it); a section given as None
+    is left out (its defaults, where it has them)."""
+    data = read_yaml(PARAMS_FILE)
+    for name, value in overrides.items():
+        if value is None:
+            data.pop(name, None)
+        else:
+            data[name] = value
+    return parse_params(data, PARAMS_FILE)

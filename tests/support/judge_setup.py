@@ -15,6 +15,7 @@ from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate
 from tests.support.chat_server import ChatServer
+from tests.support.factories import params
 from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_JUDGE_KEY"
@@ -56,7 +57,7 @@ def project(root: Path, mirror: Path, limit: int | None, predict_cfg: dict | Non
             ) -> Path:
     """data/items, data/predictions, data/scores under ``root`` from the real upstream files."""
     data = root / "data"
-    validate({"validate": {"errata": str(REPO_ROOT / "data/errata.yaml")}}, raw_dir=mirror,
+    validate(params(validate={"errata": str(REPO_ROOT / "data/errata.yaml")}), raw_dir=mirror,
              items_dir=data / "items", report_path=root / "reports/validation.json")
     scored(root, predict_cfg or {"backend": "oracle", "limit": limit})
     return root

@@ -33,6 +33,7 @@ from rimo_eval.validate.rawio import BOM, RawFile, decode_lines, read_csv, read_
 from rimo_eval.validate.rules import CSV_COLUMNS, RULES, Finding
 from rimo_eval.validate.stage import SOURCES, ValidationResult, run, validate
 from tests.support.corrupt import FAULTS, N_JSONL, Fault, deep_nesting
+from tests.support.factories import params
 from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
@@ -50,7 +51,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def good_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> dict[str, bytes]:
     """The outputs of a good run on the real data: what a failing run must leave in place."""
     root = tmp_path_factory.mktemp("good")
-    run({"validate": {"errata": str(ERRATA)}}, raw_dir=mirror_dir, items_dir=root / ITEMS,
+    run(params(validate={"errata": str(ERRATA)}), raw_dir=mirror_dir, items_dir=root / ITEMS,
         report_path=root / REPORT)
     files = snapshot(root)
     assert sorted(files) == ["data/items/rimo_n.parquet", "data/items/rimo_p.parquet",
@@ -74,7 +75,7 @@ def test_fault_is_named_and_nothing_is_written(fault: Fault, raw_dir: Path, tmp_
     assert expected, fault.name
     with_previous(tmp_path, good_run)
     with pytest.raises(StageError) as info:
-        run({"validate": {"errata": str(ERRATA)}}, raw_dir=raw_dir, items_dir=tmp_path / ITEMS,
+        run(params(validate={"errata": str(ERRATA)}), raw_dir=raw_dir, items_dir=tmp_path / ITEMS,
             report_path=tmp_path / REPORT)
     message = str(info.value)
     assert message.startswith("validation failed:"), message[:500]

@@ -17,6 +17,7 @@ from rimo_eval.predict import predict
 from rimo_eval.predictors.registry import predictor_class
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate import stage as validate
+from tests.support.factories import params
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "CONTRIBUTING.md"
@@ -50,7 +51,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def items(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
     """The real items, validated once for the module."""
     tmp = tmp_path_factory.mktemp("items")
-    validate.run({"validate": {"errata": str(ROOT / "data/errata.yaml")}}, raw_dir=mirror_dir,
+    validate.run(params(validate={"errata": str(ROOT / "data/errata.yaml")}), raw_dir=mirror_dir,
                  items_dir=tmp / "items", report_path=tmp / "validation.json")
     return tmp / "items"
 

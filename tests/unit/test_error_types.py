@@ -10,9 +10,11 @@ import yaml
 
 from rimo_eval.errors import ConfigError, DataError, IntegrityError
 from rimo_eval.fetch import fetch
+from rimo_eval.params.config import FetchParams
 from rimo_eval.predict import collect, predict
 from rimo_eval.predictors import Prediction, create_predictor
 from rimo_eval.validate.stage import run as validate_run
+from tests.support.factories import params, section
 from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
@@ -29,13 +31,13 @@ def test_config_problems_are_config_errors(tmp_path: Path) -> None:
     bad = tmp_path / "errata.yaml"
     bad.write_text("version: 1\nerrata: [{id: X1}]\n")
     with pytest.raises(ConfigError, match="invalid errata file"):
-        validate_run({"validate": {"errata": str(bad)}}, raw_dir=tmp_path)
+        validate_run(params(validate={"errata": str(bad)}), raw_dir=tmp_path)
 
 
 def test_bad_data_is_a_data_error(tmp_path: Path, raw_dir: Path) -> None:
     (raw_dir / "RIMO-N.jsonl").write_bytes(b"{not json\n")
     with pytest.raises(DataError, match=r"rule=json\.parse"):
-        validate_run({"validate": {"errata": str(ERRATA)}}, raw_dir=raw_dir,
+        validate_run(params(validate={"errata": str(ERRATA)}), raw_dir=raw_dir,
                      items_dir=tmp_path / "items", report_path=tmp_path / "v.json")
     # A backend answering an item nobody asked for is bad data from the backend.
     with pytest.raises(DataError, match="not requested"):
@@ -51,5 +53,5 @@ def test_a_pin_mismatch_is_an_integrity_error(tmp_path: Path, mirror_dir: Path) 
     (served / "RIMO-N.csv").write_bytes(b"tampered\n")
     cfg = {**PARAMS["fetch"], "mirrors": [], "url_template": served.as_uri() + "/{file}"}
     with pytest.raises(IntegrityError, match=r"RIMO-N\.csv: sha256 mismatch"):
-        fetch(cfg, tmp_path / "raw")
+        fetch(section(FetchParams, "fetch", cfg), tmp_path / "raw")
     assert not (tmp_path / "raw").exists()

@@ -19,6 +19,7 @@ from rimo_eval.io.hashing import fingerprint, sha256_file
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate.rules import ID_LETTER_DOMAIN
 from rimo_eval.validate.stage import ValidationResult, load_errata, run, validate
+from tests.support.factories import params
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ERRATA = REPO_ROOT / "data/errata.yaml"
@@ -84,7 +85,7 @@ def write_errata(path: Path, change: Callable[[list[Record]], None]) -> Path:
 
 def run_into(tmp_path: Path, raw_dir: Path, errata: Path = ERRATA) -> tuple[Path, Path]:
     items, report = tmp_path / "items", tmp_path / "reports/validation.json"
-    run({"validate": {"errata": str(errata)}}, raw_dir=raw_dir, items_dir=items,
+    run(params(validate={"errata": str(errata)}), raw_dir=raw_dir, items_dir=items,
         report_path=report)
     return items, report
 
