@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ def _kernel_manager_class() -> type:
 
     # The kernel app's own log (a TCP-transport notice, "KeyboardInterrupt caught" on shutdown)
     # is noise in a batch stage; cell errors come back as messages and a dead kernel as an error.
-    quiet = ["--IPKernelApp.log_level=CRITICAL"]
+    quiet = ["--IPKernelApp.log_level=CRITICAL",
+             # No input history: a batch kernel never reads it back, and keeping it costs the
+             # kernel start an SQLite database in ~/.ipython and a thread that writes it.
+             "--HistoryManager.enabled=False"]
 
     class CurrentInterpreterKernelManager(AsyncKernelManager):
         @property
@@ -120,17 +124,29 @@ TEMPLATE_DIR = Path(__file__).parent / "nbconvert"
 TEMPLATE = "rimo"
 
 
-def to_html(nb: Any, title: str = "RIMO evaluation report") -> str:
-    """nbconvert HTML with code cells and prompts hidden, so it reads as a report."""
+def html_exporter() -> tuple[Any, dict[str, str]]:
+    """nbconvert's exporter (code cells and prompts hidden, so it reads as a report) and the
+    KaTeX it inlines."""
     from nbconvert import HTMLExporter
 
     folder = katex_dir()
     exporter = HTMLExporter(template_name=TEMPLATE, extra_template_basedirs=[str(TEMPLATE_DIR)],
                             exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+                            exclude_output_prompt=True,
+                            # One schema validation of the result, not one after each of its
+                            # preprocessors (a 1 MB notebook, each a fraction of a second).
+                            optimistic_validation=True)
     katex = {"css": inline_css(folder), "js": inline_script(folder, "katex.min.js"),
              "auto_render": inline_script(folder, AUTO_RENDER)}
-    body, _resources = exporter.from_notebook_node(
+    return exporter, katex
+
+
+def to_html(nb: Any, title: str = "RIMO evaluation report",
+            exporter: tuple[Any, dict[str, str]] | None = None) -> str:
+    """The executed notebook as one HTML page (``exporter``: ``html_exporter()``'s, if made)."""
+    html, katex = exporter or html_exporter()
+    body: str
+    body, _resources = html.from_notebook_node(
         nb, resources={"metadata": {"name": title}, "rimo_katex": katex})
     return body
 
@@ -149,10 +165,15 @@ def render_report(notebook: str | os.PathLike[str], out_ipynb: str | os.PathLike
     # Paths become plain strings: papermill writes parameters into the notebook as literals.
     params = {k: os.fspath(v) if isinstance(v, os.PathLike) else v
               for k, v in parameters.items()}
-    nb = execute(notebook, params, kernel_name, producers)
-    ipynb_text = nbformat.writes(nb)
-    if not ipynb_text.endswith("\n"):
-        ipynb_text += "\n"
-    html_text = to_html(nb)
+    # The exporter (nbconvert's import, its templates, KaTeX read) is made in a thread while
+    # the kernel runs the notebook, when this process only waits for the kernel's messages:
+    # the same work, off the stage's critical path (issue 43).
+    with ThreadPoolExecutor(1) as pool:
+        exporter = pool.submit(html_exporter)
+        nb = execute(notebook, params, kernel_name, producers)
+        ipynb_text = nbformat.writes(nb)
+        if not ipynb_text.endswith("\n"):
+            ipynb_text += "\n"
+        html_text = to_html(nb, exporter=exporter.result())
     write_text(out_ipynb, ipynb_text)
     write_text(out_html, html_text)

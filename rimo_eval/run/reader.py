@@ -131,11 +131,11 @@ class RunReader:
         """The revision's files: the workspace's on disk; another revision's through git and
         its dvc.lock (rimo_eval.run.tree), with no DVC index of that revision built."""
         if revision.rev not in self._trees:
-            from dvc.scm import SCMError
-
             if revision.rev is None:
                 self._trees[None] = WorkTree(self.root)
             else:
+                from dvc.scm import SCMError
+
                 try:
                     git = self.repo.scm.get_fs(revision.rev)
                 except SCMError as exc:
@@ -150,11 +150,18 @@ class RunReader:
         """(path, in the local cache) of each DVC output in ``paths`` that ``revision`` lacks:
         the workspace by DVC's own index of it (rimo_eval.artifacts.missing), another revision by
         its dvc.lock and the cache."""
-        from dvc.exceptions import DvcException
-
         if revision.rev is None:
+            # A workspace output is absent when its path is: with every path here, nothing is
+            # absent and DVC's Repo (a second of imports and its index: the view stage's
+            # largest cost, issue 43) is not opened. Only a missing path needs DVC to tell an
+            # output (and whether its cache holds it) from a file of ours.
+            wanted = list(paths)
+            if all((self.root / p).exists() for p in wanted):
+                return []
+            from dvc.exceptions import DvcException
+
             try:
-                return absent_outputs(self.repo, self.root, True, paths)
+                return absent_outputs(self.repo, self.root, True, wanted)
             except DvcException as exc:
                 raise StageError(f"dvc.lock at {revision.where}: not readable by DVC: "
                                  f"{exc}") from exc

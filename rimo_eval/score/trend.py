@@ -52,10 +52,6 @@ def fit(years: np.ndarray, right: np.ndarray, samples: np.ndarray, confidence: f
         ) -> dict[str, Any]:
     """The trend block; a fit with no finite estimate (no items, one year, every answer right
     or wrong, separation) has null numbers and a ``reason``."""
-    from statsmodels.genmod.families import Binomial
-    from statsmodels.genmod.generalized_linear_model import GLM
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
-
     n, k = len(years), int(samples.max()) if len(samples) else 0
     if n == 0:
         return _empty("no items", n, k)
@@ -64,6 +60,12 @@ def fit(years: np.ndarray, right: np.ndarray, samples: np.ndarray, confidence: f
     total, hits = int(samples.sum()), int(right.sum())
     if hits in (0, total):
         return _empty("every answer right" if hits else "every answer wrong", n, k)
+    # Here, after the cases with no fit: statsmodels (and the scipy.stats it imports) costs the
+    # score stage a second or more, for nothing when there is nothing to fit (issue 43).
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
+
     exog = np.column_stack([np.ones(n), years.astype(float) - CENTRE])
     endog = np.column_stack([right, samples - right]).astype(float)
     try:

@@ -62,3 +62,15 @@ def test_the_report_stage_leaves_pandas_and_matplotlib_to_its_kernel() -> None:
     """The notebook's kernel imports the report helpers; the stage's process, which only runs
     papermill and nbconvert, imported them too (issue 43)."""
     assert imported(("rimo_eval.cli", "rimo_eval.report.stage"), ("pandas", "matplotlib")) == []
+
+
+def test_a_year_trend_with_nothing_to_fit_imports_no_statsmodels() -> None:
+    """A small experiment whose answers are all wrong (or all right) has no trend to fit; its
+    score stage imported statsmodels and scipy.stats anyway, 1.4 s of its CPU (issue 43)."""
+    code = ("import sys, numpy as np\nfrom rimo_eval.score.trend import fit\n"
+            "block = fit(np.array([2001, 2005]), np.array([0, 0]), np.array([1, 1]), 0.95)\n"
+            "print(__import__('json').dumps([block['reason'], 'statsmodels' in sys.modules, "
+            "'scipy.stats' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == ["every answer wrong", False, False]

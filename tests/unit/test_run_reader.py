@@ -9,6 +9,8 @@ ways, and the report showed "—" where `dvc exp show` showed `constant '1'`).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,22 @@ def test_the_reader_falls_back_to_the_predictions_for_a_run_before_model_json(
     with RunReader(repo) as reader:
         assert reader.open(WORKSPACE).model == "constant '7'"
     assert (repo / predictions_path(TRACK_N)).is_file()
+
+
+def test_the_workspace_with_every_needed_file_is_read_without_dvc(repo: Path) -> None:
+    """The view stage reads the workspace run: with each table it needs on disk, nothing is
+    absent, and opening DVC's Repo (a second of imports, the view stage's largest cost) was
+    for nothing (issue 43, Performance)."""
+    run_in(repo, {"backend": "constant", "constant": {"answer": "5", "solution": ""}})
+    code = ("import sys\nfrom rimo_eval.commands.view.load import load_run\n"
+            "from rimo_eval.run.reader import RunReader\n"
+            "from rimo_eval.run.revision import WORKSPACE, Revision\n"
+            f"with RunReader({str(repo)!r}) as reader:\n"
+            "    run = load_run(reader, Revision(WORKSPACE, WORKSPACE, None))\n"
+            "    print(run.model, 'dvc.repo' in sys.modules)\n    run.close()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=repo).stdout
+    assert out == "constant '5' False\n"
 
 
 # --- the one recovery message (issue 43 §3) ---------------------------------------------------
