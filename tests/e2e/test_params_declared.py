@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from rimo_eval.artifacts.paths import PREDICT_RUN_PATH
+from rimo_eval.params.backends import BUILTIN_BACKENDS
 from rimo_eval.params.config import parse_params
 from rimo_eval.params.offline import REPLAY_FORMATS
 from tests.support.params_declared import covered, declared, dvc_stages
@@ -35,8 +36,9 @@ def _changed(value: Any) -> Any:
         return value + 1
     if isinstance(value, float):
         return value / 2 + 0.25  # stays inside (0, 1) for a confidence level
-    if isinstance(value, str) and value in REPLAY_FORMATS:  # a choice: the next one
-        return REPLAY_FORMATS[(REPLAY_FORMATS.index(value) + 1) % len(REPLAY_FORMATS)]
+    for choices in (REPLAY_FORMATS, BUILTIN_BACKENDS):  # a choice: the next one
+        if isinstance(value, str) and value in choices:
+            return choices[(choices.index(value) + 1) % len(choices)]
     if isinstance(value, str):
         # A sha256 pin must stay 64 hex digits; any other string just gets longer.
         return value[::-1] if len(value) == 64 else f"{value}-changed"

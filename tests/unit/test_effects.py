@@ -90,7 +90,7 @@ def test_a_field_without_a_mark_or_with_two_is_refused() -> None:
 def test_dvc_yaml_gives_predict_report_and_score_the_derived_keys() -> None:
     predict = [k for k in dvc_params("predict") if k.startswith("predict.")]
     assert predict == list(PREDICT_OUTPUT_KEYS)
-    assert len(PREDICT_OUTPUT_KEYS) == 40
+    assert len(PREDICT_OUTPUT_KEYS) == 41  # predict.replay.format among them
     prices = [k for k in PREDICT_COST_KEYS if k.endswith(".price_per_mtok")]
     report = [k for k in dvc_params("report") if k.startswith("predict.")]
     assert report == [*PREDICT_OUTPUT_KEYS, *prices]
