@@ -46,8 +46,31 @@ class LockTree:
                     outs[PurePosixPath(out["path"]).as_posix()] = str(out["md5"])
         return outs
 
+    def _dvc_file(self, path: str) -> None:
+        """Outputs added with ``dvc add`` are in ``<path>.dvc`` files, not in the lock: the one
+        of ``path`` or of a folder above it joins ``outs`` when asked (no tree walk)."""
+        import yaml
+
+        parts = PurePosixPath(path).parts
+        for n in range(len(parts), 0, -1):
+            candidate = PurePosixPath(*parts[:n])
+            dvc_file = f"{candidate}.dvc"
+            if not self.git.isfile(dvc_file):
+                continue
+            try:
+                meta = yaml.safe_load(self.git.cat_file(dvc_file)) or {}
+            except yaml.YAMLError:
+                return
+            for out in meta.get("outs") or []:
+                if isinstance(out, dict) and out.get("path") and out.get("md5"):
+                    where = (candidate.parent / str(out["path"])).as_posix()
+                    self.outs.setdefault(where, str(out["md5"]))
+            return
+
     def _object(self, path: str) -> str | None:
         """The cache object of ``path``: its own md5, or its entry in a folder's manifest."""
+        if path not in self.outs:
+            self._dvc_file(path)
         if path in self.outs:
             return self.outs[path]
         for folder, oid in self.outs.items():
@@ -66,6 +89,8 @@ class LockTree:
 
     def cached(self, path: str) -> bool | None:
         """Whether the output ``path`` is in the local cache; None when it is no output."""
+        if path not in self.outs:
+            self._dvc_file(path)
         oid = self.outs.get(path)
         return None if oid is None else in_cache(self.odb, oid)
 
