@@ -194,6 +194,30 @@ def test_a_gzip_bomb_through_a_native_sdk_is_that_items_error(backend: str, tmp_
     assert len(attempts) == 1  # not retried, though max_retries allows two more
 
 
+def test_the_sdk_transport_keeps_the_environment_proxy_and_the_cap_through_it(
+        tmp_path: Path, bomb: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client given its own transport reads no proxy from the environment: ``client_args``
+    mounts one per proxy. The fake answers a proxied request (absolute-form URL) as its own,
+    so an answer for a host that does not exist came through the proxy, capped as well."""
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    bombed = Reply(200, bomb, headers={"Content-Encoding": "gzip"}, outcome="bomb")
+    proxy = FakeAnthropic(responder=lambda r: bombed if "[[bomb]]" in r.prompt else None).start()
+    monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+    cfg: dict[str, Any] = {"base_url": "http://no-such-host.invalid", "model": "claude-fake",
+                           "api_key_env": None, "cache_dir": str(tmp_path / "cache"),
+                           "max_reply_bytes": 4 * MiB, "max_retries": 0}
+    try:
+        preds = create_predictor("anthropic", cfg).predict(_items(n_rows(["", "[[bomb]]"])))
+    finally:
+        proxy.stop()
+    got = {p.problem_id: p for p in preds}
+    assert got["n0"].status == "ok", got["n0"].error
+    assert got["n1"].details["error_kind"] == "reply_too_large", got["n1"].error
+    assert {r.path for r in proxy.records} == {"/v1/messages"}
+
+
 # --- depth ------------------------------------------------------------------------------------
 def test_json_nested_100000_deep_is_that_items_error(tmp_path: Path,
                                                      capfd: pytest.CaptureFixture[str]) -> None:
