@@ -2,7 +2,8 @@
 record's) reaches the terminal escaped (issue 42 §3, ``rimo_eval.io.terminal``): an ESC
 sequence that would retitle the window arrives as the visible ``\\x1b]0;...\\x07``, never raw,
 in text output and in ``--json`` output alike (whose reader still gets the same string back).
-One test per command, through its CLI entry."""
+One test per command, through its CLI entry (the probe's and the key's warnings: their
+function; audit's: tests/e2e/test_audit.py, on a full run)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from rimo_eval.chat import probe
 from rimo_eval.chat.cache import ResponseCache, request_key
+from rimo_eval.chat.errors import RequestTimeout
+from rimo_eval.chat.redact import Redactor
+from rimo_eval.chat.session import run_sync
 from rimo_eval.cli import main
 from rimo_eval.io.terminal import for_terminal, json_for_terminal
 from rimo_eval.predict import predict
@@ -102,3 +107,23 @@ def test_sweep_status_escapes_a_records_reason(tmp_path: Path) -> None:
             assert task["reason"] == f"the server said {PWNED}"
         else:
             assert f"m-a  failed   not on the remote: the server said {SHOWN}" in proc.stdout
+
+
+def test_the_probe_warning_escapes_the_base_url(capfd: pytest.CaptureFixture[str]) -> None:
+    """An http URL may hold ESC in its path (urlsplit keeps it; params accept it)."""
+    async def times_out() -> None:
+        raise RequestTimeout("timed out")
+
+    base_url = f"http://127.0.0.1:1/v1{PWNED}"
+    run_sync(probe.probe_endpoint(times_out, base_url, 1.0, "predict.openai"))
+    out, err = capfd.readouterr()
+    clean(out, err)
+    assert f"predict.openai: WARNING: http://127.0.0.1:1/v1{SHOWN} did not answer" in err, err
+
+
+def test_the_short_key_warning_escapes_the_variables_name(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    Redactor("short", f"KEY{PWNED} (predict.openai.api_key_env)")
+    out, err = capfd.readouterr()
+    clean(out, err)
+    assert f"the API key in KEY{SHOWN} (predict.openai.api_key_env) is too short" in err, err
