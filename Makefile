@@ -86,7 +86,10 @@ slurm:
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
 # The transcript browser (reports/view/, which the report links into) is the view stage of
 # dvc.yaml: dvc repro builds it with the run, and dvc exp apply / checkout restore it with it.
+# check-params first, outside DVC: DVC expands every YAML alias of params.yaml before any stage
+# runs, so on an alias bomb dvc repro hangs for minutes; our loader names it in a second.
 repro: setup
+	rimo-eval check-params
 	dvc repro
 	rimo-eval summary
 

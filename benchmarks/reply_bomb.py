@@ -1,9 +1,10 @@
-"""Peak RSS of one request against a gzip bomb (issue 42 §3): the openai transport reads a
-reply only up to ``max_reply_bytes`` decoded (default 64 MiB).
+"""Peak RSS of one request against a gzip bomb (issue 42 §3): each transport (openai; the
+anthropic and gemini SDKs', through ``chat/capped_http``) reads a reply only up to
+``max_reply_bytes`` decoded (default 64 MiB).
 
 A loopback server (``tests/support/hostile_replies.py``, in this process) answers every POST
 with ``--decoded-mib`` MiB of zeros gzipped (the issue's 2 GiB: about 2 MiB on the wire). One
-request goes through the real transport (``OpenAITransport.send``: probe, HTTP, retries off)
+request goes through the real transport (``send``: probe, HTTP, retries off)
 in a child process, whose peak RSS comes from ``wait4``; the same child against an honest
 gzip reply of a few hundred bytes is the baseline. Before the cap, the 2 GiB bomb cost 4.39
 GB of RSS for that one request (the issue's figure); ``--cap-mib`` above the bomb's size
@@ -33,17 +34,28 @@ from timed import run_timed  # noqa: E402
 from rimo_eval.params.chat import MAX_REPLY_BYTES  # noqa: E402
 from tests.support.hostile_replies import Encoded, MiB, RawServer, gzip_bomb  # noqa: E402
 
-# The child: one request through the transport, its outcome on one line.
+# The child: one request through the backend's transport, its outcome on one line.
 CHILD = """
 import sys
-from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.session import run_sync
 from rimo_eval.chat.transport import TransportError
-from rimo_eval.params.chat import OpenAIParams
 
-params = OpenAIParams(base_url=sys.argv[1], model="bench", api_key_env=None, max_retries=0,
-                      timeout_s=600, max_reply_bytes=int(sys.argv[2]))
-transport = OpenAITransport(params, "predict.openai")
+base_url, cap, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+common = dict(model="bench", api_key_env=None, max_retries=0, timeout_s=600,
+              max_reply_bytes=cap)
+if backend == "openai":
+    from rimo_eval.chat.openai.transport import OpenAITransport
+    from rimo_eval.params.chat import OpenAIParams
+    transport = OpenAITransport(OpenAIParams(base_url=base_url + "/v1", **common),
+                                "predict.openai")
+elif backend == "anthropic":
+    from rimo_eval.chat.anthropic.transport import AnthropicTransport
+    from rimo_eval.params.chat import AnthropicParams
+    transport = AnthropicTransport(AnthropicParams(base_url=base_url, **common))
+else:
+    from rimo_eval.chat.gemini.transport import GeminiTransport
+    from rimo_eval.params.chat import GeminiParams
+    transport = GeminiTransport(GeminiParams(base_url=base_url, **common))
 
 async def one():
     try:
@@ -58,17 +70,27 @@ async def one():
 print("outcome:", run_sync(one()))
 """
 
-HONEST = {"id": "x", "object": "chat.completion", "model": "bench",
-          "choices": [{"index": 0, "finish_reason": "stop",
-                       "message": {"role": "assistant", "content": "The answer is \\boxed{7}."}}],
-          "usage": {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7}}
+TEXT = "The answer is \\boxed{7}."
+HONEST = {  # each backend's reply to the child's one request
+    "openai": {"id": "x", "object": "chat.completion", "model": "bench",
+               "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": TEXT}}],
+               "usage": {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7}},
+    "anthropic": {"id": "msg_x", "type": "message", "role": "assistant", "model": "bench",
+                  "content": [{"type": "text", "text": TEXT}], "stop_reason": "end_turn",
+                  "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 6}},
+    "gemini": {"candidates": [{"content": {"role": "model", "parts": [{"text": TEXT}]},
+                               "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 6,
+                                 "totalTokenCount": 7}, "modelVersion": "bench"},
+}
 
 
-def one_request(body: bytes, cap: int) -> tuple[str, float, float]:
+def one_request(backend: str, body: bytes, cap: int) -> tuple[str, float, float]:
     """(outcome, peak RSS MiB, wall s) of the child's one request against ``body`` (gzip)."""
     with RawServer(Encoded(body)) as server:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-        done = run_timed([sys.executable, "-c", CHILD, f"{server.base_url}/v1", str(cap)],
+        done = run_timed([sys.executable, "-c", CHILD, server.base_url, str(cap), backend],
                          ROOT, env)
     if done.returncode != 0:
         sys.exit(f"the child exited {done.returncode}:\n{done.output[-3000:]}")
@@ -83,6 +105,8 @@ def main() -> None:
     parser.add_argument("--cap-mib", type=int, default=None,
                         help=f"max_reply_bytes in MiB (default: {MAX_REPLY_BYTES // MiB})")
     parser.add_argument("--quick", action="store_true", help="a 128 MiB bomb")
+    parser.add_argument("--backend", choices=[*HONEST, "all"], default="all",
+                        help="whose transport sends the request (default: each in turn)")
     args = parser.parse_args()
     decoded = 128 if args.quick else args.decoded_mib
     cap = MAX_REPLY_BYTES if args.cap_mib is None else args.cap_mib * MiB
@@ -90,14 +114,14 @@ def main() -> None:
     bomb = gzip_bomb(decoded * MiB)
     print(f"bomb: {decoded} MiB of zeros, {len(bomb) / MiB:.2f} MiB gzipped "
           f"(built in {time.perf_counter() - started:.1f} s); cap {cap // MiB} MiB")
-    honest = gzip.compress(json.dumps(HONEST).encode())
-    print("| reply | outcome | peak RSS of the request's process | wall |")
-    print("| --- | --- | --- | --- |")
-    for name, body in ((f"honest, {len(honest)} B gzipped", honest),
-                       (f"bomb, {decoded} MiB decoded", bomb)):
-        outcome, rss, wall = one_request(body, cap)
-        print(f"| {name} | {outcome} | {rss:.0f} MiB | {wall:.1f} s |")
-
+    print("| backend | reply | outcome | peak RSS of the request's process | wall |")
+    print("| --- | --- | --- | --- | --- |")
+    for backend in HONEST if args.backend == "all" else [args.backend]:
+        honest = gzip.compress(json.dumps(HONEST[backend]).encode())
+        for name, body in ((f"honest, {len(honest)} B gzipped", honest),
+                           (f"bomb, {decoded} MiB decoded", bomb)):
+            outcome, rss, wall = one_request(backend, body, cap)
+            print(f"| {backend} | {name} | {outcome} | {rss:.0f} MiB | {wall:.1f} s |")
 
 if __name__ == "__main__":
     main()

@@ -126,6 +126,12 @@ class BadReply(EngineError):
         self.kind = kind
 
 
+def reply_too_large(cap_key: str, max_bytes: int, detail: str) -> BadReply:
+    """The ``BadReply`` of a body past its cap (every transport's; ``cap_key`` names it)."""
+    return BadReply(f"the reply is larger than {cap_key} = {max_bytes} bytes decoded "
+                    f"({detail})", "reply_too_large")
+
+
 class HTTPStatusError(EngineError):
     """An HTTP status >= 400, with what the server said about it."""
 

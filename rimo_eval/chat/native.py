@@ -13,9 +13,10 @@ naming the params key (``RetryingTransport.final_error``); everything goes throu
 ``timeout_s`` is the deadline of the whole call here too: the SDKs' own timeouts (httpx's) are
 per read, so a server trickling a byte at a time would hold a call past it; the call is
 cancelled at the deadline and fails as a ``RequestTimeout`` (retried, as a timeout is). The
-SDKs read and decode the body themselves, so the openai transport's ``max_reply_bytes`` cap
-is not applied here (docs/backends.md); their JSON depth errors reach the classifier as any
-other exception (that item's error).
+SDKs read and decode the body themselves: ``max_reply_bytes`` is counted in the httpx
+transport they are given (``capped_http``), whose ``BadReply`` the SDK wraps as a connection
+error; ``_guard`` takes it out again (that item's ``reply_too_large``, never retried). Their
+JSON depth errors reach the classifier as any other exception (that item's error).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from rimo_eval.chat import probe
 from rimo_eval.chat.api_key import key_source
+from rimo_eval.chat.capped_http import Cap, bad_reply_in
 from rimo_eval.chat.errors import (
     Action,
     ErrorDecision,
@@ -56,6 +58,7 @@ class NativeTransport(RetryingTransport):
         self.concurrency = params.concurrency
         self._timeout_s = float(params.timeout_s)
         self._connect_s = min(_CONNECT_TIMEOUT_S, self._timeout_s)
+        self.cap = Cap(params.max_reply_bytes, f"{section}.max_reply_bytes")
 
     @abstractmethod
     async def _call(self, request: dict[str, Any]) -> Any:
@@ -72,6 +75,9 @@ class NativeTransport(RetryingTransport):
         try:
             return await call
         except Exception as exc:
+            bad = bad_reply_in(exc)
+            if bad is not None:
+                raise bad from exc
             raise error_for(self._classify(exc, request)) from exc
 
     async def _attempt(self, request: dict[str, Any]) -> ChatReply:

@@ -25,6 +25,7 @@ from rimo_eval.chat.errors import ConnectionFailed, RequestTimeout
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import sha256_bytes
 from rimo_eval.io.surrogates import is_valid
+from rimo_eval.io.terminal import for_terminal
 
 PROBE_TIMEOUT_S = 10.0
 
@@ -70,8 +71,8 @@ async def probe_endpoint(call: Callable[[], Awaitable[object]], base_url: str, w
         if cause is not None:
             raise StageError(cause) from None
         if isinstance(exc, RequestTimeout):
-            print(f"{section}: WARNING: {base_url} did not answer GET /models within "
-                  f"{wait_s:g}s; starting anyway", file=sys.stderr)
+            print(for_terminal(f"{section}: WARNING: {base_url} did not answer GET /models "
+                               f"within {wait_s:g}s; starting anyway"), file=sys.stderr)
 
 
 Identity = dict[str, Any]

@@ -14,6 +14,8 @@ import time
 
 from tqdm import tqdm
 
+from rimo_eval.io.terminal import for_terminal
+
 _TICK_S = 1.0
 
 
@@ -72,12 +74,12 @@ class Progress:
             warning = self.check(now)
             if warning:
                 # Printed even with the bar disabled (TQDM_DISABLE, no terminal).
-                tqdm.write(warning, file=sys.stderr)
+                tqdm.write(for_terminal(warning), file=sys.stderr)
 
     @staticmethod
     def note(text: str) -> None:
         """One line on stderr above the bar (not torn into it), even with the bar disabled."""
-        tqdm.write(text, file=sys.stderr)
+        tqdm.write(for_terminal(text), file=sys.stderr)
 
     def close(self) -> None:
         if self._watch is not None:

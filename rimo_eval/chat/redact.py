@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 import sys
 
+from rimo_eval.io.terminal import for_terminal
+
 DUMMY_API_KEY = "EMPTY"  # what local servers (vLLM, llama.cpp) accept when they need none
 # A key is a secret worth cutting out of model text when it is at least this long and made of
 # at least this many distinct characters. Provider keys are far longer (OpenAI's, DeepSeek's,
@@ -46,11 +48,12 @@ class Redactor:
         self._in_text = self._secret if self._secret and looks_secret(self._secret) else None
         if self._secret and self._in_text is None and source and source not in _warned:
             _warned.add(source)
-            print(f"rimo-eval: warning: the API key in {source} is too short or too "
-                  f"repetitive to be a secret (one has at least {MIN_SECRET_CHARS} characters, "
-                  f"{MIN_SECRET_DISTINCT} of them distinct), so it is not cut out of the "
-                  f"model's replies and no answer changes; errors and logs still never show "
-                  f"it", file=sys.stderr)
+            print(for_terminal(
+                f"rimo-eval: warning: the API key in {source} is too short or too repetitive "
+                f"to be a secret (one has at least {MIN_SECRET_CHARS} characters, "
+                f"{MIN_SECRET_DISTINCT} of them distinct), so it is not cut out of the model's "
+                "replies and no answer changes; errors and logs still never show it"),
+                file=sys.stderr)
 
     def __call__(self, text: str) -> str:
         """For errors and logs: the key whatever its length, and token-shaped words."""

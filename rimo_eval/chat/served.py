@@ -33,6 +33,7 @@ from rimo_eval.chat.cache import ResponseCache, labels
 from rimo_eval.chat.probe import Identity as Identity
 from rimo_eval.chat.transport import ChatTransport
 from rimo_eval.io.hashing import canonical_json
+from rimo_eval.io.terminal import for_terminal
 
 
 def _where(transport: ChatTransport, name: str) -> tuple[str, str]:
@@ -92,7 +93,7 @@ async def resolve(cache: ResponseCache, transport: ChatTransport, section: str,
 
 
 def _stderr(text: str) -> None:
-    print(text, file=sys.stderr)
+    print(for_terminal(text), file=sys.stderr)
 
 
 def _said(found: Identity) -> str:

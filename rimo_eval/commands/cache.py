@@ -24,6 +24,7 @@ from rimo_eval.chat import cache_db, cache_prune, cache_repair
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.chat.cache_prune import Filter, Tick
 from rimo_eval.errors import StageError
+from rimo_eval.io.terminal import for_terminal, json_for_terminal
 from rimo_eval.params.chat import DEFAULT_RESPONSE_CACHE
 from rimo_eval.params.config import Params
 from rimo_eval.params.section import key_of
@@ -131,8 +132,8 @@ def _upgraded(cache: ResponseCache, conn: Any, progress: cache_prune.Progress) -
     if not cache_db.has_tallies(conn):
         _writable(cache, "and was made by an older rimo-eval: its entries must be counted "
                          "once")
-        print(f"rimo-eval cache: counting the entries of {cache.db_path} once (a cache made "
-              f"by an older rimo-eval)", file=sys.stderr)
+        print(for_terminal(f"rimo-eval cache: counting the entries of {cache.db_path} once "
+                           "(a cache made by an older rimo-eval)"), file=sys.stderr)
         cache_db.add_tallies(conn, progress("counting entries once", None))
 
 
@@ -262,7 +263,8 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
             cache.close()
             out, text = _verify(cache, args, bars)
         bars.close()
-        print(json.dumps(out, indent=2, sort_keys=True) if args.json else "\n".join(text))
+        print(json_for_terminal(json.dumps(out, indent=2, sort_keys=True)) if args.json
+              else for_terminal("\n".join(text)))
     finally:
         bars.close()
         cache.close()

@@ -7,7 +7,10 @@ and bidi overrides that display text in another order than it is. ``for_terminal
 such character as a visible escape (``\\x1b``, ``\\r``, ``\\u202e``): nothing acts on the
 terminal, and what the server sent can still be read. Newline and tab are kept (messages span
 lines). Every error and warning printed from server or model text goes through it; artifacts
-keep the text as it was (they are not a terminal).
+keep the text as it was (they are not a terminal). ``json_for_terminal`` is the same for a
+command's ``--json`` output: json.dumps escapes C0 itself, but not C1 or the bidi controls
+(``ensure_ascii=False``); they become ``\\u`` escapes, which a JSON reader reads back as the
+same characters.
 """
 
 from __future__ import annotations
@@ -26,3 +29,9 @@ def _escape(match: re.Match[str]) -> str:
 def for_terminal(text: object) -> str:
     """``str(text)`` with every character that could act on a terminal written as an escape."""
     return _UNSAFE.sub(_escape, str(text))
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text (``json.dumps``) with every such character as a JSON ``\\uXXXX`` escape: the
+    document reads back the same, and nothing acts on the terminal."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

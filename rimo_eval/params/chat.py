@@ -167,6 +167,9 @@ class NativeChatParams(EngineParams):
     system_prompt: Result[str | None] = None
     api_key_env: Operational[str | None] = None  # the variable's NAME, never the key
     price_per_mtok: Cost[PricePerMtok | None] = None  # thinking is billed as output
+    # As predict.openai's: the most bytes a reply may have decoded (counted in the SDK's httpx
+    # transport, capped_http.py); a batch's results file is bounded per line by it instead.
+    max_reply_bytes: Operational[PosInt] = MAX_REPLY_BYTES
 
     @field_validator("base_url")
     @classmethod

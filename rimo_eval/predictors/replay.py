@@ -24,6 +24,7 @@ from rimo_eval.artifacts.predictions import lone_surrogate
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.jsonl import iter_lines, noting_repeats, parse_line
+from rimo_eval.io.terminal import for_terminal
 from rimo_eval.params.section import Section
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.base import (
@@ -250,9 +251,9 @@ class ReplayPredictor(Predictor):
                              f"{len(covered)} other item(s): check predict.replay.path, "
                              f"predict.limit and predict.sample_seed")
         if items and hit * 2 < len(items):
-            print(f"predict: warning: replay {self.path} covers {hit} of the {len(items)} "
-                  f"requested items; the other {len(items) - hit} are recorded as missing "
-                  f"(counted wrong)", file=sys.stderr)
+            print(for_terminal(f"predict: warning: replay {self.path} covers {hit} of the "
+                               f"{len(items)} requested items; the other {len(items) - hit} "
+                               "are recorded as missing (counted wrong)"), file=sys.stderr)
         for item in items:
             for j in range(self.samples):
                 key = (*item.key, j)

@@ -65,8 +65,10 @@ ROWS: dict[str, list[str]] = {
     "scale_memory.py": [r"^k=1: \d+ requests; predict [\d.]+ s, \d+ MiB; .*compare [\d.]+ s",
                         r'"cpu_ms_per_request"'],
     # The bomb is read up to the cap only: that request's error, whatever its size.
-    "reply_bomb.py": [r"^\| honest, \d+ B gzipped \| ok \d+ characters \| \d+ MiB \|",
-                      r"^\| bomb, 128 MiB decoded \| failed reply_too_large \| \d+ MiB \|"],
+    "reply_bomb.py": [rf"^\| {b} \| {reply} \| \d+ MiB \|"
+                      for b in ("openai", "anthropic", "gemini")
+                      for reply in (r"honest, \d+ B gzipped \| ok \d+ characters",
+                                    r"bomb, 128 MiB decoded \| failed reply_too_large")],
     "view_build.py": [r"^\| 1 \| 791 \| [\d.]+ s \| [\d.]+ s \| \d+ \|"],
     "experiment_stages.py": [r"^before: load average ", r"^CPU \(user",
                              r"^\| median of 1 \| [\d.]+ s \| [\d.]+ s \| -?[\d.]+ s \|"],

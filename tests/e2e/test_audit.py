@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -436,3 +437,22 @@ def test_stale_lock_and_edited_upstream_are_named(repo: Path) -> None:
         assert any("differs from the pin in params.yaml fetch.sha256" in b["message"]
                    for b in report["breaks"])
     assert audit(repo).returncode == 0
+
+
+@pytest.mark.slow
+def test_text_from_params_reaches_the_terminal_escaped(repo: Path) -> None:
+    """A params key holding an ESC sequence (it would retitle the terminal) is named in the
+    stale-lock break as a visible escape, in text and in --json (issue 42 §3)."""
+    raw = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    with restored(repo, "params.yaml"):
+        params = yaml.safe_load((repo / "params.yaml").read_text())
+        params["predict"]["openai"]["extra_body"] = {"\x1b]0;pwned\x07": 1}
+        (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        text, as_json = audit(repo), audit(repo, "--json")
+    for proc in (text, as_json):
+        assert proc.returncode == 1, proc.stderr
+        assert not raw.search(proc.stdout + proc.stderr), proc.stdout[-2000:]
+    assert "params.yaml predict.openai.extra_body.\\x1b]0;pwned\\x07 is 1" in text.stdout
+    assert any("predict.openai.extra_body.\x1b]0;pwned\x07" in b["message"]
+               for b in json.loads(as_json.stdout)["breaks"])
+

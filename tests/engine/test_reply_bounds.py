@@ -34,6 +34,9 @@ from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer, Shaped
 from tests.support.factories import write_items
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_gemini import FakeGemini
+from tests.support.fake_provider import Reply
 from tests.support.hostile_replies import Encoded, MiB, RawServer, Trickle, deep_json, gzip_bomb
 from tests.support.paths import REPO_ROOT
 
@@ -164,6 +167,55 @@ def test_a_gzip_bomb_is_read_up_to_the_cap_only(tmp_path: Path, bomb: bytes) -> 
     assert f"predict.openai.max_reply_bytes = {4 * MiB}" in got["n0"]["error"]
     assert attempts == [1]  # not retried
     assert len(cache_entries(tmp_path / "cache")) == 2
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "gemini"])
+def test_a_gzip_bomb_through_a_native_sdk_is_that_items_error(backend: str, tmp_path: Path,
+                                                               bomb: bytes) -> None:
+    """The SDKs inflate the body inside httpx: the capped transport they are given counts it.
+    The bomb is that item's ``reply_too_large``, sent once; the other items are answered."""
+    fake = {"anthropic": FakeAnthropic, "gemini": FakeGemini}[backend]
+    bombed = Reply(200, bomb, headers={"Content-Encoding": "gzip"}, outcome="bomb")
+    server = fake(responder=lambda rec: bombed if "[[bomb]]" in rec.prompt else None).start()
+    cfg: dict[str, Any] = {"base_url": server.base_url, "model": f"{backend}-fake",
+                           "api_key_env": None, "cache_dir": str(tmp_path / "cache"),
+                           "max_reply_bytes": 4 * MiB, "max_retries": 2,
+                           "backoff_initial_s": 0.01}
+    try:
+        preds = create_predictor(backend, cfg).predict(_items(n_rows(["[[bomb]]", "", ""])))
+        attempts = [r.attempt for r in server.records if "[[bomb]]" in r.prompt]
+    finally:
+        server.stop()
+    got = {p.problem_id: p for p in preds}
+    assert [got[k].status for k in ("n1", "n2")] == ["ok", "ok"], got
+    assert got["n0"].status == "error"
+    assert got["n0"].details["error_kind"] == "reply_too_large", got["n0"].error
+    assert f"predict.{backend}.max_reply_bytes = {4 * MiB}" in (got["n0"].error or "")
+    assert len(attempts) == 1  # not retried, though max_retries allows two more
+
+
+def test_the_sdk_transport_keeps_the_environment_proxy_and_the_cap_through_it(
+        tmp_path: Path, bomb: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client given its own transport reads no proxy from the environment: ``client_args``
+    mounts one per proxy. The fake answers a proxied request (absolute-form URL) as its own,
+    so an answer for a host that does not exist came through the proxy, capped as well."""
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    bombed = Reply(200, bomb, headers={"Content-Encoding": "gzip"}, outcome="bomb")
+    proxy = FakeAnthropic(responder=lambda r: bombed if "[[bomb]]" in r.prompt else None).start()
+    monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+    cfg: dict[str, Any] = {"base_url": "http://no-such-host.invalid", "model": "claude-fake",
+                           "api_key_env": None, "cache_dir": str(tmp_path / "cache"),
+                           "max_reply_bytes": 4 * MiB, "max_retries": 0}
+    try:
+        preds = create_predictor("anthropic", cfg).predict(_items(n_rows(["", "[[bomb]]"])))
+    finally:
+        proxy.stop()
+    got = {p.problem_id: p for p in preds}
+    assert got["n0"].status == "ok", got["n0"].error
+    assert got["n1"].details["error_kind"] == "reply_too_large", got["n1"].error
+    assert {r.path for r in proxy.records} == {"/v1/messages"}
 
 
 # --- depth ------------------------------------------------------------------------------------

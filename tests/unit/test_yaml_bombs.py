@@ -50,6 +50,26 @@ def test_check_params_refuses_a_bomb_under_an_unknown_key_in_seconds(tmp_path: P
     assert "nodes (a YAML alias bomb?)" in proc.stderr and f'in "{path}", line ' in proc.stderr
 
 
+def test_make_repro_names_a_bomb_before_dvc_walks_it(tmp_path: Path) -> None:
+    """DVC expands params.yaml's aliases before any stage runs (it hangs on a deep bomb), so
+    ``make repro`` runs ``rimo-eval check-params`` first: its recipe's first command, as make
+    prints it (``-n``: nothing run; ``-o setup``: the venv is not rebuilt), fails on a bomb in
+    seconds and so stops make before ``dvc repro``."""
+    dry = subprocess.run(["make", "-n", "-o", "setup", "repro"], cwd=REPO_ROOT, env=env(),
+                         capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+    recipe = [line for line in dry.stdout.splitlines() if line.strip()]
+    assert recipe[0] == "rimo-eval check-params", recipe
+    assert recipe.index("dvc repro") > 0, recipe
+    (tmp_path / "params.yaml").write_text(
+        (REPO_ROOT / "params.yaml").read_text(encoding="utf-8") + "not_a_key:\n"
+        + bomb(9, "  "), encoding="utf-8")
+    proc = subprocess.run(["sh", "-c", recipe[0]], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=TIMEOUT_S,
+                          preexec_fn=lambda: limited(4))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "params.yaml: invalid YAML: the aliases up to *a" in proc.stderr, proc.stderr
+
+
 def test_a_sweep_params_value_that_is_a_bomb_is_refused_in_seconds(tmp_path: Path) -> None:
     """The sweep file of the issue: the bomb as a model's -S value."""
     work = tmp_path / "work"

@@ -5,7 +5,8 @@ sample j differs from sample 0 only by the index in the cache key), replies
 ``translate.parse_message``, failures ``translate.classify_error``; retries, the breaker and
 the probe are the engine's (``native``, ``retrying``). The SDK retries nothing
 (``max_retries=0``) and has an explicit timeout: with its default one, a non-streamed
-``max_tokens`` above 21,333 is refused client-side.
+``max_tokens`` above 21,333 is refused client-side. Its httpx client counts the decoded body
+against ``max_reply_bytes`` (``capped_http``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import anthropic
 import httpx2
 
+from rimo_eval.chat import capped_http
 from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.errors import ErrorDecision
@@ -34,7 +36,8 @@ class AnthropicTransport(NativeTransport):
         self._params = params
         self._client = anthropic.AsyncAnthropic(
             api_key=key, base_url=base_url, max_retries=0,
-            timeout=httpx2.Timeout(self._timeout_s, connect=self._connect_s))
+            timeout=httpx2.Timeout(self._timeout_s, connect=self._connect_s),
+            http_client=anthropic.DefaultAsyncHttpxClient(**capped_http.client_args(self.cap)))
 
     def endpoint(self) -> dict[str, Any]:
         return {"transport": "anthropic-messages", "base_url": self.base_url}

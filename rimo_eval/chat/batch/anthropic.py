@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Any
 from rimo_eval.chat.anthropic import translate
 from rimo_eval.chat.anthropic.transport import AnthropicTransport
 from rimo_eval.chat.batch.records import BatchRecord
+from rimo_eval.chat.batch.results_cap import results_cap, results_too_large
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
-from rimo_eval.chat.errors import EngineError, MalformedResponse, error_for
+from rimo_eval.chat.capped_http import capped
+from rimo_eval.chat.errors import BadReply, EngineError, MalformedResponse, error_for
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import canonical_json
 from rimo_eval.params.chat import AnthropicParams
@@ -87,6 +89,7 @@ class AnthropicBatchTransport(BatchRounds):
         self.online: AnthropicTransport = online
         self._create_client = online._client  # max_retries=0: a create is sent once
         self.client = online._client.with_options(max_retries=params.max_retries)
+        self._results_cap = results_cap(params, section)
 
     def line_bytes(self, key: str, request: dict[str, Any]) -> int:
         return len(canonical_json(batch_request(key, request)).encode("utf-8")) + 1
@@ -107,10 +110,15 @@ class AnthropicBatchTransport(BatchRounds):
 
     async def outcomes(self, record: BatchRecord, polled: Polled) -> dict[str, Outcome]:
         out: dict[str, Outcome] = {}
-        async for entry in await self.client.messages.batches.results(polled.batch_id):
-            if entry.custom_id in record.keys:
-                out[entry.custom_id] = self._read(entry.result,
-                                                  record.keys[entry.custom_id]["request"])
+        try:
+            with capped(self._results_cap):  # per line: the stream is large in total
+                async for entry in await self.client.messages.batches.results(
+                        polled.batch_id):
+                    if entry.custom_id in record.keys:
+                        out[entry.custom_id] = self._read(
+                            entry.result, record.keys[entry.custom_id]["request"])
+        except BadReply as exc:
+            raise results_too_large(self.section, polled.batch_id, exc) from None
         return out
 
     def _read(self, result: Any, request: dict[str, Any]) -> Outcome:
@@ -151,8 +159,9 @@ class AnthropicBatchTransport(BatchRounds):
 
     async def _custom_ids(self, batch_id: str) -> set[str] | None:
         try:
-            return {e.custom_id async for e in await self.client.messages.batches.results(
-                batch_id)}
+            with capped(self._results_cap):
+                return {e.custom_id async for e in await self.client.messages.batches.results(
+                    batch_id)}
         except Exception:  # archived, or the results are gone: it cannot be told apart
             return None
 

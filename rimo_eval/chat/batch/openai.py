@@ -22,8 +22,10 @@ import openai
 
 from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.batch.records import BatchRecord
+from rimo_eval.chat.batch.results_cap import results_cap, results_too_large
 from rimo_eval.chat.batch.rounds import BatchRounds, Outcome, Polled, records_root
-from rimo_eval.chat.errors import HTTPStatusError, MalformedResponse, retryable_status
+from rimo_eval.chat.capped_http import client_args
+from rimo_eval.chat.errors import BadReply, HTTPStatusError, MalformedResponse, retryable_status
 from rimo_eval.chat.openai.replies import parse_completion
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.errors import StageError
@@ -43,9 +45,12 @@ def batch_line(key: str, request: dict[str, Any]) -> bytes:
 
 
 def make_client(params: OpenAIParams, section: str, base_url: str) -> openai.AsyncOpenAI:
+    """The client, its downloads bounded per line (``results_cap``): an output file is
+    legitimately large in total, one line per request, but no line holds more than a reply."""
     key = resolve_api_key(params.api_key_env, base_url, section)
+    http = openai.DefaultAsyncHttpxClient(**client_args(results_cap(params, section)))
     return openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=params.max_retries,
-                              timeout=float(params.timeout_s))
+                              timeout=float(params.timeout_s), http_client=http)
 
 
 def _polled(batch: Any) -> Polled:
@@ -129,14 +134,26 @@ class OpenAIBatchTransport(BatchRounds):
             fatal = StageError(f"{self.section}.batch: batch {polled.batch_id} failed "
                                f"validation: {self._failures[polled.batch_id]}")
             return dict.fromkeys(record.keys, fatal)
-        lines = []
+        by_key: dict[Any, Any] = {}
         for file_id in self._files.get(polled.batch_id, ()):
             if file_id:
-                content = await self.client.files.content(file_id)
-                lines += [_line(x) for x in content.text.splitlines() if x.strip()]
-        by_key = {line.get("custom_id"): line for line in lines if isinstance(line, dict)}
+                by_key.update(await self._lines(polled.batch_id, file_id, record))
         return {key: self._read(by_key.get(key), payload["request"])
                 for key, payload in record.keys.items()}
+
+    async def _lines(self, batch_id: str, file_id: str, record: BatchRecord
+                     ) -> dict[Any, Any]:
+        """The file's lines of ``record``'s keys, streamed: the others are never held."""
+        out = {}
+        try:
+            async with self.client.files.with_streaming_response.content(file_id) as response:
+                async for text in response.iter_lines():
+                    line = _line(text) if text.strip() else None
+                    if isinstance(line, dict) and line.get("custom_id") in record.keys:
+                        out[line["custom_id"]] = line
+        except BadReply as exc:
+            raise results_too_large(self.section, batch_id, exc) from None
+        return out
 
     def _read(self, line: dict[str, Any] | None, request: dict[str, Any]) -> Outcome:
         """A reply, the error the request ends with, or None: not answered (send again)."""

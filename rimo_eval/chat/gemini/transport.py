@@ -16,6 +16,7 @@ from typing import Any
 from google import genai
 from google.genai import types
 
+from rimo_eval.chat import capped_http
 from rimo_eval.chat.api_key import resolve_api_key
 from rimo_eval.chat.errors import ErrorDecision
 from rimo_eval.chat.gemini import translate
@@ -35,7 +36,10 @@ class GeminiTransport(NativeTransport):
         self._model = params.model
         self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
             base_url=base_url, api_version=API_VERSION, timeout=int(self._timeout_s * 1000),
-            retry_options=types.HttpRetryOptions(attempts=1)))
+            retry_options=types.HttpRetryOptions(attempts=1),
+            # A transport of our own also keeps the SDK on httpx (not aiohttp): the decoded
+            # body is counted there against max_reply_bytes (capped_http).
+            async_client_args=capped_http.client_args(self.cap)))
 
     def endpoint(self) -> dict[str, Any]:
         return {"transport": "gemini", "base_url": self.base_url, "api_version": API_VERSION}

@@ -29,6 +29,7 @@ from rimo_eval.chat.transport import ChatReply, ChatTransport, TransportError, i
 from rimo_eval.errors import StageError
 from rimo_eval.io.atomic import atomic_path
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.io.terminal import for_terminal
 from rimo_eval.params.chat import LocalParams
 
 GEMMA_FORMAT = "gemma-turns-v1"  # in the cache key: bump if gemma_prompt changes
@@ -136,8 +137,9 @@ class LlamaTransport(ChatTransport):
                                            n_threads=self.n_threads,
                                            seed=self._sampling["seed"], verbose=False)
             self.load_s = time.perf_counter() - started
-            print(f"predict[local]: loaded {self.model_path.name} in {self.load_s:.2f}s "
-                  f"(n_threads={self.n_threads})", file=sys.stderr)
+            print(for_terminal(f"predict[local]: loaded {self.model_path.name} in "
+                               f"{self.load_s:.2f}s (n_threads={self.n_threads})"),
+                  file=sys.stderr)
         return self._llm
 
     def _generate(self, request: dict[str, Any]) -> ChatReply:

@@ -36,6 +36,7 @@ from rimo_eval.chat.errors import (
     HTTPStatusError,
     MalformedResponse,
     RequestTimeout,
+    reply_too_large,
 )
 from rimo_eval.params.chat import MAX_REPLY_BYTES
 
@@ -139,8 +140,7 @@ class OpenAIHTTP:
         return b"".join(chunks)
 
     def _too_large(self, detail: str) -> BadReply:
-        return BadReply(f"the reply is larger than {self._cap_key} = {self._max_bytes} bytes "
-                        f"decoded ({detail})", "reply_too_large")
+        return reply_too_large(self._cap_key, self._max_bytes, detail)
 
     async def aclose(self) -> None:
         if self._session is not None:

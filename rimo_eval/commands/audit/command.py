@@ -65,6 +65,7 @@ from rimo_eval.commands.audit.render import AuditReport, Link
 from rimo_eval.commands.audit.revision import checked_out
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.json_object import read_object
+from rimo_eval.io.terminal import for_terminal, json_for_terminal
 from rimo_eval.params.config import Params, load_params
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.run.reader import RunReader
@@ -243,8 +244,9 @@ def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> A
         # The checkout also holds the judge table reports/judge.json is recomputed from (zero
         # rows when the judge was off), where the revision's dvc.lock has one.
         with checked_out(reader, revision, [*needed, JUDGE_TABLE]) as tree:
-            print(f"audit: {revision.kind} {revision.label} at {revision.rev[:12]}, checked "
-                  f"out in a temporary worktree", file=sys.stderr)
+            print(for_terminal(f"audit: {revision.kind} {revision.label} at "
+                               f"{revision.rev[:12]}, checked out in a temporary worktree"),
+                  file=sys.stderr)
             return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
 
 
@@ -258,9 +260,10 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
     # same way), so it checks the plain view of what the file set.
     report = audit_revision(Path("."), name, None if params is None else params.as_dict())
     if getattr(args, "json", False):
-        print(json.dumps(report.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
+        print(json_for_terminal(json.dumps(report.to_json(), indent=2, sort_keys=True,
+                                           ensure_ascii=False)))
     else:
-        print(report.render(), end="")
+        print(for_terminal(report.render()), end="")
     return 0 if report.ok else 1
 
 

@@ -27,6 +27,7 @@ from rimo_eval.commands.sweep.values import check_git_remote
 from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.io.atomic import write_text
 from rimo_eval.io.git import git, head_commit
+from rimo_eval.io.terminal import for_terminal, json_for_terminal
 
 
 def repo_root() -> Path:
@@ -79,26 +80,28 @@ def submit(file: Path, dry_run: bool) -> int:
     plan = load_plan(file)
     root = Path(plan.repo)
     if git(root, "status", "--porcelain", "--untracked-files=no"):
-        print(f"rimo-eval sweep: warning: uncommitted changes in {root} are not part of the "
-              f"sweep (each task runs commit {plan.rev[:12]} of the remote)", file=sys.stderr)
+        print(for_terminal(f"rimo-eval sweep: warning: uncommitted changes in {root} are not "
+                           f"part of the sweep (each task runs commit {plan.rev[:12]} of the "
+                           "remote)"), file=sys.stderr)
     check_rev_on_remote(root, plan.git_url, plan.rev)
     done = pushed(plan.git_url, plan.rev, [t.name for t in plan.tasks], cwd=str(root))
     pending = [t.index for t in plan.tasks if t.name not in done]
     for name in done:
-        print(f"rimo-eval sweep: {name}: already on {plan.git_url}, not submitted",
+        print(for_terminal(f"rimo-eval sweep: {name}: already on {plan.git_url}, not submitted"),
               file=sys.stderr)
     script = render(plan)
     if dry_run:
-        print(script, end="")
+        print(for_terminal(script), end="")
         what = (f"--array={array_spec(pending, plan.max_parallel)}" if pending else "nothing")
-        print(f"rimo-eval sweep: dry run: would write {script_path(plan)} and "
-              f"{plan_path(plan)}, then submit {what}", file=sys.stderr)
+        print(for_terminal(f"rimo-eval sweep: dry run: would write {script_path(plan)} and "
+              f"{plan_path(plan)}, then submit {what}"), file=sys.stderr)
         return 0
     (Path(plan.results) / "logs").mkdir(parents=True, exist_ok=True)
     write_text(plan_path(plan), plan.to_json())
     write_text(script_path(plan), script)
     if not pending:
-        print(f"every experiment of {file} is already on {plan.git_url}: nothing submitted")
+        print(for_terminal(f"every experiment of {file} is already on {plan.git_url}: "
+                           "nothing submitted"))
         return 0
     sbatch = shutil.which("sbatch")
     if sbatch is None:
@@ -112,7 +115,8 @@ def submit(file: Path, dry_run: bool) -> int:
         raise StageError(f"sbatch {script_path(plan)} failed: {proc.stderr.strip()[-1000:]}")
     job = proc.stdout.strip().split(";")[0]
     names = ", ".join(plan.tasks[i].name for i in pending)
-    print(f"submitted job {job}: {len(pending)} task(s) ({names}); records in {plan.results}")
+    print(for_terminal(f"submitted job {job}: {len(pending)} task(s) ({names}); records in "
+                       f"{plan.results}"))
     return 0
 
 
@@ -130,7 +134,8 @@ def status(file: Path, as_json: bool) -> int:
     collect = [shlex.join(["dvc", "exp", "pull", plan.git_url, *(n for n in names if n in done)]),
                "rimo-eval leaderboard --all"] if done else []
     if as_json:
-        print(json.dumps({"rev": plan.rev, "tasks": rows, "collect": collect}, indent=1))
+        print(json_for_terminal(json.dumps({"rev": plan.rev, "tasks": rows,
+                                            "collect": collect}, indent=1)))
     else:
         width = max(len(n) for n in names)
         for row in rows:
@@ -138,9 +143,9 @@ def status(file: Path, as_json: bool) -> int:
             line = f"{row['name']:<{width}}  {row['status']:<8} {where}"
             if row["reason"] and row["status"] != "skipped":
                 line += f": {row['reason']}"
-            print(line)
+            print(for_terminal(line))
         if collect:
-            print("\ncollect the results:\n  " + "\n  ".join(collect))
+            print(for_terminal("\ncollect the results:\n  " + "\n  ".join(collect)))
     return 0 if len(done) == len(names) else 1
 
 

@@ -47,6 +47,7 @@ from rimo_eval.commands.sweep.plan import Plan, Task
 from rimo_eval.commands.sweep.remote import exp_ref, pushed
 from rimo_eval.errors import StageError
 from rimo_eval.io.atomic import write_json
+from rimo_eval.io.terminal import for_terminal
 
 TAIL_CHARS = 1500  # of a failed command's output, in the record
 
@@ -204,7 +205,7 @@ def run_task(plan: Plan, index: int) -> int:
         run.say(f"failed: {reason}")
     run.save(status="failed", finished=now(), reason=reason,
              clone=str(clone) if clone.exists() else None)
-    print(f"rimo-eval sweep: {task.name}: {reason}", file=sys.stderr)
+    print(for_terminal(f"rimo-eval sweep: {task.name}: {reason}"), file=sys.stderr)
     return 1
 
 
