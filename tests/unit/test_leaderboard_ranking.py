@@ -7,6 +7,8 @@ DVC; tests/e2e/test_leaderboard.py runs the same code on real experiments.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -145,3 +147,17 @@ def test_renderings_escape_untrusted_labels(runs: list[Run]) -> None:
                   "note": "text"}  # flat intervals, as a numbers-only judge.json may have
     assert judge_keys(evil) == {"primary": False, "RIMO-P.judge.prefix_score": 0.25,
                                 "RIMO-P.judge.prefix_score_ci_low": 0.2}
+
+
+def test_the_board_states_the_runs_floor_as_context(runs: list[Run]) -> None:
+    """Comparable runs share their items, so their floor (breakdown.json's best constant) is
+    the board's: a note in every rendering, never a column or the rank."""
+    floor = {"answer": "1", "accuracy": 0.217910, "n": 335}
+    floored = [dataclasses.replace(r, breakdown={TRACK_N: {"baselines": {"best_constant": floor}}})
+               for r in runs]
+    board = build(floored, find_metric(f"{TRACK_N}.accuracy", 1),
+                  {"samples": 50, "seed": 0, "confidence": 0.95})
+    assert board["floor"] == floor
+    assert 'a constant "1" scores 21.8% on these RIMO-N items' in render_markdown(board)
+    assert "a constant &#34;1&#34; scores 21.8% on these RIMO-N items" in render_html(board, {})
+    assert all("floor" not in r for r in board["runs"])

@@ -85,6 +85,10 @@ def build(runs: Sequence[Run], metric: Metric, boot: Mapping[str, Any],
         "ranked_by": metric.name,
         "k": runs[0].k,
         "items": {t: _items(runs[0], t) for t in TRACKS},
+        # Comparable runs evaluated the same items, so they share one floor (context, never
+        # the rank): what a constant answer scores on these RIMO-N items.
+        "floor": ((runs[0].breakdown.get(TRACK_N) or {}).get("baselines") or {}).get(
+            "best_constant"),
         "bootstrap": ranked["bootstrap"],
         "method": {
             "rank": "paired bootstrap over items (one index draw for every run); the range is "

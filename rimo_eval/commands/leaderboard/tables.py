@@ -184,6 +184,10 @@ def notes(board: Mapping[str, Any]) -> list[str]:
            f"bootstrap of per-item means otherwise, as `rimo-eval compare`). In the forest "
            f"plots each panel tests its own metric so: blue its leader, red the runs "
            f"significantly below it."]
+    floor = board.get("floor") or {}
+    if floor.get("answer") is not None:
+        out.append(f"Floor (context, not a metric): a constant \"{floor['answer']}\" scores "
+                   f"{numbers.pct(floor['accuracy'])} on these {TRACK_N} items.")
     if any(r.get("judge") for r in board["runs"]):
         out.append("Judge columns are an LLM judge's grading, not the benchmark's primary "
                    "exact-match protocol.")
