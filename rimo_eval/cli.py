@@ -82,7 +82,7 @@ every number traceable to the pinned upstream data, the params and the code.
 The usual way in is DVC, which runs the pipeline's stages in order, only those whose inputs
 changed, and records each in dvc.lock:
   dvc repro                                  the run params.yaml describes
-  dvc exp run -S predict.limit=null          an experiment: params changed on the command line"""
+  dvc exp run --temp -S predict.limit=null   an experiment: params changed for that run only"""
 EPILOG = """\
 Each stage reads its own section of params.yaml (--params FILE for another file, before or
 after the command); `rimo-eval COMMAND --help` says more about one command."""

@@ -58,7 +58,7 @@ def run_line(sample: Mapping[str, Any]) -> str:
     counts = ", ".join(f"{evaluated.get(t, '?')}/{total.get(t, '?')} {t}" for t in TRACKS)
     if sample.get("is_sample"):
         return (f"run: SAMPLE of {counts} items (predict.limit {sample.get('limit')}, seed "
-                f"{sample.get('seed')})\n  the full run: dvc exp run -S predict.limit=null")
+                f"{sample.get('seed')})\n  the full run: dvc exp run --temp -S predict.limit=null")
     return f"run: full benchmark, {counts} items"
 
 

@@ -256,10 +256,15 @@ def test_summary_is_short_and_names_run_backend_and_report(repo: Path) -> None:
     lines = summary_lines(repo)
     metrics = json.loads((repo / "reports/metrics.json").read_text(encoding="utf-8"))
     n, p = metrics[TRACK_N], metrics[TRACK_P]
-    assert lines[0] == ("run: SAMPLE of 40/335 RIMO-N, 40/456 RIMO-P items (predict.limit 40, "
+    # First the headline beside its floor (issue 45 §5), from the run's own breakdown.json.
+    floor = json.loads((repo / "reports/breakdown.json").read_text(encoding="utf-8"))[
+        TRACK_N]["baselines"]["best_constant"]
+    assert lines[0] == (f"RIMO-N {100 * n['accuracy']:.1f}% (a constant \"{floor['answer']}\" "
+                        f"scores {100 * floor['accuracy']:.1f}% on these items)")
+    assert lines[1] == ("run: SAMPLE of 40/335 RIMO-N, 40/456 RIMO-P items (predict.limit 40, "
                         "seed 0)")
-    assert lines[1] == "  the full run: dvc exp run -S predict.limit=null"
-    assert lines[2].startswith("backend: replay (fingerprint ")
+    assert lines[2] == "  the full run: dvc exp run --temp -S predict.limit=null"
+    assert lines[3].startswith("backend: replay (fingerprint ")
     acc = next(line for line in lines if "RIMO-N accuracy" in line)
     assert f"{100 * n['accuracy']:.1f}%" in acc
     assert f"95% [{100 * n['accuracy_ci_low']:.1f}%, {100 * n['accuracy_ci_high']:.1f}%]" in acc
@@ -273,7 +278,7 @@ def test_summary_is_short_and_names_run_backend_and_report(repo: Path) -> None:
     sh(repo, "git", "checkout", "--", ".")
     sh(repo, "dvc", "checkout", "predict", "score")  # the report stage never ran here
     full = json.loads((repo / "reports/metrics.json").read_text(encoding="utf-8"))
-    assert summary_lines(repo)[0] == (f"run: full benchmark, {full[TRACK_N]['n']}/335 RIMO-N, "
+    assert summary_lines(repo)[1] == (f"run: full benchmark, {full[TRACK_N]['n']}/335 RIMO-N, "
                                       f"456/456 RIMO-P items")
 
 
@@ -398,4 +403,4 @@ def test_summary_after_a_failed_exp_run_points_at_checkout_and_apply(repo: Path)
     sh(repo, "git", "checkout", "--", "params.yaml", "reports")
     sh(repo, "dvc", "checkout", "predict", "score")
     lines = summary_lines(repo)
-    assert lines[1].startswith("backend: replay (fingerprint ") and "full benchmark" in lines[0]
+    assert lines[2].startswith("backend: replay (fingerprint ") and "full benchmark" in lines[1]

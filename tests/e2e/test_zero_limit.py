@@ -24,7 +24,9 @@ def test_dvc_repro_with_limit_zero_audits_and_summarises(tmp_path: Path,
     audit = sh(repo, "rimo-eval", "audit", check=False)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     summary = sh(repo, "rimo-eval", "summary").stdout
-    assert summary.startswith("run: SAMPLE of 0/335 RIMO-N, 0/456 RIMO-P items "
-                              "(predict.limit 0, seed 0)")
+    first, second = summary.splitlines()[:2]
+    assert first == "RIMO-N —"  # no item, no floor: nothing to put beside it
+    assert second.startswith("run: SAMPLE of 0/335 RIMO-N, 0/456 RIMO-P items "
+                             "(predict.limit 0, seed 0)")
     # The tables are there, with no rows: not a clone that needs `dvc pull`.
     assert "backend: none recorded (the predictions tables have no rows)" in summary
