@@ -7,14 +7,13 @@ tests/unit/test_output_paths.py."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rimo_eval.io.outputs import owner
+from tests.support.file_tree import tree
 from tests.support.pipeline_repo import sh
 from tests.support.view_runs import copy_runs
 
@@ -29,19 +28,6 @@ TOOLS = {"view": (["view", "run-a", "--out"], "index.html"),
 def repo(tmp_path_factory: pytest.TempPathFactory, view_runs_base: dict[str, Any]) -> Path:
     root: Path = copy_runs(view_runs_base, tmp_path_factory.mktemp("outputs"))["repo"]
     return root
-
-
-def tree(root: Path) -> dict[str, str]:
-    """Every path under ``root``, links not followed -> a digest of what it is."""
-    found = {}
-    for here, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(here, name)
-            rel = path.relative_to(root).as_posix()
-            found[rel] = ("-> " + os.readlink(path) if path.is_symlink() else
-                          hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file()
-                          else "dir")
-    return found
 
 
 def run(repo: Path, tool: str, out: str, check: bool = True) -> Any:

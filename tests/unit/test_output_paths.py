@@ -11,7 +11,6 @@ tests/e2e/test_output_paths_cli.py writes real runs' outputs twice into the same
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -32,28 +31,13 @@ from rimo_eval.io.outputs import (
     owner,
 )
 from rimo_eval.predictors.batch_files import EXPORT, is_export
+from tests.support.file_tree import tree
 from tests.support.pipeline_repo import BIN, sh
 
 # (tool arguments before the path, the option): each tool that writes a user-named path.
 FOLDER_TOOLS = {"view": ["view", "run-a", "--out"],
                 "leaderboard": ["leaderboard", "run-a", "run-b", "--out"]}
 FILE_TOOLS = {"compare": ["compare", "run-a", "run-b", "--html"]}
-
-
-def tree(root: Path) -> dict[str, str]:
-    """Every path under ``root`` (links as links, not followed) -> its content's digest."""
-    found = {}
-    for here, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(here, name)
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                found[rel] = "-> " + os.readlink(path)
-            elif path.is_file():
-                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                found[rel] = "dir"
-    return found
 
 
 def refused(cwd: Path, args: list[str], *needles: str, process: bool = False) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,30 +19,17 @@ import yaml
 
 from rimo_eval.commands.sweep.plan import Plan, read_sweep, resolve
 from rimo_eval.commands.sweep.task import run_task
+from tests.support.git_project import git, pushed_project
 from tests.support.loopback import free_port
-from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, env
 
 MODELS = [{"name": "m-a", "path": "/models/A"}, {"name": "m-b", "path": "/models/B"}]
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True, env=env()).stdout
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A git project holding the real params.yaml, its commit on a bare remote `origin`."""
-    work, origin = tmp_path / "work", tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(tmp_path, "init", "-q", "-b", "main", str(work))
-    shutil.copy(REPO_ROOT / "params.yaml", work / "params.yaml")
-    git(work, "add", "params.yaml")
-    git(work, "commit", "-qm", "params")
-    git(work, "remote", "add", "origin", str(origin))
-    git(work, "push", "-q", "origin", "main")
-    return work
+    return pushed_project(tmp_path)
 
 
 def submit(work: Path, sweep: dict[str, Any] | str) -> subprocess.CompletedProcess[str]:

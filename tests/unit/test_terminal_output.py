@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import payload, response
 from tests.support.factories import small_benchmark
-from tests.support.paths import REPO_ROOT
+from tests.support.git_project import pushed_project
 from tests.support.pipeline_repo import BIN, env
 
 PWNED = "\x1b]0;pwned\x07"
@@ -75,20 +74,9 @@ def test_the_replay_warning_escapes_the_file_name(tmp_path: Path,
     assert f"predict: warning: replay {tmp_path}/r{SHOWN}.jsonl covers 1 of the 8" in err, err
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, env=env())
-
-
 def test_sweep_status_escapes_a_records_reason(tmp_path: Path) -> None:
     """A task's record (written on a node, from a server's log) with ESC in its reason."""
-    work, origin = tmp_path / "work", tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(tmp_path, "init", "-q", "-b", "main", str(work))
-    shutil.copy(REPO_ROOT / "params.yaml", work / "params.yaml")
-    git(work, "add", "params.yaml")
-    git(work, "commit", "-qm", "params")
-    git(work, "remote", "add", "origin", str(origin))
-    git(work, "push", "-q", "origin", "main")
+    work = pushed_project(tmp_path)
     results = tmp_path / "results"
     (work / "sweep.yaml").write_text(json.dumps({
         "models": [{"name": "m-a", "path": "/models/A"}], "git_remote": "origin",
