@@ -285,7 +285,8 @@ def test_summary_is_short_and_names_run_backend_and_report(repo: Path) -> None:
 def test_summary_without_metrics_names_the_file(tmp_path: Path) -> None:
     proc = sh(tmp_path, str(BIN / "rimo-eval"), "summary", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "reports/metrics.json: not found: run `dvc repro`, or if a failed" in proc.stderr
+    assert ("reports/metrics.json: not found: `make repro` (or `dvc repro`) runs the pipeline "
+            "here") in proc.stderr
 
 
 # Per chart: its title, the x-axis labels, the legend entries and the marks vega drew.
@@ -398,7 +399,10 @@ def test_summary_after_a_failed_exp_run_points_at_checkout_and_apply(repo: Path)
     assert failed.returncode != 0
     lines = summary_lines(repo)
     hint = next(line for line in lines if "dvc checkout" in line)
-    assert "`dvc exp apply NAME`" in hint and "dvc pull" not in "\n".join(lines)
+    # The tables are in this clone's DVC cache: `dvc checkout` is the way back (the reader's
+    # advice; `dvc exp apply` where they are not), never `dvc pull` with no remote.
+    assert "`dvc checkout` restores them from this clone's DVC cache" in hint
+    assert "dvc pull" not in "\n".join(lines)
     # Follow it (this repo ran only up to score, so only those stages have outputs to restore).
     sh(repo, "git", "checkout", "--", "params.yaml", "reports")
     sh(repo, "dvc", "checkout", "predict", "score")
