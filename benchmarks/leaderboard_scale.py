@@ -56,11 +56,12 @@ def make_repo(work: Path, runs: int, k: int, tag: str) -> tuple[Path, list[str],
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
     from rimo_eval.validate.stage import run as validate
+    from tests.support.factories import params
 
     start = time.perf_counter()
     items = work / "items"
     if not items.exists():
-        validate({"validate": {"errata": str(ROOT / "data/errata.yaml")}}, raw_dir=find_mirror(),
+        validate(params(validate={"errata": str(ROOT / "data/errata.yaml")}), raw_dir=find_mirror(),
                  items_dir=items, report_path=work / "validate_report.json")
     items_n = pd.read_parquet(items / "rimo_n.parquet")
     items_p = pd.read_parquet(items / "rimo_p.parquet")

@@ -91,8 +91,9 @@ def find_mirror() -> Path:
 def prepare_items(work: Path) -> None:
     """data/items/ of the work folder: the real benchmark, through the real validate stage."""
     from rimo_eval.validate.stage import run as validate
+    from tests.support.factories import params
 
-    validate({"validate": {"errata": str(ROOT / "data/errata.yaml")}}, raw_dir=find_mirror(),
+    validate(params(validate={"errata": str(ROOT / "data/errata.yaml")}), raw_dir=find_mirror(),
              items_dir=work / "data/items", report_path=work / "validate_report.json")
 
 
