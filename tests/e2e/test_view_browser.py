@@ -509,7 +509,8 @@ def test_model_replies_render_as_text_with_math_and_folded_reasoning(
 
     index = json.loads((model_site / "data/index.js").read_text()[len("RIMO.index("):-3])
     evaluated = [it["key"] for it in index["items"] if it["o"][0] != "-"]
-    assert len(evaluated) == 6 and index["runs"][0]["model"] == "fake-model"
+    # The run's model as reports/model.json names it (the one reader).
+    assert len(evaluated) == 6 and index["runs"][0]["model"] == "openai fake-model"
     for key in evaluated:
         open_item(driver, model_site, key)
         time.sleep(0.2)
