@@ -14,7 +14,7 @@ from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.judge.stage import judge
 from rimo_eval.params.config import parse_params, read_yaml
 from tests.support.chat_server import ChatServer
-from tests.support.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, params, write_items
 from tests.support.judge_setup import KEY_ENV, judge_cfg, judge_paths, scored
 from tests.support.paths import REPO_ROOT
 
@@ -40,7 +40,7 @@ def test_a_judge_whose_server_rejects_max_tokens_names_judge_max_tokens(
     server.reasoning_model = True  # 400 naming 'max_tokens', as OpenAI's o-series send it
     cfg = judge_cfg(server, project, max_tokens=64, temperature=None)
     with pytest.raises(StageError) as info:
-        judge({"judge": cfg}, **judge_paths(project))
+        judge(params(judge=cfg), **judge_paths(project))
     message = str(info.value)
     assert "change or null judge.max_tokens" in message
     assert "predict" not in message
@@ -51,7 +51,7 @@ def test_a_judge_breaker_trip_names_the_judge_and_its_window(
     server.fail_all = 503
     cfg = judge_cfg(server, project, breaker_window=3, max_retries=0, concurrency=1)
     with pytest.raises(StageError) as info:
-        judge({"judge": cfg}, **judge_paths(project))
+        judge(params(judge=cfg), **judge_paths(project))
     message = str(info.value)
     assert message.startswith("judge: the last 3 requests all failed")
     assert "(judge.breaker_window = 3)" in message and "predict" not in message
@@ -98,5 +98,5 @@ def test_the_judge_draws_one_progress_bar_of_its_parts(
 
     monkeypatch.setattr(session, "Progress", Counted)
     server.responder = hashed_reply
-    judge({"judge": judge_cfg(server, project)}, **judge_paths(project))
+    judge(params(judge=judge_cfg(server, project)), **judge_paths(project))
     assert totals == [12]  # 6 items x 2 parts, one bar
