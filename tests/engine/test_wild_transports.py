@@ -21,7 +21,7 @@ from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.cache import ResponseCache
 from rimo_eval.chat.llama.transport import LlamaTransport
 from rimo_eval.chat.transport import ChatReply
-from rimo_eval.params.config import LocalParams
+from rimo_eval.params.chat import LocalParams
 from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.batch_files import export_batch, import_batch

@@ -55,8 +55,12 @@ def test_make_repro_names_a_bomb_before_dvc_walks_it(tmp_path: Path) -> None:
     ``make repro`` runs ``rimo-eval check-params`` first: its recipe's first command, as make
     prints it (``-n``: nothing run; ``-o setup``: the venv is not rebuilt), fails on a bomb in
     seconds and so stops make before ``dvc repro``."""
-    dry = subprocess.run(["make", "-n", "-o", "setup", "repro"], cwd=REPO_ROOT, env=env(),
-                         capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+    # Under `make test` this make is a sub-make: no "Entering directory" lines, and none of
+    # the outer make's flags.
+    outer = {k: v for k, v in env().items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", "repro"],
+                         cwd=REPO_ROOT, env=outer, capture_output=True, text=True,
+                         timeout=TIMEOUT_S, check=True)
     recipe = [line for line in dry.stdout.splitlines() if line.strip()]
     assert recipe[0] == "rimo-eval check-params", recipe
     assert recipe.index("dvc repro") > 0, recipe
