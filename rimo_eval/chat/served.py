@@ -67,9 +67,13 @@ async def resolve(cache: ResponseCache, transport: ChatTransport, section: str,
     """The identity a run's keys hold: asked of the server, else the one recorded; a change
     from the recorded one is said once (``say``, default stderr) and recorded."""
     name = transport.served_name()
-    if name is None or cache.root is None:
+    if name is None:
         return {}
     reported = await transport.served_identity()
+    if cache.root is None:
+        # No cache (cache_dir null) is an operational choice: the keys, which the predictions
+        # record, must be the ones a run with a cache makes.
+        return reported or {}
     model, endpoint = _where(transport, name)
     with cache.guard():
         last = _recorded(cache, model, endpoint)
