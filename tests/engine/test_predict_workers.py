@@ -94,7 +94,9 @@ def test_a_kill9_loop_on_one_worker_while_another_runs(server: ChatServer, tmp_p
     index = 0
     while live.proc.poll() is None and len(kills) < MAX_KILLS:
         stage = Stage(killed_dir, killed_params, index := index + 1)
-        stage.wait_until(lambda s=stage: "predict: backend" in s.text(), 60, "its start")
+        # predict's first line names the items, k and the backend that run.
+        stage.wait_until(lambda s=stage: ", backend openai (fingerprint" in s.text(), 60,
+                         "its start")
         time.sleep(rng.uniform(0.2, 1.2))  # requests in flight, leases held on both sides
         if live.proc.poll() is not None:
             stage.kill()
