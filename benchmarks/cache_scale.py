@@ -231,11 +231,19 @@ def damaged_page(code: Path, root: Path, new: bool) -> dict[str, Any]:
     return row
 
 
+def copy(source: Path, into: Path) -> None:
+    """A copy of the database, on the disk before it is timed: otherwise the first fsync of
+    the code under test (a checkpoint) also writes out the 2 GB of the copy itself, which no
+    real cache has waiting (it made a prune read 38.5 s instead of 29.5 s)."""
+    shutil.copytree(source, into)
+    os.sync()
+
+
 def one_code(label: str, code: Path, base: Path, source: Path, args: argparse.Namespace,
              new: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"code": label}
     main_copy, kill_copy = base / f"{label}-a", base / f"{label}-b"
-    shutil.copytree(source, main_copy)
+    copy(source, main_copy)
     if new:  # the first command on a cache of an older version counts its entries once
         row["first_stats_s"], rc, _, err = cli(code, "stats", "--dir", str(main_copy))
         assert rc == 0, err
@@ -258,7 +266,7 @@ def one_code(label: str, code: Path, base: Path, source: Path, args: argparse.Na
                file_ratio=sum(after.values()) / sum(before.values()))
     row.update({f"after_prune_{k}": v for k, v in open_ms(code, main_copy).items()})
     shutil.rmtree(main_copy)
-    shutil.copytree(source, kill_copy)
+    copy(source, kill_copy)
     if new:
         cli(code, "stats", "--dir", str(kill_copy))  # as above: the one-time count first
     row.update(killed_prune(code, kill_copy, args.kill_after))

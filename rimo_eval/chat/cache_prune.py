@@ -3,9 +3,7 @@
 Why in batches: deleting half a million entries in one transaction put the whole change in
 the write-ahead log (1.21 GB at a million entries), and a ``kill -9`` then left that WAL for
 the next open to read (370 ms). Here each transaction deletes ``BATCH`` entries, re-checking
-the filter, and a checkpoint follows every few batches, so the WAL holds a few batches (a
-WAL past about 4 MB makes the first open after a kill cost milliseconds more, about 1 ms per
-MiB, measured here). Smaller
+the filter, and a checkpoint follows every few batches, so the WAL holds a few batches. Smaller
 batches cost little more in all: the entries are deleted in rowid order, so their table pages
 come in sequence and only the key index is touched at random, about one page per entry
 whatever the batch. A kill between two batches leaves every entry whole, either kept or
@@ -23,17 +21,17 @@ before the WAL is reused; a cut loses at most the transactions since the last ch
 each a whole batch, and the same prune run again finishes the job.
 
 What ``OFF`` bought was time: the rows go in rowid order, so every entry rewrites about one page
-of the key index at random (keys are hashes: a batch of 500 touches about 500 of its ~20,000
-pages at a million entries), and a checkpoint per batch forced those pages to the disk one
-batch at a time. The checkpoints now come every ``CHECKPOINT_EVERY`` batches (SQLite's own, after
-each 1,000 pages of WAL, are off meanwhile), so a page of the key index rewritten by several
-batches of one stretch reaches the disk once, and the fsyncs are that many times fewer. The
-WAL then holds up to ``CHECKPOINT_EVERY`` batches (about 2 MiB each), which a ``kill -9``
-leaves for the next open to read (about 1 ms per MiB: 25-37 ms after a prune killed at a
-million entries, against 2 ms with ``OFF``); the prune itself took as long as with ``OFF`` at
-the same load. Bigger transactions instead of more of them per checkpoint were no faster
-(``benchmarks/README.md``). A dense batch (the usual prune
-by age) is deleted as a rowid range: one walk along the table instead of 500 look-ups.
+of the key index at random (keys are hashes: a batch of 500 touches about 500 of its ~25,000
+pages at a million entries), about 2 MiB of WAL per batch, 2 GB for half a million entries
+whatever the batch size or the checkpoint cadence (bigger transactions share few pages, and a
+checkpoint is cheap next to the bytes: the cadence changed the time less than one run's noise,
+``benchmarks/README.md``). ``OFF`` never made those bytes reach the disk during the prune; now
+each checkpoint does. SQLite's own checkpoints (after each 1,000 pages) are off meanwhile: ours
+come every ``CHECKPOINT_EVERY`` batches and after each vacuum step, so the WAL holds about 8 MiB
+at most, which is what a ``kill -9`` leaves for the next open to read (about 0.5 ms per MiB on
+a quiet machine: the first open after a killed prune stays within the 5 ms of issue 30). A dense
+batch (the usual prune by age) is deleted as a rowid range: one walk along the table instead
+of 500 look-ups.
 
 Why a loop of ``incremental_vacuum``: Python's ``execute`` steps that pragma once, which frees
 a single page (a prune of 737 MiB shrank the file by 4,096 bytes); ``executescript`` runs it to
@@ -54,8 +52,8 @@ from typing import Any
 from rimo_eval.chat import cache_db
 
 BATCH = 500  # entries per transaction: about 500 pages of WAL
-CHECKPOINT_EVERY = 8  # batches between two checkpoints: a WAL of about 16 MiB at most
-VACUUM_PAGES = 512  # pages given back per transaction (2 MiB moved, about 4 MiB of WAL)
+CHECKPOINT_EVERY = 4  # batches between two checkpoints: a WAL of about 8 MiB at most
+VACUUM_PAGES = 1024  # pages given back per transaction (4 MiB moved, about 8 MiB of WAL)
 
 Tick = Callable[[int], None]
 Progress = Callable[[str, int | None], Tick]
@@ -175,12 +173,9 @@ def vacuum(conn: sqlite3.Connection, progress: Progress = quiet) -> tuple[int, s
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
     tick = progress("giving space back", free)
     freed = 0
-    n = 0
     while free:
         conn.executescript(f"PRAGMA incremental_vacuum({min(free, VACUUM_PAGES)});")
-        n += 1
-        if n % max(1, CHECKPOINT_EVERY // 4) == 0:  # a step writes about 4 MiB of WAL
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # a step: about 8 MiB of WAL
         left = conn.execute("PRAGMA freelist_count").fetchone()[0]
         if left >= free:  # nothing more can go (another process holds them): stop
             break
