@@ -44,29 +44,19 @@ def _imports(path: Path, module: str) -> set[str]:
     return found
 
 
-def _names(expr: ast.expr) -> set[str]:
-    """The string values of a dict literal (``{"cache": "rimo_eval.commands.cache", ...}``)."""
-    assert isinstance(expr, ast.Dict)
-    return {v.value for v in expr.values
-            if isinstance(v, ast.Constant) and isinstance(v.value, str)}
-
-
 @cache
 def by_name() -> dict[str, frozenset[str]]:
     """Imports that choose a module by name, which no import statement shows, as imports of the
-    module that makes them: the CLI builds its parser for every command, stages included, and
-    imports each tool's ``arguments`` module for it (``cli.ARGUMENTS``); the predictor registry
-    loads the backends of the ``rimo_eval.predictors`` entry-point group, the built-in ones
-    declared in pyproject.toml. (``cli.MODULES`` names the module of the command that runs: the
-    walk starts from it.) test_dependencies.py fails on a module that imports by name and is not
-    here."""
-    cli = ast.parse((REPO_ROOT / "rimo_eval/cli.py").read_text())
-    arguments = next(n.value for n in cli.body if isinstance(n, ast.Assign)
-                     and any(getattr(t, "id", None) == "ARGUMENTS" for t in n.targets))
+    module that makes them: the predictor registry loads the backends of the
+    ``rimo_eval.predictors`` entry-point group, the built-in ones declared in pyproject.toml.
+    (``cli.MODULES`` names the module of the command that runs: the walk starts from it. The
+    CLI imports a tool's ``arguments`` module (``cli.ARGUMENTS``) only when the command line
+    names that tool, never for a stage's: tests/unit/test_lazy_imports.py holds that, so no
+    stage depends on them.) test_dependencies.py fails on a module that imports by name and is
+    not here."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     backends = {v.split(":")[0] for v in project["entry-points"]["rimo_eval.predictors"].values()}
-    return {"rimo_eval.cli": frozenset(_names(arguments)),
-            "rimo_eval.predictors.registry": frozenset(backends)}
+    return {"rimo_eval.predictors.registry": frozenset(backends)}
 
 
 def project_imports(module: str) -> set[Path]:

@@ -42,16 +42,18 @@ def test_a_stage_builds_no_tools_arguments_and_a_disabled_judge_no_chat(tmp_path
     pull in the cache engine (tqdm, the repair module); the judge, disabled by default, imported
     its chat transport (aiohttp). What a stage does not use, it no longer imports."""
     code = ("import sys\nfrom rimo_eval.cli import build_parser\n"
-            "build_parser(['check-params'])\n"
+            "from rimo_eval.cli import STAGES\n"
+            "for stage in STAGES:\n    build_parser([stage, '--params', 'params.yaml'])\n"
             "from rimo_eval.params.config import load_params\n"
             "from rimo_eval.judge.stage import judge\n"
             f"judge(load_params({str(REPO_ROOT / 'params.yaml')!r}), "
             f"table_path=__import__('pathlib').Path("
             f"{str(tmp_path / 'j.parquet')!r}), metrics_path=__import__('pathlib').Path("
             f"{str(tmp_path / 'j.json')!r}))\n"
+            "from rimo_eval.cli import ARGUMENTS\n"
             "print(__import__('json').dumps(sorted(m for m in ('rimo_eval.commands.cache', "
             "'rimo_eval.chat.cache_repair', 'tqdm', 'aiohttp', 'rimo_eval.judge.chat', "
-            "'rimo_eval.commands.sweep.command') if m in sys.modules)))")
+            "'rimo_eval.commands.sweep.command', *ARGUMENTS.values()) if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert json.loads(out) == []
