@@ -138,7 +138,7 @@ def smallest_deps(files: set[Path]) -> list[str]:
 # ---- dvc.yaml's code deps, written from the graph: python -m tests.support.import_graph
 
 ROOMS = {  # the comment above each group of a stage's code deps, by the folder under rimo_eval/
-    "": "the CLI, whose parser imports each tool's arguments module for every command",
+    "": "the CLI (a tool's arguments module is imported only when that tool runs)",
     "errors.py": "the exception types",
     "core": "core/: modules that other work moves next (params, io, artifacts)",
     "params": "params/: the typed sections",
