@@ -91,6 +91,21 @@ def _parent_ok(target: Path, where: str, path: str | os.PathLike[str]) -> None:
             return
 
 
+def _existing(target: Path, where: str, path: str | os.PathLike[str], what: str) -> int | None:
+    """The mode of what is at ``target``, None when nothing is (its parent checked), or the
+    refusal of a symbolic link: rimo-eval never writes through one or replaces one, so what
+    it points to is kept."""
+    try:
+        mode = os.lstat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (or a file above)
+        _parent_ok(target, where, path)
+        return None
+    if stat.S_ISLNK(mode):
+        raise _refuse(where, path, "is a symbolic link (rimo-eval never writes through one, "
+                      "so what it points to is kept)", f"name a new {what}, or the real one")
+    return mode
+
+
 def _backup(target: Path) -> Path:
     return target.with_name(f".{target.name}.old")
 
@@ -107,14 +122,9 @@ def claim_folder(path: str | os.PathLike[str], tool: str, where: str) -> Path:
     backup = _backup(target)
     if not os.path.lexists(target) and owner(backup) == tool:
         os.rename(backup, target)  # a swap killed between its renames: the previous output
-    try:
-        mode = os.lstat(target).st_mode
-    except (FileNotFoundError, NotADirectoryError):  # nothing there (or a file above)
-        _parent_ok(target, where, path)
+    mode = _existing(target, where, path, "folder")
+    if mode is None:
         return target
-    if stat.S_ISLNK(mode):
-        raise _refuse(where, path, "is a symbolic link (rimo-eval never writes through one, "
-                      "so what it points to is kept)", "name a new folder, or the real one")
     if not stat.S_ISDIR(mode):
         raise _refuse(where, path, f"is {kind(mode)}, not a folder",
                       "name a new folder (nothing was written)")
@@ -191,14 +201,9 @@ def claim_file(path: str | os.PathLike[str], tool: str, where: str, ours: Recogn
     if raw.endswith((os.sep, f"{os.sep}.", f"{os.sep}..")) or Path(raw).name in ("", ".."):
         raise _refuse(where, path, "names a folder, not a file", "name a file")
     target = _target(raw)
-    try:
-        mode = os.lstat(target).st_mode
-    except (FileNotFoundError, NotADirectoryError):  # nothing there (or a file above)
-        _parent_ok(target, where, path)
+    mode = _existing(target, where, path, "file")
+    if mode is None:
         return target
-    if stat.S_ISLNK(mode):
-        raise _refuse(where, path, "is a symbolic link (rimo-eval never replaces one)",
-                      "name a new file, or the real one")
     if stat.S_ISDIR(mode):
         raise _refuse(where, path, "is a folder, not a file", "name a file")
     if not stat.S_ISREG(mode):
