@@ -28,35 +28,13 @@ from rimo_eval.params.config import load_params
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
-from tests.support.leaderboard_runs import unit, write_jsonl
+from tests.support.leaderboard_runs import write_jsonl
 from tests.support.paths import REPO_ROOT
+from tests.support.year_runs import replay
 
 BOOT = {"samples": 200, "seed": 0, "confidence": 0.95}
 EDGES = [(1900, 1989), (1990, 2004), (2005, 2014), (2015, 2019), (2020, 2023)]
 LABELS = ["<=1989", "1990-2004", "2005-2014", "2015-2019", "2020-2023"]
-
-
-def right_by_year(name: str, pid: str, sample: int) -> bool:
-    year = int(pid[:4])
-    chance = 0.75 - 0.012 * (year - 1959)  # 75% in 1959 down to about 0% in 2023
-    return unit("difficulty", pid) * 0.6 + 0.4 * unit(name, pid, sample) < chance
-
-
-def replay(items: dict[str, pd.DataFrame], name: str, samples: int) -> list[dict[str, Any]]:
-    rows = []
-    for j in range(samples):
-        for r in items[TRACK_N].itertuples():
-            if unit("missing", name, r.problem_id, j) < 0.03:
-                continue  # missing: wrong, in the denominator
-            ok = right_by_year(name, r.problem_id, j)
-            rows.append({"track": TRACK_N, "problem_id": r.problem_id, "sample": j,
-                         "prediction": r.answer if ok else r.answer + "1"})
-        for r in items[TRACK_P][items[TRACK_P]["gradable"]].itertuples():
-            sols = list(r.sub_solutions)
-            pred = sols if right_by_year(name, r.problem_id, j) else [*sols[:-1], "wrong"]
-            rows.append({"track": TRACK_P, "problem_id": r.problem_id, "sample": j,
-                         "prediction": pred})
-    return rows
 
 
 def independent(items: dict[str, pd.DataFrame], rows: list[dict[str, Any]]
