@@ -398,12 +398,13 @@ def mirror_rimo_n(count: int) -> list[Any]:
 
 def run_local(count: int, max_tokens: int) -> None:
     from rimo_eval.chat.transport import ChatReply
+    from rimo_eval.params.chat import LocalParams
     from rimo_eval.predictors.local_model import LocalModelPredictor
 
     items = mirror_rimo_n(count)
     with tempfile.TemporaryDirectory() as cache:  # cold caches; the GGUF is reassembled here
-        predictor = LocalModelPredictor({"max_tokens": max_tokens, "cache_dir": cache,
-                                         "model_cache_dir": cache})
+        predictor = LocalModelPredictor(LocalParams(max_tokens=max_tokens, cache_dir=cache,
+                                                    model_cache_dir=cache))
         transport = predictor.make_transport()
         predictor.make_transport = lambda: transport  # keep a handle on the load time
         # Latency is not in the predictions (they must be byte-identical between runs): each

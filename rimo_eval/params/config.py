@@ -9,8 +9,8 @@ surrogates (value_problems), and a key given twice in the file (yaml_file, with 
 Backend sections: each built-in backend's model comes from its one declaration in
 params/backends.py, which PredictParams' fields are built from. A plugin backend registered
 in the ``rimo_eval.predictors`` entry-point group may have its own ``predict.<name>`` mapping;
-it is passed through as a dict and the plugin class checks it. Any other unknown key under
-``predict`` is refused, so a misspelt built-in section is not silently ignored. Values from
+it is passed through as a PluginSection and the plugin class checks it. Any other unknown key
+under ``predict`` is refused, so a misspelt built-in section is not silently ignored. Values from
 YAML are kept as written (an ``int`` stays an ``int`` where a number is allowed) so that a backend's
 fingerprint does not change with validation.
 """
@@ -45,7 +45,7 @@ from rimo_eval.params.cutoff import cutoff_text
 from rimo_eval.params.effects import Effect, Operational, Result, Switch, key_paths
 from rimo_eval.params.head import committed_params, origin_hint, quoting_hint
 from rimo_eval.params.keys import nearest
-from rimo_eval.params.section import NonNegInt, Number, PosInt, PosNumber, Section
+from rimo_eval.params.section import NonNegInt, Number, PluginSection, PosInt, PosNumber, Section
 from rimo_eval.params.yaml_file import DuplicateKeyError, load_unique
 
 DEFAULT_PARAMS = PARAMS_PATH
@@ -121,18 +121,20 @@ class _PredictKeys(Section):
                                      f"{PREDICTOR_GROUP})")
                 if not isinstance(value, Mapping):
                     raise ValueError(f"@{key}: a backend section must be a mapping")
+                if not all(isinstance(name, str) for name in value):  # a PluginSection's keys
+                    raise ValueError(f"@{key}: a backend section's keys must be strings")
         _known_backend(self.backend)
         return self
 
-    def backend_config(self, name: str | None = None) -> Section | dict[str, Any] | None:
+    def backend_config(self, name: str | None = None) -> Section | None:
         """The section of backend ``name`` (default: the selected one): typed for a built-in
-        backend, a dict for a plugin's (the plugin checks it), None when absent."""
+        backend, a PluginSection for a plugin's (the plugin checks it), None when absent."""
         name = name or self.backend
         if name in BY_NAME:
             section: Section | None = getattr(self, name, None)
             return section
         value = (self.model_extra or {}).get(name)
-        return None if value is None else dict(value)
+        return None if value is None else PluginSection.model_validate(dict(value))
 
 
 # The backend sections, from the table (params/backends.py), each ``predict.<name>``, absent

@@ -23,6 +23,13 @@ class Section(BaseModel):
         return self.model_dump(mode="python", exclude_unset=True)
 
 
+class PluginSection(Section):
+    """A plugin backend's ``predict.<name>``: the keys as the file gives them, unchecked here
+    (the plugin checks them); ``as_dict()`` is that mapping."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+
 def key_of(node: Any, name: str, default: Any = None) -> Any:
     """``name`` of a typed params section (the stages read the validated file) or of a plain
     mapping (another revision's params.yaml, read as it stands); ``default`` when absent."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from rimo_eval import __version__
@@ -50,11 +50,10 @@ from rimo_eval.params.chat import (
     OpenAIParams,
     ThinkSplit,
 )
-from rimo_eval.params.config import coerce
 from rimo_eval.params.effects import Effect, fields_marked, identity
 from rimo_eval.params.section import Section
 from rimo_eval.predictors import extract
-from rimo_eval.predictors.base import Predictor
+from rimo_eval.predictors.base import Predictor, own_section
 from rimo_eval.predictors.prompting import rimo_n_messages, rimo_p_messages, template_hashes
 from rimo_eval.predictors.reply_reading import USAGE_KEYS, Answer, read_reply, sum_parts
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
@@ -80,11 +79,10 @@ class ChatPredictor(Predictor, Generic[P]):
 
     params_model: type[P]
 
-    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | None = None) -> None:
         super().__init__(config)
         self.section = f"predict.{self.name}"
-        # A typed section from the CLI, or a dict (tests, plugins' callers) validated here.
-        self.params: P = coerce(self.params_model, config, self.section)
+        self.params: P = own_section(self.params_model, config, self.section)
         self.run_stats: dict[str, Any] = {}
 
     @abstractmethod

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 from rimo_eval.artifacts.items import Item
-from rimo_eval.params.config import coerce
 from rimo_eval.params.offline import ConstantParams
 from rimo_eval.params.section import Section
-from rimo_eval.predictors.base import Prediction, Predictor
+from rimo_eval.predictors.base import Prediction, Predictor, own_section
 from rimo_eval.rimo.tracks import TRACK_N
 
 
 class ConstantPredictor(Predictor):
     name = "constant"
 
-    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | None = None) -> None:
         super().__init__(config)
-        params = coerce(ConstantParams, config, "predict.constant")
+        params = own_section(ConstantParams, config, "predict.constant")
         self.answer, self.solution = params.answer, params.solution
 
     def predict(self, items: Sequence[Item]) -> Iterator[Prediction]:

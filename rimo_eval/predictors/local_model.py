@@ -9,7 +9,6 @@ chaining are the shared engine's (``chat_predictor.ChatPredictor``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ class LocalModelPredictor(ChatPredictor[LocalParams]):
     name = "local"
     params_model = LocalParams
 
-    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | None = None) -> None:
         super().__init__(config)
         self._model: tuple[Path, str] | None = None
 

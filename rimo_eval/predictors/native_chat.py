@@ -8,8 +8,7 @@ a ``<think>`` written into the answer text stays answer text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rimo_eval.chat.transport import ChatTransport
 from rimo_eval.errors import ConfigError
@@ -21,7 +20,7 @@ N = TypeVar("N", bound=NativeChatParams)
 
 
 class _NativePredictor(ChatPredictor[N]):
-    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | None = None) -> None:
         super().__init__(config)
         if not self.params.model:
             raise ConfigError(f"params.yaml: {self.section}.model must name the model")

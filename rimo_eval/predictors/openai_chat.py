@@ -7,9 +7,6 @@ The RIMO protocol, prompts, cache and retries are the shared engine's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rimo_eval.chat.openai.transport import OpenAITransport
 from rimo_eval.chat.transport import ChatTransport
 from rimo_eval.errors import ConfigError
@@ -24,7 +21,7 @@ class OpenAIPredictor(ChatPredictor[OpenAIParams]):
     name = "openai"
     params_model = OpenAIParams
 
-    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | None = None) -> None:
         super().__init__(config)
         if self.params.n is not None:  # k separate requests replaced n (docs/concepts.md, samples)
             raise ConfigError(f"params.yaml: {self.section}.n is gone; set predict.samples: k "

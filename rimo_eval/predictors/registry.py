@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
 
 from rimo_eval.errors import ConfigError
 from rimo_eval.params.backends import BY_NAME, PREDICTOR_GROUP
@@ -42,8 +40,9 @@ def predictor_class(name: str) -> type[Predictor]:
     return cls
 
 
-def create_predictor(name: str, config: Section | Mapping[str, Any] | None = None
-                     ) -> Predictor:
+def create_predictor(name: str, config: Section | None = None) -> Predictor:
+    """Backend ``name`` given its section: a built-in's own typed one, a plugin's PluginSection
+    (``PredictParams.backend_config`` gives either), None for its defaults."""
     return predictor_class(name)(config)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.jsonl import iter_lines, noting_repeats, parse_line
 from rimo_eval.io.terminal import for_terminal
+from rimo_eval.params.offline import ReplayParams
 from rimo_eval.params.section import Section
 from rimo_eval.predictors import extract
 from rimo_eval.predictors.base import (
@@ -33,6 +34,7 @@ from rimo_eval.predictors.base import (
     STATUS_OK,
     Prediction,
     Predictor,
+    own_section,
 )
 from rimo_eval.predictors.foreign import CSV, RIMO, detect
 from rimo_eval.predictors.replay_foreign import Replayed, grade_reply, read_foreign, source_of
@@ -209,13 +211,11 @@ def load_replay(path: Path, known: frozenset[tuple[str, str]], samples: int = 1,
 class ReplayPredictor(Predictor):
     name = "replay"
 
-    def __init__(self, config: Section | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: Section | None = None) -> None:
         super().__init__(config)
-        path = self.config.get("path")
-        if not path:
-            raise StageError("params.yaml: predict.replay.path must name a file or folder")
-        self.path = Path(path)
-        self.format = str(self.config.get("format", "auto"))
+        params = own_section(ReplayParams, config, "predict.replay")  # path: required, checked
+        self.path = Path(params.path)
+        self.format: str = params.format
 
     def identity(self) -> dict[str, Any]:
         # The file contents, not just the path, decide the predictions.

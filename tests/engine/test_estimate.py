@@ -18,6 +18,7 @@ from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from tests.support.chat_server import ChatServer
 from tests.support.estimate_project import cli, project
+from tests.support.factories import backend_section
 from tests.support.paths import REPO_ROOT
 
 N_CALLS, P_CALLS = 4, 1 + 2 + 3 + 1  # small_benchmark: 4 RIMO-N items, RIMO-P parts 1, 2, 3, 1
@@ -44,8 +45,8 @@ def test_estimate_sends_nothing_writes_nothing_and_counts_the_cache(server: Chat
     assert "characters / 4" in out and "100 tokens each" in out
 
     # Warm the cache for every sample, then estimate again: all cached, prompts exact.
-    predictor = OpenAIPredictor(yaml.safe_load((root / "params.yaml").read_text())
-                                ["predict"]["openai"])
+    predictor = OpenAIPredictor(backend_section(
+        "openai", yaml.safe_load((root / "params.yaml").read_text())["predict"]["openai"]))
     predictor.samples = 2
     sent = {}
     for track in TRACKS:
@@ -67,8 +68,8 @@ def test_estimate_sends_nothing_writes_nothing_and_counts_the_cache(server: Chat
 def test_estimate_after_a_partial_run_counts_what_is_left(server: ChatServer,
                                                           tmp_path: Path) -> None:
     root = project(tmp_path, server, samples=1, price_per_mtok={"input": 2.0, "output": 8.0})
-    predictor = OpenAIPredictor(yaml.safe_load((root / "params.yaml").read_text())
-                                ["predict"]["openai"])
+    predictor = OpenAIPredictor(backend_section(
+        "openai", yaml.safe_load((root / "params.yaml").read_text())["predict"]["openai"]))
     items = load_items(TRACK_N, root / "data" / "items")
     predictor.predict(items[:3])
     server.reset()

@@ -18,6 +18,7 @@ from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.extract import extract_boxed
 from rimo_eval.predictors.local_model import LocalModelPredictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from tests.support.factories import backend_section
 from tests.support.need import need
 
 
@@ -39,8 +40,8 @@ ITEMS = [
 
 def test_real_model_generates_text(model_dir: Path, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    config = {"max_tokens": 32, "n_ctx": 2048, "model_cache_dir": str(model_dir),
-              "cache_dir": str(tmp_path / "cache")}
+    config = backend_section("local", max_tokens=32, n_ctx=2048, model_cache_dir=str(model_dir),
+                             cache_dir=str(tmp_path / "cache"))
     predictor = create_predictor("local", config)
     assert isinstance(predictor, LocalModelPredictor)
     preds = {p.problem_id: p for p in predictor.predict(ITEMS)}
@@ -76,8 +77,8 @@ def test_real_model_generates_text(model_dir: Path, tmp_path: Path,
 
 
 def test_temperature_zero_is_deterministic(model_dir: Path) -> None:
-    config = {"max_tokens": 16, "n_ctx": 1024, "model_cache_dir": str(model_dir),
-              "cache_dir": None}
+    config = backend_section("local", max_tokens=16, n_ctx=1024, model_cache_dir=str(model_dir),
+                             cache_dir=None)
     first = LocalModelPredictor(config).predict(ITEMS[:1])[0]
     second = LocalModelPredictor(config).predict(ITEMS[:1])[0]
     assert first.details["raw_text"] == second.details["raw_text"]
@@ -101,15 +102,15 @@ def test_bad_model_path_is_a_stage_error(tmp_path: Path) -> None:
 
 def test_bad_config_is_rejected() -> None:
     with pytest.raises(StageError, match=r"predict\.local\.max_token: unknown key"):
-        LocalModelPredictor({"max_token": 5})
+        LocalModelPredictor(backend_section("local", max_token=5))
     with pytest.raises(StageError, match="max_tokens"):
-        LocalModelPredictor({"max_tokens": "many"})
+        LocalModelPredictor(backend_section("local", max_tokens="many"))
 
 
 def test_local_backend_honours_samples(model_dir: Path, tmp_path: Path) -> None:
 
-    config = {"max_tokens": 8, "n_ctx": 1024, "temperature": 0.8, "seed": 3,
-              "model_cache_dir": str(model_dir), "cache_dir": str(tmp_path / "cache")}
+    config = backend_section("local", max_tokens=8, n_ctx=1024, temperature=0.8, seed=3,
+                             model_cache_dir=str(model_dir), cache_dir=str(tmp_path / "cache"))
     predictor = LocalModelPredictor(config)
     predictor.samples = 2
     preds = predictor.predict(ITEMS[:1])

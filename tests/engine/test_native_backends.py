@@ -19,6 +19,7 @@ from rimo_eval.predictors import create_predictor
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.cache_tools import cache_text
+from tests.support.factories import backend_section
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import FakeProvider
@@ -90,7 +91,7 @@ def p_item(pid: str, parts: list[str]) -> Item:
 
 def run(p: Provider, cfg: dict[str, Any], items: list[Item], samples: int = 1
         ) -> dict[tuple[str, int], Prediction]:
-    predictor = create_predictor(p.backend, cfg)
+    predictor = create_predictor(p.backend, backend_section(p.backend, cfg))
     predictor.samples = samples
     return {(x.problem_id, x.sample): x for x in predictor.predict(items)}
 
@@ -235,7 +236,8 @@ def test_retry_after_reaches_the_engines_backoff(provider: Provider, tmp_path: P
     from rimo_eval.chat.errors import EngineError, classify
 
     provider.fake.retry_after = "2"
-    predictor = create_predictor(provider.backend, config(provider, tmp_path))
+    predictor = create_predictor(provider.backend,
+                                 backend_section(provider.backend, config(provider, tmp_path)))
     transport = predictor.make_transport()
 
     async def once() -> EngineError:

@@ -21,6 +21,7 @@ from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.cache_tools import cache_entries, cache_text, compress, set_data
 from tests.support.chat_server import ChatServer, echo_reply
+from tests.support.factories import backend_section
 from tests.support.openai_backend import (
     KEY_ENV,
     SECRET,
@@ -59,7 +60,7 @@ def test_rimo_n_predictions_and_details(server: ChatServer, tmp_path: Path) -> N
 
 
 def test_registry_builds_the_backend(server: ChatServer, tmp_path: Path) -> None:
-    predictor = create_predictor("openai", make_config(server, tmp_path))
+    predictor = create_predictor("openai", backend_section("openai", make_config(server, tmp_path)))
     assert isinstance(predictor, OpenAIPredictor)
 
 
@@ -77,7 +78,7 @@ def test_system_prompt_and_sampling_are_sent(server: ChatServer, tmp_path: Path)
 
 def test_n_is_replaced_by_samples(server: ChatServer, tmp_path: Path) -> None:
     with pytest.raises(StageError, match=r"predict\.samples"):
-        OpenAIPredictor(make_config(server, tmp_path, n=3))
+        OpenAIPredictor(backend_section("openai", make_config(server, tmp_path, n=3)))
 
 
 # --- retries and failures --------------------------------------------------------------------
@@ -198,10 +199,13 @@ def test_cache_key_follows_request_not_operational_knobs(server: ChatServer,
     assert len(server.records) == 3
     run({**base, "temperature": 0.5}, items)
     assert len(server.records) == 6
-    fp = fingerprint(OpenAIPredictor(base).identity())
-    assert fp == fingerprint(OpenAIPredictor({**base, "concurrency": 3}).identity())
-    assert fp != fingerprint(OpenAIPredictor({**base, "temperature": 0.5}).identity())
-    assert fp != fingerprint(OpenAIPredictor({**base, "model": "other"}).identity())
+
+    def fp(config: dict[str, Any]) -> str:
+        return fingerprint(OpenAIPredictor(backend_section("openai", config)).identity())
+
+    assert fp(base) == fp({**base, "concurrency": 3})
+    assert fp(base) != fp({**base, "temperature": 0.5})
+    assert fp(base) != fp({**base, "model": "other"})
 
 
 def test_corrupt_cache_entry_is_a_miss_and_rewritten(server: ChatServer, tmp_path: Path) -> None:
@@ -276,7 +280,8 @@ def test_api_key_never_written_anywhere(server: ChatServer, tmp_path: Path,
     items = [n_item("echo", "Echo my credentials [[echo_auth]]"),
              n_item("dead", "[[fail:500:*]]"), p_item("p", ["A", "B [[fail:502:*]]"]),
              *gold_items(2)]
-    predictor = OpenAIPredictor(make_config(server, tmp_path, max_retries=1))
+    config = make_config(server, tmp_path, max_retries=1)
+    predictor = OpenAIPredictor(backend_section("openai", config))
     preds = predictor.predict(items)
     assert server.records[0].headers["authorization"] == f"Bearer {SECRET}"  # it was used
     by_id = {p.problem_id: p for p in preds}
@@ -298,8 +303,9 @@ def test_redactor_masks_key_and_token_shapes() -> None:
 def test_missing_key_for_remote_server_is_an_error(monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
     monkeypatch.delenv(KEY_ENV)
-    predictor = OpenAIPredictor({"base_url": "https://api.example.com/v1", "model": "m",
-                                 "api_key_env": KEY_ENV, "cache_dir": str(tmp_path)})
+    predictor = OpenAIPredictor(backend_section(
+        "openai", base_url="https://api.example.com/v1", model="m", api_key_env=KEY_ENV,
+        cache_dir=str(tmp_path)))
     with pytest.raises(StageError, match=KEY_ENV):
         predictor.predict([n_item("a", "x")])
 
@@ -328,7 +334,7 @@ def test_missing_key_for_local_server_uses_a_dummy(server: ChatServer, tmp_path:
 def test_bad_config_is_rejected(server: ChatServer, tmp_path: Path, override: dict[str, Any],
                                 message: str) -> None:
     with pytest.raises(StageError, match=message):
-        OpenAIPredictor(make_config(server, tmp_path, **override))
+        OpenAIPredictor(backend_section("openai", make_config(server, tmp_path, **override)))
 
 
 # --- prompt templates ------------------------------------------------------------------------

@@ -129,15 +129,16 @@ import json, sys
 from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.support.chat_server import ChatServer
+from tests.support.factories import backend_section
 
 server = ChatServer().start()
 faults = ["", "[[fail:429:1]]", "[[fail:503:1]]", "[[empty:1]]", "[[malformed:1]]",
           "[[fail:400:*]]"]  # the first failure of a run used to import openai on the loop
 items = [Item("RIMO-N", f"n{i}", f"Compute {i}. [[gold:{i}]] {f}", "algebra", 1, True,
               f"h{i}", answer=str(i)) for i, f in enumerate(faults)]
-preds = OpenAIPredictor({"base_url": server.base_url, "model": "fake", "api_key_env": None,
-                         "cache_dir": sys.argv[1], "concurrency": 3,
-                         "backoff_initial_s": 0.01, "backoff_max_s": 0.02}).predict(items)
+preds = OpenAIPredictor(backend_section(
+    "openai", base_url=server.base_url, model="fake", api_key_env=None, cache_dir=sys.argv[1],
+    concurrency=3, backoff_initial_s=0.01, backoff_max_s=0.02)).predict(items)
 print(json.dumps({"statuses": [p.status for p in preds],
                   "loaded": sorted(m for m in ("openai", "httpx2") if m in sys.modules)}))
 """

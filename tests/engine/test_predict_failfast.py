@@ -22,8 +22,8 @@ from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries as stored_entries
 from tests.support.chat_server import BlackHole, ChatServer
+from tests.support.factories import backend_section, write_items
 from tests.support.factories import n_item as n_row
-from tests.support.factories import write_items
 
 # Timed (a breaker that trips in seconds, a stall warning after 1 s) and a server revived on
 # its old port: kept apart from other tests (the serial pass).
@@ -74,19 +74,20 @@ def test_unresolvable_host_names_the_host(tmp_path: Path,
     monkeypatch.setenv("RIMO_FAILFAST_KEY", "sk-failfast-test-key")
     cfg = config("http://no-such-host.invalid/v1", tmp_path, api_key_env="RIMO_FAILFAST_KEY")
     with pytest.raises(StageError, match=r"DNS lookup of 'no-such-host\.invalid' failed"):
-        OpenAIPredictor(cfg).predict(items(3))
+        OpenAIPredictor(backend_section("openai", cfg)).predict(items(3))
     assert cache_entries(tmp_path) == 0
 
 
 def test_missing_models_endpoint_is_not_a_failure(server: ChatServer, tmp_path: Path) -> None:
     server.serve_models = False  # GET /models -> 404, as on many servers
-    preds = OpenAIPredictor(config(server.base_url, tmp_path)).predict(items(5))
+    cfg = backend_section("openai", config(server.base_url, tmp_path))
+    preds = OpenAIPredictor(cfg).predict(items(5))
     assert [p.status for p in preds] == ["ok"] * 5
     assert server.model_probes == 1  # one probe for the whole run
 
 
 def test_a_warm_cache_needs_no_server(server: ChatServer, tmp_path: Path) -> None:
-    cfg = config(server.base_url, tmp_path)
+    cfg = backend_section("openai", config(server.base_url, tmp_path))
     first = OpenAIPredictor(cfg).predict(items(6))
     server.stop()
     again = OpenAIPredictor(cfg).predict(items(6))  # nothing to send: no probe, no error
@@ -96,7 +97,7 @@ def test_a_warm_cache_needs_no_server(server: ChatServer, tmp_path: Path) -> Non
 def test_tls_failure_names_the_url(server: ChatServer, tmp_path: Path) -> None:
     base_url = server.base_url.replace("http://", "https://")  # TLS to a plain-HTTP server
     with pytest.raises(StageError, match=rf"TLS handshake with {re.escape(base_url)} failed"):
-        OpenAIPredictor(config(base_url, tmp_path)).predict(items(3))
+        OpenAIPredictor(backend_section("openai", config(base_url, tmp_path))).predict(items(3))
     assert cache_entries(tmp_path) == 0 and not server.records
 
 
@@ -108,7 +109,7 @@ def test_black_hole_server_is_shown_as_stalled(tmp_path: Path,
     try:
         cfg = config(base_url, tmp_path, timeout_s=2.5, max_retries=0,
                      stall_warning_s=1.0)
-        preds = OpenAIPredictor(cfg).predict(items(3))
+        preds = OpenAIPredictor(backend_section("openai", cfg)).predict(items(3))
     finally:
         hole.stop()
     err = capsys.readouterr().err
@@ -151,14 +152,15 @@ def test_requests_failing_for_their_own_reason_do_not_trip_it(server: ChatServer
                                                               tmp_path: Path) -> None:
     bad = [Item(TRACK_N, f"x{i}", f"Too long {i} [[fail:400:*]]", "algebra", 1, True, f"x{i}",
                 answer="0") for i in range(8)]
-    preds = OpenAIPredictor(config(server.base_url, tmp_path, breaker_window=3)).predict(bad)
+    cfg = backend_section("openai", config(server.base_url, tmp_path, breaker_window=3))
+    preds = OpenAIPredictor(cfg).predict(bad)
     assert [p.status for p in preds] == ["error"] * 8
 
 
 def test_server_dying_mid_run_stops_and_a_rerun_resumes(server: ChatServer,
                                                         tmp_path: Path) -> None:
     server.die_after = 10
-    cfg = config(server.base_url, tmp_path, breaker_window=4)
+    cfg = backend_section("openai", config(server.base_url, tmp_path, breaker_window=4))
     with pytest.raises(StageError, match=r"the last 4 requests all failed.*re-run to resume"):
         OpenAIPredictor(cfg).predict(items(40))
     answered = sum(server.answered().values())

@@ -28,7 +28,7 @@ from rimo_eval.chat.anthropic.translate import (
 from rimo_eval.chat.errors import ErrorDecision, retry_after_s
 from rimo_eval.errors import ConfigError
 from rimo_eval.params.chat import AnthropicParams
-from rimo_eval.params.config import coerce
+from tests.support import factories
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_provider import Reply
 from tests.support.provider_fixtures import fake_provider_fixtures
@@ -40,7 +40,7 @@ THINKING = {**BASE, "thinking": {"type": "enabled", "budget_tokens": 1024}}
 
 def section(settings: Mapping[str, Any]) -> AnthropicParams:
     """predict.anthropic, typed, as the transport gets it."""
-    return coerce(AnthropicParams, settings, "predict.anthropic")
+    return factories.section(AnthropicParams, "predict.anthropic", settings)
 
 
 provider_server, fake_fixture = fake_provider_fixtures(FakeAnthropic)

@@ -22,7 +22,7 @@ from rimo_eval.chat.gemini.translate import (
 )
 from rimo_eval.errors import ConfigError
 from rimo_eval.params.chat import GeminiParams
-from rimo_eval.params.config import coerce
+from tests.support import factories
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import Reply
 from tests.support.provider_fixtures import fake_provider_fixtures
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 def section(settings: Mapping[str, Any]) -> GeminiParams:
     """predict.gemini, typed, as the transport gets it."""
-    return coerce(GeminiParams, settings, "predict.gemini")
+    return factories.section(GeminiParams, "predict.gemini", settings)
 
 
 provider_server, fake_fixture = fake_provider_fixtures(FakeGemini)

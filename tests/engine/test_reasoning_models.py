@@ -13,6 +13,7 @@ from rimo_eval.errors import StageError
 from rimo_eval.predictors.base import Prediction
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from tests.support.chat_server import ChatServer, echo_reply
+from tests.support.factories import backend_section
 from tests.support.openai_backend import (
     KEY_ENV,
     SECRET,
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.chat_server(hang_s=60.0), pytest.mark.api_key(KEY_ENV,
 
 
 def run_k(config: dict, items: list[Item], k: int) -> dict[tuple[str, int], Prediction]:
-    predictor = OpenAIPredictor(config)
+    predictor = OpenAIPredictor(backend_section("openai", config))
     predictor.samples = k
     preds = predictor.predict(items)
     assert len(preds) == k * len(items)
@@ -175,7 +176,7 @@ def test_samples_without_seed_are_still_distinct_requests(server: ChatServer,
 def test_run_stats_count_sent_and_cached(server: ChatServer, tmp_path: Path) -> None:
     config = make_config(server, tmp_path)
     items = [*gold_items(3), p_item("p", ["A", "B"])]
-    predictor = OpenAIPredictor(config)
+    predictor = OpenAIPredictor(backend_section("openai", config))
     predictor.samples = 2
     predictor.predict(items[:2])
     predictor.predict(items)

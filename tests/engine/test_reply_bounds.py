@@ -33,7 +33,7 @@ from rimo_eval.predictors import create_predictor
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer, Shaped
-from tests.support.factories import write_items
+from tests.support.factories import backend_section, write_items
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import Reply
@@ -119,7 +119,8 @@ def test_native_sdks_keep_the_deadline_too(backend: str, tmp_path: Path) -> None
                            "api_key_env": None, "cache_dir": str(tmp_path / "cache"),
                            "timeout_s": TIMEOUT_S, "max_retries": 0}
     try:
-        [pred] = create_predictor(backend, cfg).predict(_items(n_rows([""])))
+        predictor = create_predictor(backend, backend_section(backend, cfg))
+        [pred] = predictor.predict(_items(n_rows([""])))
         give_up = time.monotonic() + 10  # the server sees the client gone at its next byte
         while not server.posts and time.monotonic() < give_up:
             time.sleep(0.1)
@@ -182,7 +183,8 @@ def test_a_gzip_bomb_through_a_native_sdk_is_that_items_error(backend: str, tmp_
                            "max_reply_bytes": 4 * MiB, "max_retries": 2,
                            "backoff_initial_s": 0.01}
     try:
-        preds = create_predictor(backend, cfg).predict(_items(n_rows(["[[bomb]]", "", ""])))
+        predictor = create_predictor(backend, backend_section(backend, cfg))
+        preds = predictor.predict(_items(n_rows(["[[bomb]]", "", ""])))
         attempts = [r.attempt for r in server.records if "[[bomb]]" in r.prompt]
     finally:
         server.stop()
@@ -209,7 +211,8 @@ def test_the_sdk_transport_keeps_the_environment_proxy_and_the_cap_through_it(
                            "api_key_env": None, "cache_dir": str(tmp_path / "cache"),
                            "max_reply_bytes": 4 * MiB, "max_retries": 0}
     try:
-        preds = create_predictor("anthropic", cfg).predict(_items(n_rows(["", "[[bomb]]"])))
+        predictor = create_predictor("anthropic", backend_section("anthropic", cfg))
+        preds = predictor.predict(_items(n_rows(["", "[[bomb]]"])))
     finally:
         proxy.stop()
     got = {p.problem_id: p for p in preds}

@@ -10,6 +10,7 @@ from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
+from tests.support.factories import backend_section
 
 
 def test_reasoning_sized_replies_flow_through_the_engine_and_cache(tmp_path: Path) -> None:
@@ -17,9 +18,9 @@ def test_reasoning_sized_replies_flow_through_the_engine_and_cache(tmp_path: Pat
     try:
         items = [Item(TRACK_N, f"n{i}", f"Compute {i}. [[gold:{i}]]", "algebra", 1, True,
                       f"h{i}", answer=str(i)) for i in range(3)]
-        preds = OpenAIPredictor({"base_url": server.base_url, "model": "fake",
-                                 "api_key_env": None, "cache_dir": str(tmp_path / "cache"),
-                                 "concurrency": 3}).predict(items)
+        preds = OpenAIPredictor(backend_section(
+            "openai", base_url=server.base_url, model="fake", api_key_env=None,
+            cache_dir=str(tmp_path / "cache"), concurrency=3)).predict(items)
     finally:
         server.stop()
     assert [(p.status, p.prediction) for p in preds] == [("ok", "0"), ("ok", "1"), ("ok", "2")]

@@ -14,19 +14,21 @@ import pytest
 from rimo_eval.artifacts.items import Item
 from rimo_eval.chat.cache import request_key
 from rimo_eval.chat.probe import identity
+from rimo_eval.params.section import Section
 from rimo_eval.predictors.estimate import estimate
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
+from tests.support.factories import backend_section
 
 SAID = "now reports other weights under 'sweep-model'"
 
 
-def config(server: ChatServer, tmp_path: Path, model: str = "sweep-model") -> dict[str, Any]:
-    return {"base_url": server.base_url, "model": model, "api_key_env": None,
-            "cache_dir": str(tmp_path / "cache"), "timeout_s": 10.0, "max_retries": 0,
-            "concurrency": 4}
+def config(server: ChatServer, tmp_path: Path, model: str = "sweep-model") -> Section:
+    return backend_section("openai", base_url=server.base_url, model=model, api_key_env=None,
+                           cache_dir=str(tmp_path / "cache"), timeout_s=10.0, max_retries=0,
+                           concurrency=4)
 
 
 def items(count: int = 9) -> list[Item]:

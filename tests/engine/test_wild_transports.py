@@ -29,6 +29,7 @@ from rimo_eval.predictors.native_chat import AnthropicPredictor
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.chat_server import ChatServer, Shaped
+from tests.support.factories import backend_section
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic_batch import FakeMessageBatches
 from tests.support.fake_batch import FakeBatchServer
@@ -115,8 +116,9 @@ def test_native_sdks(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
             {"thinking_config": {"thinking_budget": 1024, "include_thoughts": True}})
     with fake:
         cfg["base_url"] = fake.base_url
-        run_twice(lambda: create_predictor(backend, cfg), lambda: fake.records)
-        reasoning = create_predictor(backend, cfg).predict(items()[:1])[0].details["reasoning"]
+        section = backend_section(backend, cfg)
+        run_twice(lambda: create_predictor(backend, section), lambda: fake.records)
+        reasoning = create_predictor(backend, section).predict(items()[:1])[0].details["reasoning"]
     assert reasoning == "Hmm \ufffd, recount."
 
 
@@ -125,10 +127,11 @@ def test_openai_batch_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(KEY_ENV, KEY)
     chat = ChatServer(hang_s=60.0, shape=chat_shape).start()
     fake = FakeBatchServer(chat).start()
-    cfg = {"base_url": fake.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
-           "cache_dir": str(tmp_path / "cache"), "timeout_s": 10.0, "max_retries": 1,
-           "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "concurrency": 4,
-           "batch": {"enabled": True, "poll_s": 0.01}}
+    cfg = backend_section(
+        "openai", base_url=fake.base_url, model="fake-model", api_key_env=KEY_ENV,
+        cache_dir=str(tmp_path / "cache"), timeout_s=10.0, max_retries=1,
+        backoff_initial_s=0.01, backoff_max_s=0.05, concurrency=4,
+        batch={"enabled": True, "poll_s": 0.01})
     try:
         run_twice(lambda: OpenAIPredictor(cfg), lambda: chat.records)
         assert [e for e in fake.log if e["event"] == "create"]  # it went through batches
@@ -144,11 +147,12 @@ def test_anthropic_message_batches_results(tmp_path: Path,
     model.responder = native_responder(model)
     model.start()
     fake = FakeMessageBatches(model=model).start()
-    cfg = {"base_url": fake.base_url, "model": "claude-fake", "api_key_env": KEY_ENV,
-           "cache_dir": str(tmp_path / "cache"), "max_tokens": 4096, "timeout_s": 10.0,
-           "max_retries": 1, "backoff_initial_s": 0.01, "backoff_max_s": 0.05,
-           "concurrency": 4, "batch": {"enabled": True, "poll_s": 0.01},
-           "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    cfg = backend_section(
+        "anthropic", base_url=fake.base_url, model="claude-fake", api_key_env=KEY_ENV,
+        cache_dir=str(tmp_path / "cache"), max_tokens=4096, timeout_s=10.0,
+        max_retries=1, backoff_initial_s=0.01, backoff_max_s=0.05,
+        concurrency=4, batch={"enabled": True, "poll_s": 0.01},
+        thinking={"type": "enabled", "budget_tokens": 1024})
     try:
         run_twice(lambda: AnthropicPredictor(cfg), lambda: model.records)
         assert [e for e in fake.log if e["event"] == "create"]
@@ -165,9 +169,10 @@ def test_import_batch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     # files carry no report of the weights: rimo_eval.chat.served).
     chat = ChatServer(hang_s=60.0, shape=chat_shape,
                       model_card={"id": "fake-model", "object": "model"}).start()
-    cfg = {"base_url": chat.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
-           "cache_dir": str(tmp_path / "cache"), "timeout_s": 10.0, "max_retries": 1,
-           "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "concurrency": 4}
+    cfg = backend_section(
+        "openai", base_url=chat.base_url, model="fake-model", api_key_env=KEY_ENV,
+        cache_dir=str(tmp_path / "cache"), timeout_s=10.0, max_retries=1,
+        backoff_initial_s=0.01, backoff_max_s=0.05, concurrency=4)
     try:
         for _round in range(2):  # RIMO-N and first parts, then second parts
             export_batch(OpenAIPredictor(cfg), items(), tmp_path / "in.jsonl")

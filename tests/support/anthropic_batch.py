@@ -14,6 +14,7 @@ import pytest
 
 from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.native_chat import AnthropicPredictor
+from tests.support.factories import backend_section
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic_batch import FakeMessageBatches
 
@@ -43,6 +44,6 @@ def config(fake: FakeMessageBatches, cache: Path, batch: bool = True, **batch_op
 
 
 def predict(cfg: dict[str, Any], items: list[Item], samples: int = 1) -> str:
-    predictor = AnthropicPredictor(cfg)
+    predictor = AnthropicPredictor(backend_section("anthropic", cfg))
     predictor.samples = samples
     return json.dumps([asdict(p) for p in predictor.predict(items)], sort_keys=True)

@@ -15,6 +15,7 @@ import yaml
 
 from rimo_eval.artifacts.items import Item
 from tests.support.batch_fake_base import BatchFake
+from tests.support.factories import backend_section
 from tests.support.fake_batch import FakeBatchServer
 from tests.support.openai_batch import KEY_ENV, n_item, p_item
 from tests.support.paths import REPO_ROOT
@@ -41,7 +42,7 @@ def _run_predict(predictor: str, env: dict[str, str], config_path: str, items_pa
     items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
                      "sub_solutions": tuple(d["sub_solutions"])})
              for d in json.loads(Path(items_path).read_text())]
-    preds = cls(config).predict(items)
+    preds = cls(backend_section(cls.name, config)).predict(items)
     Path(out_path).write_text(json.dumps([asdict(p) for p in preds], sort_keys=True))
 
 

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from rimo_eval.artifacts.items import ITEM_SCHEMAS, items_path
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.backends import BY_NAME
 from rimo_eval.params.config import Params, parse_params, parse_section, read_yaml
 from rimo_eval.params.section import Section
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
@@ -59,6 +60,13 @@ def section(model: type[S], where: str, data: Mapping[str, Any] | None = None,
     """A typed params section (``where``: its key path, e.g. ``predict.openai``) from a partial
     dict and keys, validated as the file's would be (a bad key is the same ConfigError)."""
     return parse_section(model, {**(data or {}), **keys}, where)
+
+
+def backend_section(name: str, data: Mapping[str, Any] | None = None, /, **keys: Any
+                    ) -> Section:
+    """Built-in backend ``name``'s typed section (``predict.<name>``), as ``section`` builds it:
+    what ``create_predictor(name, ...)`` and the predictor classes take."""
+    return section(BY_NAME[name].params_model, f"predict.{name}", {**(data or {}), **keys})
 
 
 def params(**overrides: Any) -> Params:

@@ -20,6 +20,7 @@ from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer
+from tests.support.factories import backend_section
 
 KEY_ENV = "RIMO_TEST_API_KEY"
 
@@ -50,7 +51,7 @@ def gold_items(count: int, prefix: str = "n") -> list[Item]:
 
 
 def run(config: dict[str, Any], items: list[Item]) -> dict[str, Prediction]:
-    preds = OpenAIPredictor(config).predict(items)
+    preds = OpenAIPredictor(backend_section("openai", config)).predict(items)
     assert len(preds) == len(items)
     return {p.problem_id: p for p in preds}
 
@@ -62,12 +63,14 @@ def cache_files(config: dict[str, Any]) -> list[Entry]:
 DRIVER = """
 import json, sys
 from rimo_eval.artifacts.items import Item
+from rimo_eval.params.chat import OpenAIParams
+from rimo_eval.params.config import parse_section
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 config, items_path, out_path = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 items = [Item(**{**d, "sub_problems": tuple(d["sub_problems"]),
                  "sub_solutions": tuple(d["sub_solutions"])}) for d in json.load(open(items_path))]
 samples = config.pop("samples", 1)  # predict.samples, set by the stage in a real run
-predictor = OpenAIPredictor(config)
+predictor = OpenAIPredictor(parse_section(OpenAIParams, config, "predict.openai"))
 predictor.samples = samples
 preds = predictor.predict(items)
 json.dump({p.problem_id + (f"#{p.sample}" if p.sample else ""): [p.status, p.prediction]

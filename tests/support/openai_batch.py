@@ -11,6 +11,7 @@ from typing import Any
 from rimo_eval.artifacts.items import Item
 from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
+from tests.support.factories import backend_section
 from tests.support.fake_batch import FakeBatchServer
 
 KEY_ENV = "RIMO_TEST_API_KEY"
@@ -39,6 +40,6 @@ ITEMS = [*(n_item(i) for i in range(6)), p_item(0, 3), p_item(1, 1), p_item(2, 2
 
 
 def predict(cfg: dict[str, Any], items: list[Item], samples: int = 1) -> str:
-    predictor = OpenAIPredictor(cfg)
+    predictor = OpenAIPredictor(backend_section("openai", cfg))
     predictor.samples = samples
     return json.dumps([asdict(p) for p in predictor.predict(items)], sort_keys=True)

@@ -14,6 +14,7 @@ import yaml
 
 from rimo_eval.errors import ConfigError
 from rimo_eval.params.config import Params, load_params, parse_params
+from rimo_eval.params.section import PluginSection
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import BIN, make_repo, sh
@@ -87,9 +88,14 @@ def test_a_plugin_backend_may_have_its_own_section(tmp_path: Path,
     data = copy.deepcopy(PARAMS)
     plugin(data)
     params = parse_params(data, "exp.yaml")
-    assert params.predict.backend_config() == {"anything": [1, 2]}
+    section = params.predict.backend_config()
+    assert isinstance(section, PluginSection) and section.as_dict() == {"anything": [1, 2]}
     data["predict"]["echo"] = "not a mapping"
     with pytest.raises(ConfigError, match=r"predict\.echo: a backend section must be a mapping"):
+        parse_params(data, "exp.yaml")
+    data["predict"]["echo"] = {1: "a number as a key"}
+    with pytest.raises(ConfigError, match=r"predict\.echo: a backend section's keys must be "
+                                          "strings"):
         parse_params(data, "exp.yaml")
 
 

@@ -10,6 +10,7 @@ import yaml
 
 from rimo_eval.errors import ConfigError, DataError, IntegrityError
 from rimo_eval.fetch import fetch
+from rimo_eval.params.chat import OpenAIParams
 from rimo_eval.params.config import FetchParams
 from rimo_eval.predict import collect, predict
 from rimo_eval.predictors import Prediction, create_predictor
@@ -25,7 +26,7 @@ def test_config_problems_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'gpt-9' is not registered"):
         create_predictor("gpt-9")
     with pytest.raises(ConfigError, match=r"predict\.openai\.model must name"):
-        create_predictor("openai", {"model": None})
+        create_predictor("openai", section(OpenAIParams, "predict.openai", {"model": None}))
     with pytest.raises(ConfigError, match=r"predict\.limit: Input should be a valid integer"):
         predict({"backend": "oracle", "limit": True}, tmp_path / "items", tmp_path / "preds")
     bad = tmp_path / "errata.yaml"

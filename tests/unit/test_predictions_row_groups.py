@@ -53,7 +53,7 @@ def test_row_groups_keep_order_and_bytes_are_deterministic(
 
 def test_one_group_is_the_bytes_of_a_whole_table_write(tmp_path: Path, items: Path) -> None:
     streamed = run(tmp_path, "s", 1)
-    predictor = create_predictor("oracle", {})
+    predictor = create_predictor("oracle")
     loaded = {t: load_items(t, items) for t in TRACKS}
     preds = {p.sample_key: p for p in predictor.predict([*loaded[TRACK_N], *loaded[TRACK_P]])}
     identity = predictor.identity()
