@@ -50,6 +50,7 @@ def build(repo: Path, runs: int) -> tuple[float, list[str]]:
         PREDICTIONS_DIR,
         SCORES_DIR,
     )
+    from rimo_eval.params.config import parse_params
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
 
@@ -60,7 +61,6 @@ def build(repo: Path, runs: int) -> tuple[float, list[str]]:
     gold_n, gold_p = repo_gold(repo)
     params_path = repo / "params.yaml"
     params = yaml.safe_load(params_path.read_text())
-    boot = params["score"]
     names = []
     cwd = os.getcwd()
     os.chdir(repo)  # the replay path is relative, as params.yaml gives it
@@ -75,8 +75,9 @@ def build(repo: Path, runs: int) -> tuple[float, list[str]]:
             params_path.write_text(yaml.safe_dump(params, sort_keys=False))
             predict({"backend": "replay", "limit": None, "replay": {"path": rel}},
                     repo / ITEMS_DIR, repo / PREDICTIONS_DIR)
-            score(boot, repo / ITEMS_DIR, repo / PREDICTIONS_DIR, repo / SCORES_DIR,
-                  repo / METRICS_PATH, repo / PLOTS_DIR, params=params)
+            whole = parse_params(params, params_path)
+            score(whole.score, repo / ITEMS_DIR, repo / PREDICTIONS_DIR, repo / SCORES_DIR,
+                  repo / METRICS_PATH, repo / PLOTS_DIR, params=whole)
             if i == 0:
                 sh(repo, "dvc", "commit", "-q", "-f", "predict", "score")
                 sh(repo, "git", "add", "-A")

@@ -53,10 +53,11 @@ def make_repo(work: Path, runs: int, k: int, tag: str) -> tuple[Path, list[str],
     """A git + DVC repo with one branch per run; returns it, the branch names, prep seconds."""
     import pandas as pd
 
+    from rimo_eval.params.config import ScoreParams
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
     from rimo_eval.validate.stage import run as validate
-    from tests.support.factories import params
+    from tests.support.factories import params, section
 
     start = time.perf_counter()
     items = work / "items"
@@ -89,7 +90,8 @@ def make_repo(work: Path, runs: int, k: int, tag: str) -> tuple[Path, list[str],
         write_jsonl(replay, replay_rows(name, strength, gold_n, gold_p, samples=k))
         predict({"backend": "replay", "samples": k, "replay": {"path": str(replay)}}, items,
                 repo / "data/predictions")
-        score({"bootstrap": {"samples": 1000, "seed": 0, "confidence": 0.95}}, items,
+        score(section(ScoreParams, "score",
+                      bootstrap={"samples": 1000, "seed": 0, "confidence": 0.95}), items,
               repo / "data/predictions", repo / "data/scores", repo / "reports/metrics.json",
               repo / "reports/plots")
         shutil.rmtree(repo / "data/predictions")  # not read by the leaderboard

@@ -130,7 +130,9 @@ def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
     from rimo_eval.artifacts.paths import predictions_path
     from rimo_eval.artifacts.predictions import RAW_TEXT, REASONING, row_groups
     from rimo_eval.io.hashing import canonical_json
+    from rimo_eval.params.config import ScoreParams
     from rimo_eval.score.stage import score
+    from tests.support.factories import section
 
     src, dst, items = work / base, work / name, work / "data/items"
     counted = dst / "reply_text.json"  # what was written (--work: prepared before)
@@ -181,7 +183,8 @@ def expanded_run(work: Path, base: str, name: str, factor: int, seed: int
                 for table in row_groups(repeated(track, source), source.schema_arrow):
                     writer.write_table(table)
             source.close()
-        score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items,
+        score(section(ScoreParams, "score",
+                      bootstrap={"samples": 50, "seed": 0, "confidence": 0.95}), items,
               dst / "preds", dst / "scores", dst / "metrics.json", dst / "plots")
         counted.write_text(json.dumps({"size": size, "replies": replies}))
     done = json.loads(counted.read_text())

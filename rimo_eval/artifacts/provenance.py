@@ -19,7 +19,6 @@ import pandas as pd
 
 from rimo_eval.io.git import head_commit, is_dirty
 from rimo_eval.io.hashing import fingerprint, sha256_file
-from rimo_eval.params.section import key_of
 
 if TYPE_CHECKING:
     from rimo_eval.params.config import FetchParams
@@ -31,7 +30,6 @@ PACKAGES = ("rimo-eval", "dvc", "numpy", "pandas", "pyarrow")
 # params.yaml: params are recorded on their own (dvc.lock, the params fingerprint), and every
 # `dvc exp run -S` edits it, so counting it called every experiment's sources dirty.
 SOURCE_PATHS = ("rimo_eval", "notebooks", "dvc.yaml", "pyproject.toml")
-UPSTREAM_KEYS = ("repo", "revision", "folder", "sha256")
 
 
 def display_path(path: str | os.PathLike[str], root: str | os.PathLike[str] = ".") -> str:
@@ -66,14 +64,12 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def upstream_pin(fetch_cfg: FetchParams | Mapping[str, Any] | None) -> dict[str, Any] | None:
+def upstream_pin(fetch_cfg: FetchParams | None) -> dict[str, Any] | None:
     """The content-defining part of ``fetch`` (not mirrors or URLs, which only say where from)."""
-    if not fetch_cfg:
+    if fetch_cfg is None:
         return None
-    pin = {k: key_of(fetch_cfg, k) for k in UPSTREAM_KEYS}
-    pin["sha256"] = {str(k): str(v).lower() for k, v in (pin["sha256"] or {}).items()}
-    pin["revision"] = None if pin["revision"] is None else str(pin["revision"])
-    return pin
+    return {"repo": fetch_cfg.repo, "revision": fetch_cfg.revision, "folder": fetch_cfg.folder,
+            "sha256": {k: v.lower() for k, v in fetch_cfg.sha256.items()}}
 
 
 def _single(values: pd.Series) -> str | None:
@@ -103,7 +99,7 @@ def build_provenance(*, inputs: Iterable[str | os.PathLike[str]],
                      outputs: Iterable[str | os.PathLike[str]],
                      predictions: Mapping[str, pd.DataFrame],
                      score_params: Mapping[str, Any],
-                     fetch_cfg: FetchParams | Mapping[str, Any] | None,
+                     fetch_cfg: FetchParams | None,
                      root: str | os.PathLike[str] = ".") -> dict[str, Any]:
     preds = {track: predictions_identity(df) for track, df in sorted(predictions.items())}
     upstream = upstream_pin(fetch_cfg)

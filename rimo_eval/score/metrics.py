@@ -18,8 +18,7 @@ from rimo_eval.artifacts.items import DOMAINS
 from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.artifacts.paths import PLOT_FILES, YEAR_PLOT_FILES
 from rimo_eval.artifacts.predictions import STATUS_ERROR, STATUS_MISSING
-from rimo_eval.params.config import Params, PredictParams
-from rimo_eval.params.section import key_of
+from rimo_eval.params.config import PredictParams, ScoreParams
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.rimo.years import OUTCOME
 from rimo_eval.score.diagnostics import (
@@ -121,13 +120,14 @@ def metrics_p(scores: pd.DataFrame, boot: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def sample_spec(predict_cfg: PredictParams | Mapping[str, Any] | None) -> dict[str, Any]:
+def sample_spec(predict_cfg: PredictParams | None) -> dict[str, Any]:
     """The sample predict ran under (``predict.limit``, ``predict.sample_seed``), recorded in the
     metrics so the report follows the run, not the current params.yaml."""
-    seed = key_of(predict_cfg, "sample_seed")
-    if isinstance(predict_cfg, PredictParams) and "sample_seed" not in predict_cfg.model_fields_set:
-        seed = None  # recorded as the file has it: a seed it does not set is null, as ever
-    return {"limit": key_of(predict_cfg, "limit"), "seed": seed}
+    if predict_cfg is None:
+        return {"limit": None, "seed": None}
+    # Recorded as the file has it: a seed it does not set is null, as ever.
+    seed = predict_cfg.sample_seed if "sample_seed" in predict_cfg.model_fields_set else None
+    return {"limit": predict_cfg.limit, "seed": seed}
 
 
 def single_interval(boot: Mapping[str, Any]
@@ -147,24 +147,25 @@ def single_interval(boot: Mapping[str, Any]
 def compute(scores_by_track: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
             boot: Mapping[str, Any], sample: Mapping[str, Any] | None = None,
             preds: Mapping[str, pd.DataFrame] | None = None,
-            params: Params | Mapping[str, Any] | None = None) -> dict[str, Any]:
+            predict: PredictParams | None = None, cfg: ScoreParams | None = None
+            ) -> dict[str, Any]:
     """Every metric of metrics.json but the provenance block, for the score stage and audit.
 
     ``totals`` is the number of items per track, so a sample run says it is one; ``sample`` is
     :func:`sample_spec`. The primary metrics are on sample 0, so k = 1 gives exactly the
     single-sample metrics; with ``preds`` the k-sample keys (k > 1) and each track's usage
-    are added (rimo_eval.score.samples)."""
+    are added (rimo_eval.score.samples), priced by the ``predict`` section where it is given.
+    ``cfg`` is the score section (pass@j, the training cutoff; None: the defaults)."""
+    cfg = cfg if cfg is not None else ScoreParams()
     scores = {t: with_sample(df) for t, df in scores_by_track.items()}
     metrics: dict[str, Any] = {TRACK_N: metrics_n(first_sample(scores[TRACK_N]), boot),
                                TRACK_P: metrics_p(first_sample(scores[TRACK_P]), boot)}
     if preds is not None:
-        extend_metrics(metrics, scores, dict(preds), single_interval(boot),
-                       key_of(params, "score") or {}, params)
+        extend_metrics(metrics, scores, dict(preds), single_interval(boot), cfg, predict)
     # The year lens (descriptive, breakdown.json): bands and unseen on sample 0, trend k-aware.
-    cutoff = key_of(key_of(params, "score"), "training_cutoff")
     for track in TRACKS:
         metrics[track].update(year_blocks(first_sample(scores[track]), track,
-                                          float(boot["confidence"]), cutoff))
+                                          float(boot["confidence"]), cfg.training_cutoff))
         metrics[track]["year_trend"] = year_trend(scores[track], track, float(boot["confidence"]))
     # RIMO-N's floor and answer types (context, breakdown.json): sample 0, as the headline.
     metrics[TRACK_N].update(floor_blocks(first_sample(scores[TRACK_N]), float(boot["confidence"])))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,10 +18,9 @@ import pandas as pd
 from rimo_eval.artifacts.numbers import rounded
 from rimo_eval.artifacts.predictions import STATUS_ERROR
 from rimo_eval.errors import ConfigError, StageError
-from rimo_eval.params.chat import MessageBatchParams, PricePerMtok
-from rimo_eval.params.config import Params, ScoreParams, coerce
+from rimo_eval.params.chat import AnthropicParams, NativeChatParams, OpenAIParams
+from rimo_eval.params.config import PredictParams, ScoreParams
 from rimo_eval.params.prices import applied_price
-from rimo_eval.params.section import key_of
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
 
@@ -74,12 +73,9 @@ def majority(answers: Sequence[Any]) -> str | None:
     return next(a for a, c in counts.items() if c == top)  # dicts keep first-seen order
 
 
-def pass_ks(cfg: ScoreParams | Mapping[str, Any], k: int) -> list[int]:
-    """score.pass_at: the extra j of pass@j, each 1 <= j <= k."""
-    js = key_of(cfg, "pass_at", [1])
-    if not isinstance(js, list) or not all(isinstance(j, int) and not isinstance(j, bool)
-                                           for j in js):
-        raise ConfigError(f"params.yaml: score.pass_at must be a list of integers, got {js!r}")
+def pass_ks(cfg: ScoreParams, k: int) -> list[int]:
+    """score.pass_at: the extra j of pass@j, each 1 <= j <= k (ScoreParams checks the type)."""
+    js = cfg.pass_at
     bad = [j for j in js if not 1 <= j <= k]
     if bad:
         raise ConfigError(f"params.yaml: score.pass_at {bad} outside 1..{k} "
@@ -151,7 +147,7 @@ def metrics_p_samples(scores: pd.DataFrame, ci: Bootstrap, k: int) -> dict[str, 
 
 
 def add_sample_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
-                       ci: Bootstrap, cfg: ScoreParams | Mapping[str, Any]) -> None:
+                       ci: Bootstrap, cfg: ScoreParams) -> None:
     """With k > 1, merge the k-sample keys into each track's block (ci nested under ci)."""
     k = max(sample_count(t, df) for t, df in scores.items())
     if k == 1:
@@ -166,13 +162,12 @@ def add_sample_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
 
 def extend_metrics(metrics: dict[str, Any], scores: dict[str, pd.DataFrame],
                    preds: dict[str, pd.DataFrame], ci: Bootstrap,
-                   cfg: ScoreParams | Mapping[str, Any], params: Params | Mapping[str, Any] | None
-                   ) -> None:
+                   cfg: ScoreParams, predict: PredictParams | None) -> None:
     """Everything this module adds to metrics.json: the k-sample keys (k > 1) and each track's
     usage. One entry point, shared by the score stage and the audit's recomputation."""
     add_sample_metrics(metrics, scores, ci, cfg)
     for track, frame in preds.items():
-        metrics[track]["usage"] = usage(frame, price(params, frame))
+        metrics[track]["usage"] = usage(frame, price(predict, frame))
 
 
 # --- tokens and cost ---------------------------------------------------------------------------
@@ -210,30 +205,18 @@ def sample_usage(details: dict[str, Any], status: str) -> dict[str, int]:
 PRICED_BACKENDS = ("openai", "anthropic", "gemini")
 
 
-def price(params: Params | Mapping[str, Any] | None, preds: pd.DataFrame
-          ) -> dict[str, float] | None:
+def price(predict: PredictParams | None, preds: pd.DataFrame) -> dict[str, float] | None:
     """predict.<backend>.price_per_mtok, for predictions one priced backend (openai,
-    anthropic, gemini) made, at the batch price where its batch path is on. ``params``: the
-    validated file, or a revision's params.yaml as it stands (audit, compare), whose price and
-    batch switch are validated here by the same models."""
+    anthropic, gemini) made, at the batch price where its batch path is on (openai,
+    anthropic); None without a predict section."""
     backends = set() if preds.empty else set(preds["backend"])
-    if len(backends) != 1 or not backends <= set(PRICED_BACKENDS):
+    if predict is None or len(backends) != 1 or not backends <= set(PRICED_BACKENDS):
         return None
-    backend = backends.pop()
-    section = key_of(key_of(params, "predict"), backend)
-    per_mtok, batch = key_of(section, "price_per_mtok"), key_of(section, "batch")
-    if per_mtok is None:
-        return None
-    if not isinstance(per_mtok, Mapping | PricePerMtok):
-        raise ConfigError(f"params.yaml: predict.{backend}.price_per_mtok must be null or "
-                          f"{{input: X, output: Y}} (USD per million tokens, >= 0), got "
-                          f"{per_mtok!r}")
-    if isinstance(batch, Mapping):  # only the keys the price reads: the rest is not costed
-        batch = coerce(MessageBatchParams, {k: batch[k] for k in ("enabled", "discount")
-                                            if k in batch}, f"predict.{backend}.batch")
-    checked = coerce(PricePerMtok, per_mtok, f"predict.{backend}.price_per_mtok")
-    return applied_price(checked,
-                         batch if isinstance(batch, MessageBatchParams) else None)
+    section = predict.backend_config(backends.pop())
+    if not isinstance(section, OpenAIParams | NativeChatParams):
+        return None  # the backend's section is absent
+    batch = section.batch if isinstance(section, OpenAIParams | AnthropicParams) else None
+    return applied_price(section.price_per_mtok, batch)
 
 
 def usage(preds: pd.DataFrame, per_mtok: dict[str, float] | None) -> dict[str, Any]:

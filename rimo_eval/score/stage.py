@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,7 @@ from rimo_eval.errors import IntegrityError, StageError
 from rimo_eval.io.atomic import write_json, write_text
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.parquet import write_parquet
-from rimo_eval.params.config import Params, ScoreParams, coerce
-from rimo_eval.params.section import key_of
+from rimo_eval.params.config import Params, ScoreParams
 from rimo_eval.rimo.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.diagnostics import (
@@ -177,29 +175,26 @@ def run_model(preds: dict[str, pd.DataFrame]) -> str | None:
     return predictions_model(preds[t] for t in TRACKS)
 
 
-def score(cfg: ScoreParams | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
+def score(cfg: ScoreParams, items_dir: Path = ITEMS_DIR,
           preds_dir: Path = PREDICTIONS_DIR, scores_dir: Path = SCORES_DIR,
           metrics_path: Path = METRICS_PATH, plots_dir: Path = PLOTS_DIR,
-          params: Params | Mapping[str, Any] | None = None,
+          params: Params | None = None,
           breakdown_path: Path | None = None, provenance_path: Path | None = None,
           model_path: Path | None = None) -> dict[str, Any]:
-    """``cfg``: the score section; ``params``: the whole params file (the upstream pin, the
-    sample and the price), typed as the stage reads it, or plain dicts as tests pass them.
-    The breakdown, provenance and model files sit beside ``metrics_path`` unless given.
-    Returns the joined block (rimo_eval.artifacts.metrics_files.join's shape)."""
+    """``cfg``: the score section (the one that applies, whatever ``params.score`` holds);
+    ``params``: the whole params file (the upstream pin, the sample and the price), None where
+    there is none (no pin, sample or price recorded). The breakdown, provenance and model files
+    sit beside ``metrics_path`` unless given. Returns the joined block
+    (rimo_eval.artifacts.metrics_files.join's shape)."""
     boot = bootstrap_params(cfg)
-    if isinstance(params, Params):  # the score section given is the one that applies
-        whole: Params | dict[str, Any] = (params if cfg is params.score else params.model_copy(
-            update={"score": coerce(ScoreParams, cfg, "score")}))
-    else:
-        whole = {**(params or {}), "score": cfg}
+    predict_cfg, fetch_cfg = (None, None) if params is None else (params.predict, params.fetch)
     items = {t: read_items_frame(t, items_dir) for t in TRACKS}
     preds = {t: read_predictions(t, preds_dir) for t in TRACKS}
     check_one_run(preds, Path(preds_dir))
     scores = {TRACK_N: score_n(items[TRACK_N], preds[TRACK_N]),
               TRACK_P: score_p(items[TRACK_P], preds[TRACK_P])}
     metrics = compute(scores, {t: len(items[t]) for t in TRACKS}, boot,
-                      sample_spec(key_of(params, "predict")), preds, whole)
+                      sample_spec(predict_cfg), preds, predict_cfg, cfg)
     for track, df in scores.items():
         table = pa.Table.from_pandas(df, schema=SCORE_SCHEMAS[track], preserve_index=False)
         write_parquet(table, scores_dir / SCORE_FILES[track])
@@ -211,7 +206,7 @@ def score(cfg: ScoreParams | Mapping[str, Any], items_dir: Path = ITEMS_DIR,
                 *(predictions_path(t, preds_dir) for t in TRACKS)],
         outputs=[scores_dir / SCORE_FILES[t] for t in TRACKS],
         predictions=preds, score_params={"bootstrap": boot},
-        fetch_cfg=key_of(params, "fetch"))
+        fetch_cfg=fetch_cfg)
     # How the sample was drawn is provenance; metrics.json keeps only what compares.
     provenance[SAMPLE_KEY] = sample_spec_of(metrics)
     metrics_path = Path(metrics_path)

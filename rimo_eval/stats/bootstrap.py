@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rimo_eval.params.config import BootstrapParams, ScoreParams, coerce
+from rimo_eval.params.config import BootstrapParams, ScoreParams
 
 # (numerator, denominator) per item; the statistic is sum(num) / sum(den) over a resample.
 Ratio = tuple[np.ndarray, np.ndarray]
@@ -69,11 +69,10 @@ def bootstrap_p(diff: np.ndarray, idx: np.ndarray) -> float:
     return round(float(min(1.0, 2 * min((deltas <= 0).mean(), (deltas >= 0).mean()))), 6)
 
 
-def bootstrap_params(cfg: ScoreParams | Mapping[str, Any] | None) -> dict[str, Any]:
+def bootstrap_params(cfg: ScoreParams | None) -> dict[str, Any]:
     """``score.bootstrap`` with its defaults (``params.config.BootstrapParams``, the one place
-    they live), as plain data: what the intervals are computed with."""
-    boot = cfg.bootstrap if isinstance(cfg, ScoreParams) else coerce(
-        BootstrapParams, (cfg or {}).get("bootstrap"), "score.bootstrap")
+    they live; None: no score section), as plain data: what the intervals are computed with."""
+    boot = cfg.bootstrap if cfg is not None else BootstrapParams()
     return boot.model_dump()
 
 

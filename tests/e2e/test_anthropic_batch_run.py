@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rimo_eval.params.config import parse_params
 from rimo_eval.predict import predict as predict_stage
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
@@ -52,9 +53,9 @@ def test_predict_and_score_in_message_batches_equal_the_online_run(
                 cfg = {**config(fake, out / "cache", batch=batch), "price_per_mtok": PRICE}
                 predict_cfg = {"backend": "anthropic", "limit": 30, "anthropic": cfg}
                 predict_stage(predict_cfg, items_dir, out / "preds", out / "run.json")
-                score(params["score"], items_dir, out / "preds", out / "scores",
-                      out / "metrics.json", out / "plots",
-                      {**params, "predict": {**params["predict"], **predict_cfg}})
+                whole = parse_params({**params, "predict": {**params["predict"], **predict_cfg}})
+                score(whole.score, items_dir, out / "preds", out / "scores",
+                      out / "metrics.json", out / "plots", whole)
                 metrics[name] = json.loads((out / "metrics.json").read_text())
                 metrics[name].pop("provenance")  # the hash of a file naming these tmp paths
         finally:

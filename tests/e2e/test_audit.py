@@ -34,16 +34,18 @@ from rimo_eval.commands.audit.command import (
 from rimo_eval.commands.audit.command import audit as run_audit
 from rimo_eval.errors import DataError
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.config import FetchParams, ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.support.factories import n_item, small_benchmark, write_items
+from tests.support.factories import n_item, params, small_benchmark, write_items
+from tests.support.factories import section as typed_section
 from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import copy_repo, sh
 
 BOOT = {"samples": 100, "seed": 0, "confidence": 0.95}
 FETCH = {"repo": "o/r", "revision": "abc", "folder": "RIMO", "mirrors": ["/x"],
-         "url_template": "u", "sha256": {"RIMO-N.jsonl": "AA"}}
+         "url_template": "u", "sha256": {"RIMO-N.jsonl": "AB" * 32}}
 
 
 @pytest.fixture
@@ -56,9 +58,11 @@ def small(tmp_path: Path) -> Path:
                                               (TRACK_P, "2001g1", ["g1", "x"])]))
     predict({"backend": "replay", "replay": {"path": str(replay)}}, tmp_path / "data/items",
             tmp_path / "data/predictions")
-    score({"bootstrap": BOOT}, tmp_path / "data/items", tmp_path / "data/predictions",
-          tmp_path / "data/scores", tmp_path / "reports/metrics.json", tmp_path / "reports/plots",
-          params={"fetch": FETCH})
+    run_params = params(fetch=FETCH, predict={"backend": "replay",
+                                              "replay": {"path": str(replay)}})
+    score(typed_section(ScoreParams, "score", bootstrap=BOOT), tmp_path / "data/items",
+          tmp_path / "data/predictions", tmp_path / "data/scores",
+          tmp_path / "reports/metrics.json", tmp_path / "reports/plots", params=run_params)
     return tmp_path
 
 
@@ -80,7 +84,7 @@ def test_provenance_block_names_inputs_pins_and_versions(small: Path) -> None:
     assert prov["predictions"][TRACK_N]["backend"] == "replay"
     # Only the content-defining part of fetch: mirrors and URLs say where from, not what.
     assert prov["upstream"] == {"repo": "o/r", "revision": "abc", "folder": "RIMO",
-                                "sha256": {"RIMO-N.jsonl": "aa"}}
+                                "sha256": {"RIMO-N.jsonl": "ab" * 32}}
     assert prov["params"] == {"score": {"bootstrap": BOOT}}
     assert prov["params_fingerprint"] == params_fingerprint(prov["upstream"], prov["predictions"],
                                                             prov["params"]["score"])
@@ -92,7 +96,8 @@ def test_provenance_block_names_inputs_pins_and_versions(small: Path) -> None:
 def test_provenance_is_deterministic_and_tracks_inputs(small: Path) -> None:
     preds = frames(small, "predictions")
     args: dict[str, Any] = {"inputs": [small / "r.jsonl"], "outputs": [], "predictions": preds,
-                            "score_params": {"bootstrap": BOOT}, "fetch_cfg": FETCH, "root": small}
+                            "score_params": {"bootstrap": BOOT},
+                            "fetch_cfg": typed_section(FetchParams, "fetch", FETCH), "root": small}
     first = build_provenance(**args)
     assert build_provenance(**args) == first
     assert first["inputs"] == {"r.jsonl": sha256_file(small / "r.jsonl")}

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from rimo_eval.artifacts.items import load_items
+from rimo_eval.params.config import parse_params
 from rimo_eval.predict import predict as predict_stage
 from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.score.stage import score
@@ -62,8 +63,9 @@ def test_full_791_item_batch_run_with_faults_and_kills_equals_online(
         predict_stage({"backend": "openai", "limit": None, "openai": cfg}, items_dir,
                       out / "preds", out / "run.json")
         assert len(fake.chat.records) == sent and len(fake.batches) == len(creates)
-        score(params["score"], items_dir, out / "preds", out / "scores", out / "metrics.json",
-              out / "plots", params)
+        whole = parse_params(params)
+        score(whole.score, items_dir, out / "preds", out / "scores", out / "metrics.json",
+              out / "plots", whole)
         metrics[name] = json.loads((out / "metrics.json").read_text())
         metrics[name].pop("provenance")  # the hash of a file that names these tmp paths
     assert metrics["batch"] == metrics["online"] and metrics["online"]["RIMO-N"]

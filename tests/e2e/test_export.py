@@ -16,6 +16,7 @@ import yaml
 
 from rimo_eval.artifacts.metrics_files import interval
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.config import parse_params
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
@@ -89,9 +90,9 @@ def test_replaying_the_export_gives_the_same_metrics(exported: dict[str, Path],
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
     predict({"backend": "replay", "replay": {"path": str(instances)}, "allow_errors": 0},
             repo / "data/items", tmp_path / "preds")
-    score(params["score"], repo / "data/items", tmp_path / "preds", tmp_path / "scores",
-          tmp_path / "metrics.json", tmp_path / "plots",
-          params={**params, "predict": {**params["predict"], "backend": "replay"}})
+    whole = parse_params({**params, "predict": {**params["predict"], "backend": "replay"}})
+    score(whole.score, repo / "data/items", tmp_path / "preds", tmp_path / "scores",
+          tmp_path / "metrics.json", tmp_path / "plots", params=whole)
 
     def numbers(path: Path) -> str:
         block = json.loads(path.read_text(encoding="utf-8"))

@@ -17,6 +17,7 @@ import yaml
 
 from rimo_eval.artifacts.metrics_files import interval
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import parse_params
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
@@ -44,8 +45,9 @@ def run_in(repo: Path, predict_cfg: dict[str, Any], score_cfg: dict[str, Any]) -
     params["score"] = {**params["score"], **score_cfg}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), "utf-8")
     predict(params["predict"], repo / "data/items", repo / "data/predictions")
-    score(params["score"], repo / "data/items", repo / "data/predictions", repo / "data/scores",
-          repo / "reports/metrics.json", repo / "reports/plots", params=params)
+    whole = parse_params(params)
+    score(whole.score, repo / "data/items", repo / "data/predictions", repo / "data/scores",
+          repo / "reports/metrics.json", repo / "reports/plots", params=whole)
 
 
 def export(repo: Path, out: Path) -> tuple[dict[str, Any], Path]:
@@ -65,9 +67,9 @@ def replay(repo: Path, instances: Path, out: Path, **predict_cfg: Any) -> dict[s
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
     cfg = {"backend": "replay", "replay": {"path": str(instances)}, **predict_cfg}
     predict(cfg, repo / "data/items", out / "preds")
-    score(params["score"], repo / "data/items", out / "preds", out / "scores",
-          out / "metrics.json", out / "plots",
-          params={**params, "predict": {**params["predict"], **cfg}})
+    whole = parse_params({**params, "predict": {**params["predict"], **cfg}})
+    score(whole.score, repo / "data/items", out / "preds", out / "scores",
+          out / "metrics.json", out / "plots", params=whole)
     return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
 
 

@@ -20,13 +20,14 @@ from statsmodels.stats.proportion import proportion_confint
 
 from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.errors import StageError
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
 from rimo_eval.stats import wilson
 from rimo_eval.validate.stage import run as validate_run
-from tests.support.factories import params, small_benchmark
+from tests.support.factories import params, section, small_benchmark
 from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.old_code import extract_old_package, run_old_code
 from tests.support.paths import REPO_ROOT
@@ -136,8 +137,9 @@ def test_k4_metrics_match_an_independent_computation(tmp_path: Path, real_items:
     assert len(frame) == K * len(gold_n)
     assert list(zip(frame["problem_id"], frame["sample"], strict=True)) == sorted(
         (pid, j) for pid in gold_n for j in range(K))
-    m = score({"bootstrap": BOOT, "pass_at": [1, 2, 3]}, real_items, tmp_path / "preds",
-              tmp_path / "scores", tmp_path / "metrics.json", tmp_path / "plots")
+    m = score(section(ScoreParams, "score", bootstrap=BOOT, pass_at=[1, 2, 3]), real_items,
+              tmp_path / "preds", tmp_path / "scores", tmp_path / "metrics.json",
+              tmp_path / "plots")
     want = independent_k(gold_n, gold_p, want_n, want_p)
     n, p = m[TRACK_N], m[TRACK_P]
     assert n["k"] == p["k"] == K
@@ -198,8 +200,8 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
         for t, d in ((TRACK_N, pred_n), (TRACK_P, pred_p)) for pid, v in d.items()))
     predict({"backend": "replay", "replay": {"path": str(replay)}}, real_items,
             tmp_path / "preds")
-    m = score({"bootstrap": BOOT}, real_items, tmp_path / "preds", tmp_path / "scores",
-              tmp_path / "metrics.json", tmp_path / "plots")
+    m = score(section(ScoreParams, "score", bootstrap=BOOT), real_items, tmp_path / "preds",
+              tmp_path / "scores", tmp_path / "metrics.json", tmp_path / "plots")
     want = independent_metrics(gold_n, gold_p, pred_n, pred_p)
     assert m[TRACK_N]["accuracy"] == round(want["accuracy"], 6)
     assert m[TRACK_P]["strict"] == round(want["strict"], 6)
@@ -273,8 +275,8 @@ def test_oracle_and_constant_give_k_identical_samples(tmp_path: Path) -> None:
         assert str(frame["sample"].dtype) == "int32"
         for _, group in frame.groupby("problem_id"):
             assert len({json.dumps(list(v)) for v in group["prediction"]}) == 1
-    m = score({"bootstrap": BOOT}, tmp_path / "items", tmp_path / "oracle", tmp_path / "s",
-              tmp_path / "m.json", tmp_path / "plots")
+    m = score(section(ScoreParams, "score", bootstrap=BOOT), tmp_path / "items",
+              tmp_path / "oracle", tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
     assert m[TRACK_N]["k"] == 3 and m[TRACK_N]["mean_at_k"] == {"accuracy": 1.0, "std": 0.0}
     assert m[TRACK_N]["pass_at"] == {"1": 1.0} and m[TRACK_P]["pass_at_k"] == 1.0
 
@@ -293,14 +295,14 @@ def test_replay_with_fewer_than_k_samples_records_the_rest_missing(
     assert status.pop(("2001a1", 1)) == "ok" and set(status.values()) == {"missing"}
     err = capfd.readouterr().err
     assert "covers 1 of the 8 requested items" in err and "other 7" in err
-    m = score({"bootstrap": BOOT, "pass_at": [1, 2]}, tmp_path / "items", tmp_path / "preds",
-              tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
+    m = score(section(ScoreParams, "score", bootstrap=BOOT, pass_at=[1, 2]), tmp_path / "items",
+              tmp_path / "preds", tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
     n = m[TRACK_N]
     assert n["accuracy"] == 0.0 and n["mean_at_k"]["accuracy"] == 0.125
     assert n["pass_at"] == {"1": 0.125, "2": 0.25} and n["maj_at_k"] == 0.25
     with pytest.raises(StageError, match=r"score\.pass_at \[3\] outside 1\.\.2"):
-        score({"pass_at": [3]}, tmp_path / "items", tmp_path / "preds", tmp_path / "s",
-              tmp_path / "m.json", tmp_path / "plots")
+        score(section(ScoreParams, "score", pass_at=[3]), tmp_path / "items", tmp_path / "preds",
+              tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
 
 
 def test_replay_folder_with_no_prediction_names_the_folder(tmp_path: Path) -> None:
@@ -352,8 +354,8 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
     predict({"backend": "replay", "samples": 3, "replay": {"path": str(replay)}},
             tmp_path / "items", tmp_path / "preds")
     cfg = {"bootstrap": BOOT, "pass_at": [2]}
-    m = score(cfg, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
-              tmp_path / "m.json", tmp_path / "plots")
+    m = score(section(ScoreParams, "score", cfg), tmp_path / "items", tmp_path / "preds",
+              tmp_path / "scores", tmp_path / "m.json", tmp_path / "plots")
     m = json.loads(json.dumps(m))
     preds = {t: pd.read_parquet(predictions_path(t, tmp_path / "preds")) for t in (TRACK_N,
                                                                                  TRACK_P)}

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rimo_eval.params.config import load_params
+from rimo_eval.params.config import PredictParams, load_params
 from rimo_eval.predict import estimate
 from rimo_eval.score.samples import price, usage
 from tests.support.chat_server import ChatServer
 from tests.support.estimate_project import cli, project
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 from tests.support.paths import REPO_ROOT
 
 
@@ -36,13 +36,13 @@ def test_metrics_cost_applies_and_names_the_batch_price(backend: str) -> None:
     per_mtok = {"input": 2.0, "output": 10.0}
     defaults = load_params(REPO_ROOT / "params.yaml").predict
     discount = getattr(defaults, backend).batch.discount  # params.yaml's: 0.5 for both
-    params = {"predict": {backend: {"price_per_mtok": per_mtok,
-                                    "batch": {"enabled": True, "discount": discount}}}}
-    batch = usage(preds, price(params, preds))
+    cfg = {"backend": backend, backend: {"price_per_mtok": per_mtok,
+                                         "batch": {"enabled": True, "discount": discount}}}
+    batch = usage(preds, price(section(PredictParams, "predict", cfg), preds))
     assert batch["cost_usd"] == round(0.5 * (1000 * 2.0 + 500 * 10.0) / 1e6, 6)
     assert batch["cost_batch_discount"] == 0.5
-    params["predict"][backend]["batch"]["enabled"] = False
-    online = usage(preds, price(params, preds))
+    cfg[backend]["batch"]["enabled"] = False
+    online = usage(preds, price(section(PredictParams, "predict", cfg), preds))
     assert online["cost_usd"] == 2 * batch["cost_usd"] and "cost_batch_discount" not in online
 
 
@@ -59,9 +59,10 @@ def test_estimate_shows_the_message_batches_price(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()  # sends nothing, writes nothing
 
 
-def test_the_price_reads_the_typed_params_as_the_plain_ones(tmp_path: Path) -> None:
+def test_the_price_reads_the_validated_params(tmp_path: Path) -> None:
     # The score stage hands score() the validated sections (issue 31 §5): the price and its
-    # batch discount read from them equal those read from a revision's params.yaml as it stands.
+    # batch discount are read from the typed predict section; a bad price is refused when the
+    # file is read, naming its key.
     import yaml
 
     from rimo_eval.errors import ConfigError
@@ -73,7 +74,9 @@ def test_the_price_reads_the_typed_params_as_the_plain_ones(tmp_path: Path) -> N
     typed = load_params(tmp_path / "params.yaml")
     preds = pd.DataFrame({"backend": ["openai"], "status": ["ok"], "details": ["{}"]})
     want = {"input": 2.0, "output": 10.0, "batch_discount": 0.5}
-    assert price(typed, preds) == price(raw, preds) == want
+    assert price(typed.predict, preds) == want
+    assert price(None, preds) is None  # no predict section: not priced
     raw["predict"]["openai"]["price_per_mtok"]["input"] = -1
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"predict\.openai\.price_per_mtok"):
-        price(raw, preds)
+        load_params(tmp_path / "params.yaml")

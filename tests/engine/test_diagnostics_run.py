@@ -14,18 +14,20 @@ import pytest
 
 from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLAGS_N
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
-from tests.support.factories import p_item, write_items
+from tests.support.factories import p_item, section, write_items
 from tests.support.old_code import extract_old_package, run_old_code
 from tests.support.openai_backend import KEY_ENV, SECRET, make_config
 from tests.support.paths import REPO_ROOT
 
 BOOT = {"samples": 200, "seed": 1, "confidence": 0.95}
+SCORE = section(ScoreParams, "score", bootstrap=BOOT)
 BASE_COMMIT = "89ef707"  # main before the diagnostics: its exact-match metrics are the reference
 
 
@@ -65,7 +67,7 @@ def chat_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
                     [p_item("2001g1", ["g1", "g2"])])
         cfg = {"backend": "openai", "openai": make_config(server, tmp_path)}
         predict(cfg, tmp_path / "items", tmp_path / "preds")
-        metrics = score({"bootstrap": BOOT}, tmp_path / "items", tmp_path / "preds",
+        metrics = score(SCORE, tmp_path / "items", tmp_path / "preds",
                         tmp_path / "scores", tmp_path / "metrics.json", tmp_path / "plots")
         yield {"root": tmp_path, "metrics": metrics, "server": server, "cfg": cfg}
     finally:
@@ -191,7 +193,7 @@ def test_exact_match_metrics_unchanged_on_oracle_replay_and_chat_runs(
             "replay": {"backend": "replay", "replay": {"path": str(replay)}}}
     for name, cfg in runs.items():
         predict(cfg, items, tmp_path / name / "preds")
-        score({"bootstrap": BOOT}, items, tmp_path / name / "preds", tmp_path / name,
+        score(SCORE, items, tmp_path / name / "preds", tmp_path / name,
               tmp_path / name / "metrics.json", tmp_path / name / "plots")
     # The chat run: the base code predicts from the same server (the same replies, a fresh
     # cache), then each code scores its own predictions.
@@ -222,7 +224,7 @@ def test_k_samples_get_flags_per_row_and_counts_over_every_row(
     root = chat_run["root"]
     cfg = {**chat_run["cfg"], "samples": 2}
     predict(cfg, root / "items", tmp_path / "preds")
-    metrics = score({"bootstrap": BOOT}, root / "items", tmp_path / "preds", tmp_path / "scores",
+    metrics = score(SCORE, root / "items", tmp_path / "preds", tmp_path / "scores",
                     tmp_path / "metrics.json", tmp_path / "plots")
     scores = pd.read_parquet(tmp_path / "scores/rimo_n.parquet")
     assert len(scores) == 10 and set(scores["sample"]) == {0, 1}

@@ -19,10 +19,12 @@ import pytest
 import yaml
 
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
+from tests.support.factories import section as typed_section
 from tests.support.factories import write_items
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini
@@ -80,7 +82,8 @@ def predict_cfg(backend: str, sec: dict[str, Any]) -> dict[str, Any]:
 
 
 def metrics_of(root: Path, items_dir: Path, preds_dir: Path) -> dict[str, Any]:
-    metrics = score({"bootstrap": {"samples": 200, "seed": 0, "confidence": 0.95}},
+    metrics = score(typed_section(ScoreParams, "score",
+                            bootstrap={"samples": 200, "seed": 0, "confidence": 0.95}),
                     items_dir=items_dir, preds_dir=preds_dir, scores_dir=root / "scores",
                     metrics_path=root / "metrics.json", plots_dir=root / "plots")
     out = {k: v for k, v in metrics.items() if k != "provenance"}

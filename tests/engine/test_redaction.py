@@ -21,16 +21,17 @@ import pytest
 from rimo_eval.chat import redact
 from rimo_eval.chat.redact import Redactor, looks_secret
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
-from tests.support.factories import write_items
+from tests.support.factories import section, write_items
 
 KEY_ENV = "RIMO_REDACTION_TEST_KEY"
 LONG_KEY = "sk-rimo-redact-4c8e1f0a9b7d2e63"
 ECHO = "[[echo_key_in_reply]]"  # the responder quotes the key in that item's reply
-BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 
 
 def n_row(pid: str, gold: str, extra: str = "") -> dict[str, Any]:

@@ -17,10 +17,11 @@ from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.commands.audit.content import expected_fingerprint
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import fingerprint, sha256_file
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import score
-from tests.support.factories import p_item, write_items
+from tests.support.factories import p_item, section, write_items
 from tests.support.foreign_logs import (
     INSPECT_VERSION,
     LMEVAL_VERSION,
@@ -34,6 +35,7 @@ from tests.support.paths import find_mirror
 MIRROR = find_mirror()
 ITEMS = 24  # RIMO-N items in the logs: small, CI time
 BOOT = {"samples": 200, "seed": 1, "confidence": 0.95}
+SCORE = section(ScoreParams, "score", bootstrap=BOOT)
 
 
 def _upstream() -> list[dict[str, Any]]:
@@ -95,7 +97,7 @@ def _run(root: Path, replay: dict[str, Any], allow_errors: float = 0.05) -> dict
     items = _items(root)
     cfg = {"backend": "replay", "replay": replay, "allow_errors": allow_errors}
     predict(cfg, items, root / "preds")
-    return score({"bootstrap": BOOT}, items, root / "preds", root / "scores",
+    return score(SCORE, items, root / "preds", root / "scores",
                  root / "metrics.json", root / "plots")
 
 

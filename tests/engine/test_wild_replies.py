@@ -29,14 +29,15 @@ from rimo_eval.commands.view.site import write_site
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.io.hashing import fingerprint
 from rimo_eval.io.surrogates import is_valid
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer, Shaped
-from tests.support.factories import write_items
+from tests.support.factories import section, write_items
 
-BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 WILD = "[[wild]]"  # marks the items whose replies the server makes hostile
 THOUGHT = "[[in_thought]]"  # ... in the reasoning field rather than the content
 

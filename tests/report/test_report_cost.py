@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.report.cost import cost_table, samples_table
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 
 
 def test_cost_table_from_usage_with_price() -> None:
@@ -35,8 +36,9 @@ def test_cost_table_from_usage_with_price() -> None:
 def test_cost_and_samples_tables_from_a_real_score_run(tmp_path: Path) -> None:
     small_benchmark(tmp_path / "items")
     predict({"backend": "oracle", "samples": 2}, tmp_path / "items", tmp_path / "preds")
-    m = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, tmp_path / "items",
-              tmp_path / "preds", tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
+    cfg = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
+    m = score(cfg, tmp_path / "items", tmp_path / "preds", tmp_path / "s", tmp_path / "m.json",
+              tmp_path / "plots")
     m = json.loads(json.dumps(m))
     table = cost_table(m)
     assert table["cost (USD)"].tolist() == ["not priced"] * 3  # the oracle costs nothing known
@@ -45,6 +47,6 @@ def test_cost_and_samples_tables_from_a_real_score_run(tmp_path: Path) -> None:
     assert got["RIMO-N.mean_at_k.accuracy"] == 1.0 and got["RIMO-P.pass_at_k"] == 1.0
     assert got["RIMO-N.maj_at_k"] == 1.0 and "RIMO-N.pass_at.1" in got
     predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
-    m = score({}, tmp_path / "items", tmp_path / "preds", tmp_path / "s", tmp_path / "m.json",
-              tmp_path / "plots")
+    m = score(section(ScoreParams, "score"), tmp_path / "items", tmp_path / "preds",
+              tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
     assert samples_table(m).empty and "k" not in m[TRACK_N]

@@ -22,9 +22,11 @@ from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.io.atomic import PAUSE_ENV
 from rimo_eval.io.hashing import fingerprint
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer, prompt_text
+from tests.support.factories import section
 from tests.support.paths import REPO_ROOT
 
 SEED = 20250907
@@ -159,7 +161,8 @@ def outcomes_of(server: ChatServer) -> Counter[str]:
 
 
 def metrics_of(root: Path, items_dir: Path, preds_dir: Path) -> dict[str, Any]:
-    metrics = score({"bootstrap": {"samples": 200, "seed": 0, "confidence": 0.95}},
+    metrics = score(section(ScoreParams, "score",
+                            bootstrap={"samples": 200, "seed": 0, "confidence": 0.95}),
                     items_dir=items_dir, preds_dir=preds_dir, scores_dir=root / "scores",
                     metrics_path=root / "metrics.json", plots_dir=root / "plots")
     return {k: v for k, v in metrics.items() if k != "provenance"}

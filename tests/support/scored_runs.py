@@ -10,11 +10,14 @@ from typing import Any
 import pandas as pd
 
 from rimo_eval.commands.compare.revisions import Side
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.support.factories import small_benchmark, write_items
+from tests.support.factories import params, section, small_benchmark, write_items
+
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 100, "seed": 0, "confidence": 0.95})
 
 
 def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
@@ -26,15 +29,11 @@ def scored_side(root: Path, name: str, n_rows: list[dict], p_rows: list[dict],
     replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
                               for t, i, p in preds))
     predict({"backend": "replay", "replay": {"path": str(replay)}}, items, root / name / "preds")
-    metrics = score({"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}, items,
-                    root / name / "preds", root / name / "scores", root / name / "metrics.json",
-                    root / name / "plots")
+    metrics = score(BOOT, items, root / name / "preds", root / name / "scores",
+                    root / name / "metrics.json", root / name / "plots")
     scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])
               for t in (TRACK_N, TRACK_P)}
     return Side(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)), scores)
-
-
-BOOT = {"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}}
 
 
 def run_score(root: Path, limit: int | None) -> dict:
@@ -45,4 +44,5 @@ def run_score(root: Path, limit: int | None) -> dict:
     reports = root / "reports"
     return score(BOOT, root / "items", root / "preds", root / "scores",
                  reports / "metrics.json", reports / "plots",
-                 params={"predict": {"limit": limit, "sample_seed": 0}, "fetch": {}})
+                 params=params(predict={"backend": "oracle", "limit": limit,
+                                        "sample_seed": 0}))

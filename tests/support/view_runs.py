@@ -146,9 +146,11 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     from rimo_eval.artifacts.paths import items_path, predictions_path, scores_path
     from rimo_eval.commands.view.load import Run
     from rimo_eval.commands.view.texts import DetailsCursor
+    from rimo_eval.params.config import ScoreParams
     from rimo_eval.predict import predict
     from rimo_eval.run.revision import Revision
     from rimo_eval.score.stage import score
+    from tests.support.factories import section
 
     base = root / name
     base.mkdir(parents=True, exist_ok=True)
@@ -168,8 +170,10 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
         pq.write_table(pa.Table.from_pylist(out, schema=table.schema), path)
         if row_group_rows is not None:
             predict_layout(path, track, row_group_rows)
-    metrics = score({"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}, items_dir,
-                    base / "preds", base / "scores", base / "metrics.json", base / "plots")
+    metrics = score(section(ScoreParams, "score",
+                            bootstrap={"samples": 50, "seed": 0, "confidence": 0.95}),
+                    items_dir, base / "preds", base / "scores", base / "metrics.json",
+                    base / "plots")
     preds = {t: pd.read_parquet(predictions_path(t, base / "preds")) for t in tracks}
     return Run(Revision(name, "git", "0" * 40), json.loads(json.dumps(metrics)),
                {t: pd.read_parquet(items_path(t, items_dir)) for t in tracks}, preds,

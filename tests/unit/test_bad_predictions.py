@@ -24,12 +24,13 @@ import pytest
 
 from rimo_eval.artifacts.predictions import predictions_path
 from rimo_eval.errors import StageError
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 
-BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 ITEMS = {TRACK_N: 4, TRACK_P: 4}  # tests.support.factories.small_benchmark
 GRADABLE_P = 3  # one of its RIMO-P items is ungradable
 BIG = 5_000_000  # characters: a runaway generation

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from rimo_eval.commands.compare.command import Revision, Side, compare_sides, render_markdown
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 
 
 def side(root: Path, name: str, k: int, rows: list[tuple[str, str, int, Any]]) -> Side:
@@ -24,7 +25,8 @@ def side(root: Path, name: str, k: int, rows: list[tuple[str, str, int, Any]]) -
                                           "prediction": p}) + "\n" for t, i, j, p in rows))
     predict({"backend": "replay", "samples": k, "replay": {"path": str(replay)}},
             root / "items", root / name / "preds")
-    metrics = score({"bootstrap": {"samples": 100, "seed": 0, "confidence": 0.95}},
+    metrics = score(section(ScoreParams, "score",
+                            bootstrap={"samples": 100, "seed": 0, "confidence": 0.95}),
                     root / "items", root / name / "preds", root / name / "scores",
                     root / name / "m.json", root / name / "plots")
     scores = {t: pd.read_parquet(root / name / "scores" / SCORE_FILES[t])

@@ -18,13 +18,15 @@ from rimo_eval.artifacts.metrics_files import join
 from rimo_eval.commands.compare.command import Revision, Side, compare_sides
 from rimo_eval.commands.compare.render import render_html, render_markdown
 from rimo_eval.commands.summary import summary
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.score.stage import score
 from rimo_eval.stats.floors import best_constant, floor_line
+from tests.support.factories import section
 from tests.support.pipeline_repo import copy_repo
 
-BOOT = {"samples": 100, "seed": 0, "confidence": 0.95}
+SCORE = section(ScoreParams, "score", bootstrap={"samples": 100, "seed": 0, "confidence": 0.95})
 
 
 def upstream_golds(mirror: Path) -> dict[str, str]:
@@ -68,7 +70,7 @@ def test_a_constant_one_run_scores_the_floor(oracle_run: Path, mirror_dir: Path,
     items_dir = oracle_run / "data/items"
     predict({"backend": "constant", "limit": limit, "sample_seed": 3,
              "constant": {"answer": "1", "solution": ""}}, items_dir, tmp_path / "preds")
-    score({"bootstrap": BOOT}, items_dir, tmp_path / "preds", tmp_path / "scores",
+    score(SCORE, items_dir, tmp_path / "preds", tmp_path / "scores",
           tmp_path / "metrics.json", tmp_path / "plots")
     metrics = json.loads((tmp_path / "metrics.json").read_text(encoding="utf-8"))
     block = json.loads((tmp_path / "breakdown.json").read_text(encoding="utf-8"))[TRACK_N]

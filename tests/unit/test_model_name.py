@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.artifacts.model_name import PACKAGED_LOCAL, model_name, run_label
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import score
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 
-BOOT = {"bootstrap": {"samples": 20, "seed": 0, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 20, "seed": 0, "confidence": 0.95})
 
 
 @pytest.mark.parametrize(("backend", "section", "label"), [

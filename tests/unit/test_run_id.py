@@ -11,12 +11,13 @@ import pytest
 
 from rimo_eval.artifacts.predictions import predictions_path, read_run_id
 from rimo_eval.errors import IntegrityError
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 
-BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 CONSTANT = {"backend": "constant", "constant": {"answer": "12"}}
 
 

@@ -30,6 +30,7 @@ from rimo_eval.commands.leaderboard.loading import from_record
 from rimo_eval.commands.summary import summary
 from rimo_eval.commands.view.header import header
 from rimo_eval.commands.view.load import load_run
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.report.selection import run_rows
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
@@ -37,10 +38,10 @@ from rimo_eval.run.reader import RunReader
 from rimo_eval.run.recovery import advice
 from rimo_eval.run.revision import WORKSPACE, Revision
 from rimo_eval.score.stage import score
-from tests.support.factories import small_benchmark
+from tests.support.factories import section, small_benchmark
 from tests.support.pipeline_repo import sh
 
-BOOT = {"bootstrap": {"samples": 20, "seed": 0, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 20, "seed": 0, "confidence": 0.95})
 HERE = Revision(WORKSPACE, WORKSPACE, None)
 EXP = Revision("exp-1", "experiment", "a" * 40, "refs/exps/aa/x/exp-1")
 

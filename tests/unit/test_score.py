@@ -10,14 +10,15 @@ import pytest
 from rimo_eval.artifacts.metrics_files import join, read_all
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import sha256_file
+from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.grading import grade_n, grade_p_strict, leading_matches, match_parts
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from rimo_eval.stats import wilson
-from tests.support.factories import n_item, small_benchmark, write_items
+from tests.support.factories import n_item, params, section, small_benchmark, write_items
 
-BOOT = {"bootstrap": {"samples": 200, "seed": 1, "confidence": 0.95}}
+BOOT = section(ScoreParams, "score", bootstrap={"samples": 200, "seed": 1, "confidence": 0.95})
 
 
 def test_rimo_n_is_exact_match_after_strip_only() -> None:
@@ -104,9 +105,9 @@ def test_metrics_by_hand(scored: tuple[Path, dict]) -> None:
 def test_sample_records_the_predict_limit_and_seed(scored: tuple[Path, dict]) -> None:
     """The report's sample banner reads these, so they must describe the run."""
     root, _ = scored
-    params = {"predict": {"limit": 3, "sample_seed": 5}, "fetch": {}}
+    run_params = params(predict={"backend": "oracle", "limit": 3, "sample_seed": 5})
     m = score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
-              root / "plots", params=params)
+              root / "plots", params=run_params)
     assert (m["sample"]["limit"], m["sample"]["seed"]) == (3, 5)
     # On disk the spec is provenance (tests/test_score_leftovers.py); read_all joins it back.
     joined = read_all(root / "metrics.json", root / "breakdown.json", root / "provenance.json")

@@ -24,10 +24,11 @@ from scipy.stats import fisher_exact, norm
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from rimo_eval.errors import ConfigError
-from rimo_eval.params.config import load_params
+from rimo_eval.params.config import ScoreParams, load_params
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
+from tests.support.factories import section
 from tests.support.leaderboard_runs import write_jsonl
 from tests.support.paths import REPO_ROOT
 from tests.support.year_runs import replay
@@ -73,8 +74,9 @@ def runs(oracle_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int
         write_jsonl(root / "replay.jsonl", rows)
         predict({"backend": "replay", "samples": k, "limit": None,
                  "replay": {"path": str(root / "replay.jsonl")}}, items_dir, root / "preds")
-        score({"bootstrap": BOOT, "training_cutoff": "2019-06"}, items_dir, root / "preds",
-              root / "scores", root / "metrics.json", root / "plots")
+        cfg = section(ScoreParams, "score", bootstrap=BOOT, training_cutoff="2019-06")
+        score(cfg, items_dir, root / "preds", root / "scores", root / "metrics.json",
+              root / "plots")
         breakdown = json.loads((root / "breakdown.json").read_text(encoding="utf-8"))
         scores = {t: pd.read_parquet(root / "scores" / f"rimo_{t[-1].lower()}.parquet")
                   for t in TRACKS}

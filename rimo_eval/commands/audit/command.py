@@ -66,7 +66,7 @@ from rimo_eval.commands.audit.revision import checked_out
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.json_object import read_object
 from rimo_eval.io.terminal import for_terminal, json_for_terminal
-from rimo_eval.params.config import Params, load_params
+from rimo_eval.params.config import FetchParams, Params, ScoreParams, load_params, parse_section
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.revision import WORKSPACE
@@ -133,8 +133,9 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     breakdown_shown, prov_shown = BREAKDOWN_PATH.as_posix(), PROVENANCE_PATH.as_posix()
     params = params or {}
     ledger = Ledger()
-    pin = make_upstream_pin(params.get("fetch"))
-    boot = bootstrap_params(params.get("score"))
+    pin = make_upstream_pin(parse_section(FetchParams, params["fetch"], "fetch")
+                            if params.get("fetch") else None)
+    boot = bootstrap_params(parse_section(ScoreParams, params.get("score"), "score"))
     shown = {t: {"items": items_path(t).as_posix(), "predictions": predictions_path(t).as_posix(),
                  "scores": scores_path(t).as_posix()} for t in TRACKS}
     paths = {t: {k: root / p for k, p in v.items()} for t, v in shown.items()}

@@ -38,8 +38,7 @@ from rimo_eval.commands.compare.shared_items import (
 from rimo_eval.errors import DataError
 from rimo_eval.io.outputs import claim_file, html_ours, output_file
 from rimo_eval.judge.metrics import judge_block
-from rimo_eval.params.config import Params
-from rimo_eval.params.section import key_of
+from rimo_eval.params.config import Params, ScoreParams, parse_section
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.record import Run
@@ -52,7 +51,12 @@ HTML_OPTION = "compare --html"
 def bootstrap_settings(params: Params | Mapping[str, Any] | None, args: argparse.Namespace
                        ) -> dict[str, Any]:
     """params ``score.bootstrap`` (or its defaults), each given option overriding its key."""
-    boot = bootstrap_params(key_of(params, "score"))
+    if isinstance(params, Params):
+        score = params.score
+    else:  # a plain file: only its score.bootstrap is read, as before
+        raw = ((params or {}).get("score") or {}).get("bootstrap")
+        score = parse_section(ScoreParams, {} if raw is None else {"bootstrap": raw}, "score")
+    boot = bootstrap_params(score)
     for key in ("samples", "seed", "confidence"):
         value = getattr(args, key, None)
         if value is not None:

@@ -20,6 +20,7 @@ from rimo_eval.artifacts import judge_record
 from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.errors import DataError
 from rimo_eval.judge.metrics import judge_block, judge_metrics
+from rimo_eval.params.config import PredictParams, ScoreParams, parse_section
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.samples import with_sample
@@ -107,8 +108,12 @@ def on_shared(side: Side, keys: Mapping[str, set[Key]], params: Mapping[str, Any
     sample = side.metrics.get("sample") or {}
     totals = {t: (sample.get("total") or {}).get(t, len(item_keys(side.scores[t])))
               for t in TRACKS}
+    raw = params or {}
+    predict = None if raw.get("predict") is None else parse_section(
+        PredictParams, raw["predict"], "predict")
     metrics = compute(scores, totals, NO_INTERVALS,
-                      {"limit": sample.get("limit"), "seed": sample.get("seed")}, preds, params)
+                      {"limit": sample.get("limit"), "seed": sample.get("seed")}, preds, predict,
+                      parse_section(ScoreParams, raw.get("score"), "score"))
     metrics["provenance"] = side.metrics.get("provenance")
     ids = {i for i, _ in keys[TRACK_P]}
     return Side(side.revision, metrics, scores, _judge_on(side, ids))
