@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 # compiling scipy, pandas, statsmodels and DVC from source again: the caches are written here.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup browser slurm repro test test-fast lint docs clean
+.PHONY: setup browser slurm peers-start repro test test-fast lint docs clean
 
 # KaTeX for `rimo-eval view`, from the npm registry, pinned with integrity hashes by
 # package-lock.json; the view copies it into the site (no CDN). npm writes the stamp.
@@ -83,6 +83,31 @@ slurm:
 		fi; \
 	fi
 
+# The replay import tests (tests/engine/test_replay_import.py) run the real inspect_ai and
+# lm-eval, each in its own venv under benchmarks/.venvs/ that tests/support/foreign_logs.py
+# installs on first use: in a fresh clone, 3 minutes of downloads that held one worker of the
+# parallel pass. `make test` starts both installs first, in the background (the same function,
+# the same pins), so they overlap setup's llama.cpp build, and waits for them before pytest; in a
+# set-up clone each is a version check of a second. Not in `make setup`: `make repro` needs
+# neither tool.
+PEERS := inspect lmeval
+
+peers-start:
+	@mkdir -p build
+	@for tool in $(PEERS); do rm -f build/peer-$$tool.rc; \
+		( python3 -c "from tests.support.foreign_logs import tool_python; tool_python('$$tool')" \
+			> build/peer-$$tool.log 2>&1; echo $$? > build/peer-$$tool.rc ) & \
+	done
+
+define PEERS_WAIT
+for tool in $(PEERS); do \
+	while [ ! -e build/peer-$$tool.rc ]; do sleep 1; done; \
+	if [ "$$(cat build/peer-$$tool.rc)" != 0 ]; then cat build/peer-$$tool.log; \
+		echo "make: installing the $$tool venv for the tests failed (build/peer-$$tool.log)" >&2; \
+		exit 1; fi; \
+done
+endef
+
 # Ends with a dozen lines: headline metrics with intervals, sample or full, backend, report.
 # The transcript browser (reports/view/, which the report links into) is the view stage of
 # dvc.yaml: dvc repro builds it with the run, and dvc exp apply / checkout restore it with it.
@@ -111,10 +136,10 @@ PYTEST_PARALLEL := pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-re
 # pytest pass, whose two workers leave CPU idle while their tests wait on servers, kills and
 # child processes; its report prints after that pass, and a failure fails `make test` there.
 # `make lint` runs it alone.
-test: setup browser slurm
+test: peers-start setup browser slurm
 	ruff check .
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
-	@mkdir -p build
+	@$(PEERS_WAIT)
 	mypy > build/mypy.log 2>&1 & typing=$$!; \
 	$(PYTEST_PARALLEL) -m "not serial"; tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy (beside the first pass):"; cat build/mypy.log; \
@@ -122,7 +147,8 @@ test: setup browser slurm
 	pytest $(PYTEST_ARGS) -m "serial"
 
 # The edit loop: everything but the end-to-end tests marked `slow`.
-test-fast: setup
+test-fast: peers-start setup
+	@$(PEERS_WAIT)
 	$(PYTEST_PARALLEL) -m "not slow and not serial"
 	pytest $(PYTEST_ARGS) -m "serial and not slow"
 

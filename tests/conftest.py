@@ -1,6 +1,6 @@
 """Shared fixtures: the real upstream mirror and scratch copies of it, the loopback fake chat
-server, the fake API key, and the pipeline runs built once for the whole session (the oracle
-run, the view's two replay experiments)."""
+server, the fake API key, and the pipeline runs built once for the whole session (the project
+validated, the oracle run, the view's two replay experiments)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,18 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Pa
 
 
 @pytest.fixture(scope="session")
-def view_runs_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
+def validated_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+    """The project after ``dvc repro validate`` (check-params, fetch, validate), built once per
+    pytest run (``built_once``): fixtures take a ``tests.support.validated_repo.validated_copy``
+    with their own predict section instead of fetching and validating again."""
+    from tests.support.validated_repo import build_validated
+
+    return built_once(tmp_path_factory, "validated",
+                      lambda top: build_validated(top / "repo", mirror_dir)) / "repo"
+
+
+@pytest.fixture(scope="session")
+def view_runs_base(tmp_path_factory: pytest.TempPathFactory, validated_base: Path
                    ) -> dict[str, Any]:
     """``tests.support.view_runs.build_runs`` (experiments run-a and run-b over every item), built
     once per pytest run for the view's CLI and browser tests; each module takes its own copy
@@ -124,7 +135,7 @@ def view_runs_base(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
     from tests.support.view_runs import build_runs
 
     def build(top: Path) -> None:
-        info = build_runs(top, mirror_dir)
+        info = build_runs(top, validated_base)
         facts = {k: v for k, v in info.items() if k != "repo"}
         (top / "facts.json").write_text(json.dumps(facts), encoding="utf-8")
 

@@ -12,16 +12,17 @@ import yaml
 
 from rimo_eval.artifacts.flat_keys import flatten
 from tests.support.in_process import audit_cli
-from tests.support.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import sh
+from tests.support.validated_repo import validated_copy
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
+def repo(tmp_path_factory: pytest.TempPathFactory, validated_base: Path) -> Path:
     """A committed oracle sample (limit 5) and an experiment on it (limit 3)."""
-    repo = make_repo(tmp_path_factory.mktemp("audit-rev") / "repo", mirror_dir,
-                     predict={"backend": "oracle", "limit": 5})
+    repo = validated_copy(validated_base, tmp_path_factory.mktemp("audit-rev") / "repo",
+                          predict={"backend": "oracle", "limit": 5})
     sh(repo, "dvc", "repro", "score")
     sh(repo, "git", "add", "-A")
     sh(repo, "git", "commit", "-qm", "oracle sample of 5")

@@ -28,9 +28,10 @@ from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.run.reader import RunReader
 from tests.support.factories import n_item, p_item
-from tests.support.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import sh
 from tests.support.replay_files import replay_rows, write_jsonl
 from tests.support.scored_runs import scored_side
+from tests.support.validated_repo import validated_copy
 
 # --- flips and the table on small real score tables --------------------------------------------
 
@@ -144,13 +145,12 @@ def commit_all(repo: Path, message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def branches(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path
+def branches(tmp_path_factory: pytest.TempPathFactory, validated_base: Path
              ) -> tuple[Path, dict[str, Any]]:
     """Branches a and b and experiment exp-c (on b), whose replays differ in known items."""
-    repo = make_repo(tmp_path_factory.mktemp("compare") / "repo", mirror_dir,
-                     predict={"backend": "replay", "limit": None,
-                              "replay": {"path": "replay.jsonl"}})
-    sh(repo, "dvc", "repro", "validate")
+    repo = validated_copy(validated_base, tmp_path_factory.mktemp("compare") / "repo",
+                          predict={"backend": "replay", "limit": None,
+                                   "replay": {"path": "replay.jsonl"}})
     items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
     items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
     gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))

@@ -34,7 +34,8 @@ from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.run.reader import RunReader
 from tests.support.browser import chromium
 from tests.support.paths import REPO_ROOT
-from tests.support.pipeline_repo import BIN, env, make_repo, sh
+from tests.support.pipeline_repo import BIN, env, sh
+from tests.support.validated_repo import validated_copy
 
 pytestmark = pytest.mark.slow
 
@@ -69,11 +70,10 @@ def write_replay(repo: Path, path: Path, skill: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("views") / "repo", mirror_dir,
-                     predict={"backend": "replay", "limit": None,
-                              "replay": {"path": "runs/exp-a.jsonl"}})
-    sh(repo, "dvc", "repro", "validate")
+def repo(tmp_path_factory: pytest.TempPathFactory, validated_base: Path) -> Path:
+    repo = validated_copy(validated_base, tmp_path_factory.mktemp("views") / "repo",
+                          predict={"backend": "replay", "limit": None,
+                                   "replay": {"path": "runs/exp-a.jsonl"}})
     for name, skill in SKILL.items():
         write_replay(repo, repo / f"runs/{name}.jsonl", skill)
     sh(repo, "dvc", "repro", "score")

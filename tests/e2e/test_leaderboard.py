@@ -43,8 +43,8 @@ FIVE = ["workspace", *[m for m in MODELS if m != "base"]]
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Path:
-    return build(tmp_path_factory.mktemp("leaderboard") / "repo", mirror_dir)
+def repo(tmp_path_factory: pytest.TempPathFactory, validated_base: Path) -> Path:
+    return build(tmp_path_factory.mktemp("leaderboard") / "repo", validated_base)
 
 
 CUTOFF = "m-weak=2019-06"

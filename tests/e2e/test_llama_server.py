@@ -24,7 +24,8 @@ from rimo_eval.artifacts.predictions import join_texts
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.loopback import free_port
 from tests.support.need import need
-from tests.support.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import sh
+from tests.support.validated_repo import validated_copy
 
 # 31 s on a quiet 2-core machine (209 s with other jobs running): part of `make test`.
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server]
@@ -72,9 +73,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_dvc_exp_run_against_llama_cpp_server(llama_server: str, tmp_path: Path,
-                                              mirror_dir: Path) -> None:
+                                              validated_base: Path) -> None:
     started = time.monotonic()
-    repo = make_repo(tmp_path / "repo", mirror_dir)
+    repo = validated_copy(validated_base, tmp_path / "repo")
     # Up to the report: the transcript browser (the view stage) is not what is tested here.
     sh(repo, "dvc", "exp", "run", "report", "-S", "predict.backend=openai", "-S", "predict.limit=1",
        "-S", f"predict.openai.base_url={llama_server}",

@@ -25,7 +25,8 @@ from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_model import fake_model
 from tests.support.fake_provider import FakeProvider, Record, Reply
-from tests.support.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import sh
+from tests.support.validated_repo import validated_copy
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +51,8 @@ def exp_run(repo: Path, backend: str, base_url: str) -> dict[str, Any]:
     return scored(repo)
 
 
-def test_full_benchmark_native_equals_openai(tmp_path: Path, mirror_dir: Path) -> None:
-    repo = make_repo(tmp_path / "repo", mirror_dir)
-    sh(repo, "dvc", "repro", "-q", "validate", timeout=600)
+def test_full_benchmark_native_equals_openai(tmp_path: Path, validated_base: Path) -> None:
+    repo = validated_copy(validated_base, tmp_path / "repo")
     replies = fake_model(repo / "data" / "items")
 
     server = ChatServer(responder=lambda body, prompt: replies.get(prompt)).start()

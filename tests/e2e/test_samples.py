@@ -381,11 +381,12 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dvc_repro_with_four_samples_matches_the_independent_computation(
-        tmp_path: Path, mirror_dir: Path) -> None:
+        tmp_path: Path, mirror_dir: Path, validated_base: Path) -> None:
     """The real `dvc repro`, predict.samples: 4, a replay with sample fields, the report too."""
-    from tests.support.pipeline_repo import make_repo, sh
+    from tests.support.pipeline_repo import sh
+    from tests.support.validated_repo import validated_copy
     gold_n, gold_p = independent_gold(mirror_dir)
-    repo = make_repo(tmp_path / "repo", mirror_dir, predict={
+    repo = validated_copy(validated_base, tmp_path / "repo", predict={
         "backend": "replay", "samples": K, "limit": None, "replay": {"path": "k4.jsonl"}})
     want_n, want_p = replay_k(repo / "k4.jsonl", gold_n, gold_p)
     sh(repo, "git", "add", "k4.jsonl")

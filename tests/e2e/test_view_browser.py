@@ -28,7 +28,8 @@ from rimo_eval.commands.view.site import write_site
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.browser import chromium, renderer_alive
 from tests.support.factories import n_item, p_item, write_items
-from tests.support.pipeline_repo import env, make_repo, sh
+from tests.support.pipeline_repo import env, sh
+from tests.support.validated_repo import validated_copy
 from tests.support.view_runs import (
     FUZZ,
     HOSTILE,
@@ -482,18 +483,19 @@ REPLY = ("<think>" + HOSTILE_TEXT + " and $\\frac{1}{2}$</think>\n\nWe compute $
 
 
 @pytest.fixture(scope="module")
-def model_site(tmp_path_factory: pytest.TempPathFactory, mirror_dir: Path) -> Iterator[Path]:
+def model_site(tmp_path_factory: pytest.TempPathFactory, validated_base: Path
+               ) -> Iterator[Path]:
     """``dvc repro score`` with the openai backend (3 items per track) whose every reply holds
     the hostile corpus, in the content and in a think block, then ``rimo-eval view``."""
     from tests.support.chat_server import ChatServer
 
     server = ChatServer(responder=lambda body, prompt: REPLY).start()
     try:
-        repo = make_repo(tmp_path_factory.mktemp("view_model") / "repo", mirror_dir, predict={
-            "backend": "openai", "limit": 3,
-            "openai": {"base_url": server.base_url, "model": "fake-model",
-                       "api_key_env": "RIMO_VIEW_TEST_NO_KEY", "max_retries": 0,
-                       "timeout_s": 30, "concurrency": 2}})
+        repo = validated_copy(validated_base, tmp_path_factory.mktemp("view_model") / "repo",
+                              predict={"backend": "openai", "limit": 3, "openai": {
+                                  "base_url": server.base_url, "model": "fake-model",
+                                  "api_key_env": "RIMO_VIEW_TEST_NO_KEY", "max_retries": 0,
+                                  "timeout_s": 30, "concurrency": 2}})
         sh(repo, "dvc", "repro", "score")
         assert server.ok_records()
     finally:

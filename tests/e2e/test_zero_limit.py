@@ -9,14 +9,16 @@ from pathlib import Path
 import pytest
 
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
-from tests.support.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import sh
+from tests.support.validated_repo import validated_copy
 
 pytestmark = pytest.mark.slow
 
 
 def test_dvc_repro_with_limit_zero_audits_and_summarises(tmp_path: Path,
-                                                          mirror_dir: Path) -> None:
-    repo = make_repo(tmp_path / "repo", mirror_dir, predict={"backend": "oracle", "limit": 0})
+                                                          validated_base: Path) -> None:
+    repo = validated_copy(validated_base, tmp_path / "repo",
+                          predict={"backend": "oracle", "limit": 0})
     sh(repo, "dvc", "repro")
     metrics = json.loads((repo / "reports/metrics.json").read_text(encoding="utf-8"))
     assert metrics[TRACK_N]["n"] == 0 and metrics[TRACK_N]["accuracy"] is None

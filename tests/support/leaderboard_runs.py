@@ -22,8 +22,9 @@ from rimo_eval.run.revision import Revision
 from rimo_eval.score.samples import first_sample
 from rimo_eval.score.trend import year_trend
 from rimo_eval.score.years import year_blocks
-from tests.support.pipeline_repo import make_repo, sh
+from tests.support.pipeline_repo import sh
 from tests.support.replay_files import repo_gold, write_jsonl
+from tests.support.validated_repo import validated_copy
 
 # name -> (strength, noise seed); the workspace run is "base".
 MODELS = {"base": 0.30, "m-weak": 0.15, "m-mid": 0.45, "m-mid2": 0.47, "m-strong": 0.70}
@@ -60,11 +61,11 @@ def replay_rows(name: str, strength: float, gold_n: dict[str, str],
     return rows
 
 
-def build(dest: Path, mirror: Path) -> Path:
-    """The repo: workspace = "base" (committed), experiments for every other run."""
-    repo = make_repo(dest, mirror, predict={"backend": "replay", "limit": None,
-                                            "replay": {"path": "runs/base.jsonl"}})
-    sh(repo, "dvc", "repro", "validate")
+def build(dest: Path, validated: Path) -> Path:
+    """The repo: workspace = "base" (committed), experiments for every other run; from a copy
+    of ``validated`` (``tests.support.validated_repo``: conftest's ``validated_base``)."""
+    repo = validated_copy(validated, dest, predict={"backend": "replay", "limit": None,
+                                                    "replay": {"path": "runs/base.jsonl"}})
     gold_n, gold_p = repo_gold(repo)
     for name, strength in MODELS.items():
         write_jsonl(repo / "runs" / f"{name}.jsonl", replay_rows(name, strength, gold_n, gold_p))
@@ -170,5 +171,7 @@ if __name__ == "__main__":  # build one by hand: python -m tests.support.leaderb
     import sys
 
     from tests.support.paths import find_mirror
+    from tests.support.validated_repo import build_validated
 
-    print(build(Path(sys.argv[1]), find_mirror()))
+    top = Path(sys.argv[1])
+    print(build(top / "repo", build_validated(top / "validated", find_mirror())))

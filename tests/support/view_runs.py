@@ -17,8 +17,9 @@ from typing import Any
 import pandas as pd
 
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
-from tests.support.pipeline_repo import copy_repo, make_repo, sh
+from tests.support.pipeline_repo import copy_repo, sh
 from tests.support.replay_files import write_jsonl
+from tests.support.validated_repo import validated_copy
 
 HOSTILE = [
     "<script>window.__pwned = 1; alert('script')</script>",
@@ -82,11 +83,11 @@ FUZZ: dict[str, str] = {
 }
 
 
-def build_runs(root: Path, mirror: Path) -> dict[str, Any]:
-    """The repo with experiments run-a and run-b, and what was put into them."""
-    repo = make_repo(root / "repo", mirror, predict={
+def build_runs(root: Path, validated: Path) -> dict[str, Any]:
+    """The repo with experiments run-a and run-b, and what was put into them; from a copy of
+    ``validated`` (conftest's ``validated_base``)."""
+    repo = validated_copy(validated, root / "repo", predict={
         "backend": "replay", "limit": None, "replay": {"path": "replay_a.jsonl"}})
-    sh(repo, "dvc", "repro", "validate")
     items_n = pd.read_parquet(repo / "data/items/rimo_n.parquet")
     items_p = pd.read_parquet(repo / "data/items/rimo_p.parquet")
     gold_n = dict(zip(items_n["problem_id"], items_n["answer"], strict=True))
