@@ -37,7 +37,7 @@ from rimo_eval.io.hashing import sha256_file
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.support.factories import n_item, small_benchmark, write_items
+from tests.support.factories import n_item, predict_section, small_benchmark, write_items
 from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import copy_repo, sh
 
@@ -54,8 +54,8 @@ def small(tmp_path: Path) -> Path:
     replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
                               for t, i, p in [(TRACK_N, "2001a1", "12"), (TRACK_N, "2001c1", "8"),
                                               (TRACK_P, "2001g1", ["g1", "x"])]))
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, tmp_path / "data/items",
-            tmp_path / "data/predictions")
+    predict(predict_section(backend="replay", replay={"path": str(replay)}),
+            tmp_path / "data/items", tmp_path / "data/predictions")
     score({"bootstrap": BOOT}, tmp_path / "data/items", tmp_path / "data/predictions",
           tmp_path / "data/scores", tmp_path / "reports/metrics.json", tmp_path / "reports/plots",
           params={"fetch": FETCH})
@@ -128,7 +128,7 @@ def test_metrics_recompute_and_an_edited_value_breaks(small: Path) -> None:
     breakdown = json.loads((small / "reports/breakdown.json").read_text())
     scores = frames(small, "scores")
     fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT,
-                              frames(small, "predictions"), {"fetch": FETCH})
+                              frames(small, "predictions"))
     fresh_metrics, fresh_breakdown = split(fresh)
     sources = {t: f"scores {t}" for t in TRACKS}
     ledger = Ledger()

@@ -12,7 +12,13 @@ import pyarrow.parquet as pq
 
 from rimo_eval.artifacts.items import ITEM_SCHEMAS, items_path
 from rimo_eval.io.hashing import fingerprint
-from rimo_eval.params.config import Params, parse_params, parse_section, read_yaml
+from rimo_eval.params.config import (
+    Params,
+    PredictParams,
+    parse_params,
+    parse_section,
+    read_yaml,
+)
 from rimo_eval.params.section import Section
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
@@ -59,6 +65,11 @@ def section(model: type[S], where: str, data: Mapping[str, Any] | None = None,
     """A typed params section (``where``: its key path, e.g. ``predict.openai``) from a partial
     dict and keys, validated as the file's would be (a bad key is the same ConfigError)."""
     return parse_section(model, {**(data or {}), **keys}, where)
+
+
+def predict_section(data: Mapping[str, Any] | None = None, **keys: Any) -> PredictParams:
+    """The typed ``predict`` section the predict stage takes (``section`` of PredictParams)."""
+    return section(PredictParams, "predict", data, **keys)
 
 
 def params(**overrides: Any) -> Params:

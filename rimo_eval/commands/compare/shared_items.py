@@ -96,10 +96,10 @@ def _judge_on(side: Side, ids: set[str]) -> dict[str, Any]:
     return {"enabled": True, TRACK_P: {"judge": fresh}}
 
 
-def on_shared(side: Side, keys: Mapping[str, set[Key]], params: Mapping[str, Any] | None
-              ) -> Side:
+def on_shared(side: Side, keys: Mapping[str, set[Key]]) -> Side:
     """``side`` over the items in ``keys`` only, its metrics recomputed as the score stage
-    computes them (k-sample keys and usage too where its predictions were read)."""
+    computes them (k-sample keys and usage too where its predictions were read), with the
+    side's own predict and score sections."""
     scores = {t: _keep(with_sample(side.scores[t]), keys[t]) for t in TRACKS}
     preds = None
     if side.predictions is not None:
@@ -108,10 +108,12 @@ def on_shared(side: Side, keys: Mapping[str, set[Key]], params: Mapping[str, Any
     totals = {t: (sample.get("total") or {}).get(t, len(item_keys(side.scores[t])))
               for t in TRACKS}
     metrics = compute(scores, totals, NO_INTERVALS,
-                      {"limit": sample.get("limit"), "seed": sample.get("seed")}, preds, params)
+                      {"limit": sample.get("limit"), "seed": sample.get("seed")}, preds,
+                      {"predict": side.predict, "score": side.score})
     metrics["provenance"] = side.metrics.get("provenance")
     ids = {i for i, _ in keys[TRACK_P]}
-    return Side(side.revision, metrics, scores, _judge_on(side, ids))
+    return Side(side.revision, metrics, scores, _judge_on(side, ids), predict=side.predict,
+                score=side.score)
 
 
 __all__ = ["NO_INTERVALS", "describe", "item_keys", "on_shared", "overlap",
