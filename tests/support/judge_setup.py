@@ -15,7 +15,7 @@ from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate
 from tests.support.chat_server import ChatServer
-from tests.support.factories import params
+from tests.support.factories import params, predict_section
 from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_JUDGE_KEY"
@@ -65,7 +65,7 @@ def project(root: Path, mirror: Path, limit: int | None, predict_cfg: dict | Non
 
 def scored(root: Path, predict_cfg: dict[str, Any]) -> None:
     data = root / "data"
-    predict(predict_cfg, items_dir=data / "items", out_dir=data / "predictions")
+    predict(predict_section(predict_cfg), items_dir=data / "items", out_dir=data / "predictions")
     score({"bootstrap": {"samples": 200, "seed": 0, "confidence": 0.95}},
           items_dir=data / "items", preds_dir=data / "predictions", scores_dir=data / "scores",
           metrics_path=root / "reports/metrics.json", plots_dir=root / "reports/plots")

@@ -14,7 +14,7 @@ from rimo_eval.errors import IntegrityError
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
-from tests.support.factories import small_benchmark
+from tests.support.factories import predict_section, small_benchmark
 
 BOOT = {"bootstrap": {"samples": 50, "seed": 0, "confidence": 0.95}}
 CONSTANT = {"backend": "constant", "constant": {"answer": "12"}}
@@ -27,7 +27,7 @@ def bench(tmp_path: Path) -> Path:
 
 
 def run(bench: Path, out: str, **cfg: object) -> dict[str, object]:
-    return predict({**CONSTANT, **cfg}, bench / "items", bench / out)
+    return predict(predict_section({**CONSTANT, **cfg}), bench / "items", bench / out)
 
 
 def score_dir(bench: Path, preds: str) -> dict:
