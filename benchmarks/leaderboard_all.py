@@ -53,6 +53,7 @@ def build(repo: Path, runs: int) -> tuple[float, list[str]]:
     from rimo_eval.params.config import parse_params
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
+    from tests.support.factories import predict_section
 
     start = time.perf_counter()
     make_repo(repo, find_mirror(), predict={"backend": "replay", "limit": None,
@@ -73,7 +74,7 @@ def build(repo: Path, runs: int) -> tuple[float, list[str]]:
             write_jsonl(repo / rel, replay_rows(name, strength, gold_n, gold_p))
             params["predict"]["replay"]["path"] = rel  # the run's model name
             params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-            predict({"backend": "replay", "limit": None, "replay": {"path": rel}},
+            predict(predict_section(backend="replay", limit=None, replay={"path": rel}),
                     repo / ITEMS_DIR, repo / PREDICTIONS_DIR)
             whole = parse_params(params, params_path)
             score(whole.score, repo / ITEMS_DIR, repo / PREDICTIONS_DIR, repo / SCORES_DIR,

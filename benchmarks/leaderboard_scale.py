@@ -57,7 +57,7 @@ def make_repo(work: Path, runs: int, k: int, tag: str) -> tuple[Path, list[str],
     from rimo_eval.predict import predict
     from rimo_eval.score.stage import score
     from rimo_eval.validate.stage import run as validate
-    from tests.support.factories import params, section
+    from tests.support.factories import params, predict_section, section
 
     start = time.perf_counter()
     items = work / "items"
@@ -88,7 +88,7 @@ def make_repo(work: Path, runs: int, k: int, tag: str) -> tuple[Path, list[str],
         (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         replay = work / f"{name}.jsonl"
         write_jsonl(replay, replay_rows(name, strength, gold_n, gold_p, samples=k))
-        predict({"backend": "replay", "samples": k, "replay": {"path": str(replay)}}, items,
+        predict(predict_section(backend="replay", samples=k, replay={"path": str(replay)}), items,
                 repo / "data/predictions")
         score(section(ScoreParams, "score",
                       bootstrap={"samples": 1000, "seed": 0, "confidence": 0.95}), items,

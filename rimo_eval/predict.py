@@ -33,7 +33,7 @@ from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.atomic import atomic_path, write_json
 from rimo_eval.io.hashing import fingerprint, sha256_bytes
 from rimo_eval.params import head as params_head
-from rimo_eval.params.config import Params, PredictParams, coerce, read_yaml
+from rimo_eval.params.config import Params, PredictParams, read_yaml
 from rimo_eval.params.prices import applied_price
 from rimo_eval.predictors import Prediction, Predictor
 from rimo_eval.predictors.chat_predictor import ChatPredictor
@@ -109,14 +109,8 @@ def collect(preds: Iterable[Prediction], items: Sequence[Item], backend: str, sa
     return out
 
 
-def _params(cfg: PredictParams | dict[str, Any]) -> PredictParams:
-    """``cfg`` is the typed ``predict`` section (a plain dict is validated into one)."""
-    return coerce(PredictParams, cfg, "predict")
-
-
-def _setup(cfg: PredictParams | dict[str, Any], items_dir: Path
+def _setup(params: PredictParams, items_dir: Path
            ) -> tuple[str, Predictor, dict[str, list[Item]], dict[str, list[Item]]]:
-    params = _params(cfg)
     backend = params.backend
     predictor = build_predictor(params)
     all_items = {track: load_items(track, items_dir) for track in TRACKS}
@@ -141,7 +135,7 @@ def drift_warning(params_path: Path | None, command: str) -> str | None:
     return params_head.drift_warning(command, params_path, read_yaml(params_path))
 
 
-def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
+def estimate(cfg: PredictParams, items_dir: Path = ITEMS_DIR,
              params_path: Path | None = None) -> str:
     """``rimo-eval predict --estimate``: requests, cache hits, prompt tokens. Sends nothing,
     writes nothing."""
@@ -162,17 +156,16 @@ def estimate(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
     return f"{head}\n{render(est, priced)}"
 
 
-def batch_admin(cfg: PredictParams | dict[str, Any], cancel: bool = False) -> str:
+def batch_admin(params: PredictParams, cancel: bool = False) -> str:
     """``--batch-status`` / ``--batch-cancel`` (rimo_eval.chat.batch.admin): the anthropic
     section's batches when ``predict.backend`` is anthropic, else the openai section's."""
     from rimo_eval.chat.batch.admin import batch_admin as admin
 
-    params = _params(cfg)
     section = "anthropic" if params.backend == "anthropic" else "openai"
     return admin(getattr(params, section), f"predict.{section}", cancel=cancel)
 
 
-def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
+def batch_file(cfg: PredictParams, path: Path, export: bool,
                items_dir: Path = ITEMS_DIR) -> str:
     """``--export-batch FILE`` / ``--import-batch FILE`` (rimo_eval.predictors.batch_files)."""
     from rimo_eval.predictors.batch_files import export_batch, import_batch
@@ -185,10 +178,9 @@ def batch_file(cfg: PredictParams | dict[str, Any], path: Path, export: bool,
     return (export_batch if export else import_batch)(predictor, requested, Path(path))
 
 
-def predict(cfg: PredictParams | dict[str, Any], items_dir: Path = ITEMS_DIR,
+def predict(params: PredictParams, items_dir: Path = ITEMS_DIR,
             out_dir: Path = PREDICTIONS_DIR, run_path: Path | None = None,
             params_path: Path | None = None) -> dict[str, Any]:
-    params = _params(cfg)
     backend, predictor, all_items, sample = _setup(params, items_dir)
     requested = [it for track in TRACKS for it in sample[track]]
     k = predictor.samples

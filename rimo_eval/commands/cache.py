@@ -13,7 +13,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,17 @@ from rimo_eval.chat.cache import DB_NAME, ResponseCache
 from rimo_eval.chat.cache_prune import Filter, Tick
 from rimo_eval.errors import StageError
 from rimo_eval.io.terminal import for_terminal, json_for_terminal
-from rimo_eval.params.chat import DEFAULT_RESPONSE_CACHE
+from rimo_eval.params.chat import DEFAULT_RESPONSE_CACHE, OpenAIParams
 from rimo_eval.params.config import Params
-from rimo_eval.params.section import key_of
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def cache_dir(args: argparse.Namespace, params: Params | Mapping[str, Any] | None) -> str:
+def cache_dir(args: argparse.Namespace, params: Params | None) -> str:
     if args.dir:
         return str(args.dir)
-    configured = key_of(key_of(params, "predict"), "openai")
-    folder = key_of(configured, "cache_dir", DEFAULT_RESPONSE_CACHE)
+    openai = None if params is None else params.predict.backend_config("openai")
+    folder = openai.cache_dir if isinstance(openai, OpenAIParams) else DEFAULT_RESPONSE_CACHE
     if folder is None:
         raise StageError("predict.openai.cache_dir is null (no response cache); name one "
                          "with --dir")

@@ -85,7 +85,7 @@ def samples_line(metrics: Mapping[str, Any]) -> str | None:
             f"{pct(mean_p.get('prefix_score'))}, pass@k strict {pct(p.get('pass_at_k'))}")
 
 
-def summary(root: Path = Path("."), params: Params | Mapping[str, Any] | None = None) -> str:
+def summary(root: Path = Path("."), params: Params | None = None) -> str:
     """The workspace's run, read through the run reader. ``params`` is unused: the summary
     describes the run's own artifacts, not today's params.yaml."""
     if not (root / METRICS_PATH).is_file():

@@ -363,12 +363,3 @@ def parse_section(model: type[S], data: Mapping[str, Any] | None, where: str) ->
     if problems:
         raise ConfigError(format_errors(DEFAULT_PARAMS, data, None, problems))
     return section
-
-
-def coerce(model: type[S], value: Section | Mapping[str, Any] | None, where: str) -> S:
-    """A section from a typed object or a plain dict (how tests call the stage functions)."""
-    if isinstance(value, Section):
-        if isinstance(value, model):
-            return value
-        value = value.as_dict()
-    return parse_section(model, value, where)

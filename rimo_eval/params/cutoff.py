@@ -47,14 +47,14 @@ def parse_cutoffs(values: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-def known_cutoff(names: Iterable[str], params: Mapping[str, Any], cutoffs: Mapping[str, str]
+def known_cutoff(names: Iterable[str], own: str | None, cutoffs: Mapping[str, str]
                  ) -> str | None:
-    """A run's cutoff: ``--cutoff`` under any of its ``names``, else its own
-    ``score.training_cutoff``; None where neither says."""
+    """A run's cutoff: ``--cutoff`` under any of its ``names``, else ``own``, its own
+    ``score.training_cutoff`` (ScoreParams has checked it); None where neither says."""
     for name in names:
         if name in cutoffs:
             return cutoffs[name]
-    return cutoff_text((params.get("score") or {}).get("training_cutoff"))
+    return own
 
 
 __all__ = ["CUTOFF_FORMAT", "cutoff_text", "cutoff_year", "known_cutoff", "parse_cutoffs"]

@@ -1,9 +1,8 @@
-"""The base of every typed params section, the number types the sections share, and one key of a
-section, typed or plain."""
+"""The base of every typed params section (and a plugin backend's, whose keys its plugin checks)
+and the number types the sections share."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,13 +27,3 @@ class PluginSection(Section):
     (the plugin checks them); ``as_dict()`` is that mapping."""
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
-
-
-def key_of(node: Any, name: str, default: Any = None) -> Any:
-    """``name`` of a typed params section (the stages read the validated file) or of a plain
-    mapping (another revision's params.yaml, read as it stands); ``default`` when absent."""
-    if node is None:
-        return default
-    if isinstance(node, Mapping):
-        return node.get(name, default)
-    return getattr(node, name, default)

@@ -2,9 +2,10 @@
 
 Its small files are read once, when the run is opened: metrics.json as stored, the breakdown,
 the provenance, the judge's record, params.yaml (parsed leniently: a run is shown whatever its
-params say), and the two facts every tool shows: the model (reports/model.json's string) and
-k. The tables (items, predictions, scores, the judge's) are read when asked, only the columns
-asked, through the revision's DVC file system, which the reader keeps open.
+params say; ``Run.section`` types one section of it), and the two facts every tool shows: the
+model (reports/model.json's string) and k. The tables (items, predictions, scores, the judge's)
+are read when asked, only the columns asked, through the revision's DVC file system, which the
+reader keeps open.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import pandas as pd
 
 from rimo_eval.artifacts.metrics_files import k_of
 from rimo_eval.artifacts.paths import JUDGE_TABLE, items_path, predictions_path, scores_path
+from rimo_eval.params.section import Section
 from rimo_eval.run.files import RunFiles
 from rimo_eval.run.revision import Revision
+
+S = TypeVar("S", bound=Section)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,14 @@ class Run:
     @property
     def label(self) -> str:
         return self.revision.label
+
+    def section(self, model: type[S], key: str) -> S | None:
+        """``key`` of the run's params.yaml (dotted: ``score.bootstrap``) as the typed
+        ``model``; None where the file does not set it, or sets what the model refuses (an
+        older file): lenient, as the rest of the record."""
+        from rimo_eval.run.params import section_or_none
+
+        return section_or_none(self.params, model, key)
 
     @property
     def judged(self) -> bool:

@@ -19,6 +19,7 @@ from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.anthropic_batch import KEY_ENV, config
 from tests.support.factories import params as project_params
+from tests.support.factories import predict_section
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic_batch import FakeMessageBatches
 from tests.support.fake_model import fake_model
@@ -52,7 +53,8 @@ def test_predict_and_score_in_message_batches_equal_the_online_run(
                 out = tmp_path / name
                 cfg = {**config(fake, out / "cache", batch=batch), "price_per_mtok": PRICE}
                 predict_cfg = {"backend": "anthropic", "limit": 30, "anthropic": cfg}
-                predict_stage(predict_cfg, items_dir, out / "preds", out / "run.json")
+                predict_stage(predict_section(predict_cfg), items_dir, out / "preds",
+                              out / "run.json")
                 whole = parse_params({**params, "predict": {**params["predict"], **predict_cfg}})
                 score(whole.score, items_dir, out / "preds", out / "scores",
                       out / "metrics.json", out / "plots", whole)

@@ -38,7 +38,7 @@ from rimo_eval.params.config import FetchParams, ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.support.factories import n_item, params, small_benchmark, write_items
+from tests.support.factories import n_item, params, predict_section, small_benchmark, write_items
 from tests.support.factories import section as typed_section
 from tests.support.in_process import audit_cli
 from tests.support.pipeline_repo import copy_repo, sh
@@ -56,8 +56,8 @@ def small(tmp_path: Path) -> Path:
     replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "prediction": p}) + "\n"
                               for t, i, p in [(TRACK_N, "2001a1", "12"), (TRACK_N, "2001c1", "8"),
                                               (TRACK_P, "2001g1", ["g1", "x"])]))
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, tmp_path / "data/items",
-            tmp_path / "data/predictions")
+    predict(predict_section(backend="replay", replay={"path": str(replay)}),
+            tmp_path / "data/items", tmp_path / "data/predictions")
     run_params = params(fetch=FETCH, predict={"backend": "replay",
                                               "replay": {"path": str(replay)}})
     score(typed_section(ScoreParams, "score", bootstrap=BOOT), tmp_path / "data/items",
@@ -133,7 +133,7 @@ def test_metrics_recompute_and_an_edited_value_breaks(small: Path) -> None:
     breakdown = json.loads((small / "reports/breakdown.json").read_text())
     scores = frames(small, "scores")
     fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT,
-                              frames(small, "predictions"), {"fetch": FETCH})
+                              frames(small, "predictions"))
     fresh_metrics, fresh_breakdown = split(fresh)
     sources = {t: f"scores {t}" for t in TRACKS}
     ledger = Ledger()

@@ -25,9 +25,10 @@ from rimo_eval.commands.compare.command import (
     render_markdown,
 )
 from rimo_eval.errors import ConfigError, DataError
+from rimo_eval.params.config import ScoreParams, load_params
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.run.reader import RunReader
-from tests.support.factories import n_item, p_item
+from tests.support.factories import n_item, p_item, section
 from tests.support.pipeline_repo import sh
 from tests.support.replay_files import replay_rows, write_jsonl
 from tests.support.scored_runs import scored_side
@@ -114,7 +115,7 @@ def test_renderings_escape_ids_and_labels(small_sides: tuple[Side, Side]) -> Non
 
 
 def test_bootstrap_settings_come_from_params_and_options_override() -> None:
-    params = {"score": {"bootstrap": {"samples": 40, "seed": 3, "confidence": 0.8}}}
+    params = section(ScoreParams, "score", bootstrap={"samples": 40, "seed": 3, "confidence": 0.8})
     none = argparse.Namespace(samples=None, seed=None, confidence=None)
     assert bootstrap_settings(params, none) == {"samples": 40, "seed": 3, "confidence": 0.8}
     assert bootstrap_settings(None, none) == {"samples": 1000, "seed": 0, "confidence": 0.95}
@@ -198,8 +199,7 @@ def cli(repo: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int
 
 def boot(repo: Path) -> dict[str, Any]:
     """score.bootstrap of the repo's params.yaml, as the command takes it."""
-    return bootstrap_settings(yaml.safe_load((repo / "params.yaml").read_text()),
-                              argparse.Namespace())
+    return bootstrap_settings(load_params(repo / "params.yaml").score, argparse.Namespace())
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.eee_schemas import download_schemas, errors
+from tests.support.factories import predict_section
 from tests.support.pipeline_repo import copy_repo, sh
 
 pytestmark = pytest.mark.slow
@@ -88,7 +89,7 @@ def test_replaying_the_export_gives_the_same_metrics(exported: dict[str, Path],
     agg = json.loads(exported["aggregate"].read_text(encoding="utf-8"))
     instances = exported["eee"] / agg["detailed_evaluation_results"]["file_path"]
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
-    predict({"backend": "replay", "replay": {"path": str(instances)}, "allow_errors": 0},
+    predict(predict_section(backend="replay", replay={"path": str(instances)}, allow_errors=0),
             repo / "data/items", tmp_path / "preds")
     whole = parse_params({**params, "predict": {**params["predict"], "backend": "replay"}})
     score(whole.score, repo / "data/items", tmp_path / "preds", tmp_path / "scores",

@@ -23,7 +23,7 @@ from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
 from tests.support.eee_schemas import download_schemas, errors
-from tests.support.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, predict_section, write_items
 from tests.support.leaderboard_runs import replay_rows
 from tests.support.pipeline_repo import copy_repo, sh
 from tests.support.replay_files import repo_gold, write_jsonl
@@ -44,7 +44,7 @@ def run_in(repo: Path, predict_cfg: dict[str, Any], score_cfg: dict[str, Any]) -
     params["predict"] = {**params["predict"], **predict_cfg}
     params["score"] = {**params["score"], **score_cfg}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), "utf-8")
-    predict(params["predict"], repo / "data/items", repo / "data/predictions")
+    predict(predict_section(params["predict"]), repo / "data/items", repo / "data/predictions")
     whole = parse_params(params)
     score(whole.score, repo / "data/items", repo / "data/predictions", repo / "data/scores",
           repo / "reports/metrics.json", repo / "reports/plots", params=whole)
@@ -66,7 +66,7 @@ def replay(repo: Path, instances: Path, out: Path, **predict_cfg: Any) -> dict[s
     run's own score params; the metrics.json written."""
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
     cfg = {"backend": "replay", "replay": {"path": str(instances)}, **predict_cfg}
-    predict(cfg, repo / "data/items", out / "preds")
+    predict(predict_section(cfg), repo / "data/items", out / "preds")
     whole = parse_params({**params, "predict": {**params["predict"], **cfg}})
     score(whole.score, repo / "data/items", out / "preds", out / "scores",
           out / "metrics.json", out / "plots", params=whole)

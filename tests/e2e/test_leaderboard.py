@@ -31,6 +31,7 @@ from rimo_eval.commands.leaderboard.loading import load_runs
 from rimo_eval.commands.leaderboard.ranking import find_metric
 from rimo_eval.commands.leaderboard.tables import render_markdown
 from rimo_eval.errors import DataError
+from rimo_eval.params.config import load_params
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.validate.errata import ERRATA_SCHEMA
@@ -56,8 +57,7 @@ def board(repo: Path, *args: str) -> dict[str, Any]:
 
 def boot(repo: Path) -> dict[str, Any]:
     """score.bootstrap of the repo's params.yaml, as the CLI of both commands takes it."""
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    return bootstrap_settings(params, argparse.Namespace())
+    return bootstrap_settings(load_params(repo / "params.yaml").score, argparse.Namespace())
 
 
 @pytest.fixture(scope="module")

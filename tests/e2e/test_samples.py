@@ -27,7 +27,7 @@ from rimo_eval.score.samples import majority, pass_at, usage
 from rimo_eval.score.stage import score
 from rimo_eval.stats import wilson
 from rimo_eval.validate.stage import run as validate_run
-from tests.support.factories import params, section, small_benchmark
+from tests.support.factories import params, predict_section, section, small_benchmark
 from tests.support.independent_grader import independent_gold, independent_metrics
 from tests.support.old_code import extract_old_package, run_old_code
 from tests.support.paths import REPO_ROOT
@@ -130,7 +130,8 @@ def test_k4_metrics_match_an_independent_computation(tmp_path: Path, real_items:
                                                      mirror_dir: Path) -> None:
     gold_n, gold_p = independent_gold(mirror_dir)
     want_n, want_p = replay_k(tmp_path / "k4.jsonl", gold_n, gold_p)
-    predict({"backend": "replay", "samples": K, "replay": {"path": str(tmp_path / "k4.jsonl")}},
+    predict(predict_section(backend="replay", samples=K,
+                            replay={"path": str(tmp_path / "k4.jsonl")}),
             real_items, tmp_path / "preds")
     frame = pd.read_parquet(predictions_path(TRACK_N, tmp_path / "preds"))
     assert list(frame.columns[:3]) == ["track", "problem_id", "sample"]
@@ -198,7 +199,7 @@ def test_k1_replay_without_sample_fields_gives_todays_metrics(tmp_path: Path, re
     replay.write_text("".join(
         json.dumps({"track": t, "problem_id": pid, "prediction": v}) + "\n"
         for t, d in ((TRACK_N, pred_n), (TRACK_P, pred_p)) for pid, v in d.items()))
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, real_items,
+    predict(predict_section({"backend": "replay", "replay": {"path": str(replay)}}), real_items,
             tmp_path / "preds")
     m = score(section(ScoreParams, "score", bootstrap=BOOT), real_items, tmp_path / "preds",
               tmp_path / "scores", tmp_path / "metrics.json", tmp_path / "plots")
@@ -269,7 +270,8 @@ def test_majority_ties_and_empty_answers() -> None:
 def test_oracle_and_constant_give_k_identical_samples(tmp_path: Path) -> None:
     small_benchmark(tmp_path / "items")
     for backend in ("oracle", "constant"):
-        predict({"backend": backend, "samples": 3}, tmp_path / "items", tmp_path / backend)
+        predict(predict_section(backend=backend, samples=3), tmp_path / "items",
+                tmp_path / backend)
         frame = pd.read_parquet(predictions_path(TRACK_P, tmp_path / backend))
         assert frame["sample"].tolist() == [0, 1, 2] * 4
         assert str(frame["sample"].dtype) == "int32"
@@ -287,7 +289,7 @@ def test_replay_with_fewer_than_k_samples_records_the_rest_missing(
     replay = tmp_path / "r.jsonl"
     replay.write_text(json.dumps({"track": TRACK_N, "problem_id": "2001a1", "prediction": "12",
                                   "sample": 1}) + "\n")
-    predict({"backend": "replay", "samples": 2, "replay": {"path": str(replay)}},
+    predict(predict_section({"backend": "replay", "samples": 2, "replay": {"path": str(replay)}}),
             tmp_path / "items", tmp_path / "preds")
     frame = pd.read_parquet(predictions_path(TRACK_N, tmp_path / "preds"))
     status = dict(zip(zip(frame["problem_id"], frame["sample"], strict=True), frame["status"],
@@ -312,8 +314,8 @@ def test_replay_folder_with_no_prediction_names_the_folder(tmp_path: Path) -> No
     (folder / "a.jsonl").write_text("\n\n")
     (folder / "b.csv").write_text("problem_id,llm_answer\n")
     with pytest.raises(StageError, match=rf"^{folder}: rule replay\.empty"):
-        predict({"backend": "replay", "replay": {"path": str(folder)}}, tmp_path / "items",
-                tmp_path / "preds")
+        predict(predict_section(backend="replay", replay={"path": str(folder)}),
+                tmp_path / "items", tmp_path / "preds")
 
 
 def test_usage_sums_samples_and_parts_and_prices_tokens() -> None:
@@ -351,7 +353,7 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
                                           "prediction": p}) + "\n" for t, i, j, p in [
         (TRACK_N, "2001a1", 0, "12"), (TRACK_N, "2001a1", 2, "12"), (TRACK_N, "2001c1", 1, "7"),
         (TRACK_P, "2001g1", 1, ["g1", "g2"])]))
-    predict({"backend": "replay", "samples": 3, "replay": {"path": str(replay)}},
+    predict(predict_section({"backend": "replay", "samples": 3, "replay": {"path": str(replay)}}),
             tmp_path / "items", tmp_path / "preds")
     cfg = {"bootstrap": BOOT, "pass_at": [2]}
     m = score(section(ScoreParams, "score", cfg), tmp_path / "items", tmp_path / "preds",
@@ -361,7 +363,8 @@ def test_audit_recomputes_the_k_sample_metrics(tmp_path: Path) -> None:
                                                                                  TRACK_P)}
     scores = {t: pd.read_parquet(tmp_path / "scores" / SCORE_FILES[t]) for t in (TRACK_N,
                                                                                 TRACK_P)}
-    fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT, preds, {"score": cfg})
+    fresh = recompute_metrics(scores, {TRACK_N: 4, TRACK_P: 4}, BOOT, preds,
+                              score=section(ScoreParams, "score", cfg))
     ledger = Ledger()
     results = check_metrics(ledger, m, fresh, "m.json", {TRACK_N: "n", TRACK_P: "p"})
     assert not ledger.breaks
@@ -419,5 +422,6 @@ def test_dvc_repro_with_four_samples_matches_the_independent_computation(
 def test_invalid_predict_samples_is_refused(tmp_path: Path, k: object) -> None:
     small_benchmark(tmp_path / "items")
     with pytest.raises(StageError, match=r"predict\.samples: Input should be"):
-        predict({"backend": "oracle", "samples": k}, tmp_path / "items", tmp_path / "preds")
+        predict(predict_section(backend="oracle", samples=k), tmp_path / "items",
+                tmp_path / "preds")
     assert not (tmp_path / "preds").exists()

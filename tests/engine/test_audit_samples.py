@@ -15,7 +15,7 @@ from rimo_eval.commands.audit.ledger import Ledger
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACKS
 from tests.support.chat_server import ChatServer
-from tests.support.factories import small_benchmark
+from tests.support.factories import predict_section, small_benchmark
 from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_AUDIT_KEY"
@@ -37,18 +37,18 @@ def test_audit_recomputes_the_fingerprint_of_a_k_sample_openai_run(
     cfg = {"backend": "openai", "samples": samples,
            "openai": {"base_url": server.base_url, "model": "fake", "api_key_env": KEY_ENV,
                       "cache_dir": str(tmp_path / "cache"), "temperature": 0.6, "seed": 3}}
-    predict(cfg, tmp_path / "data/items", tmp_path / "data/predictions")
+    predict(predict_section(cfg), tmp_path / "data/items", tmp_path / "data/predictions")
     assert len(server.ok_records()) == samples * (4 + 1 + 2 + 3 + 1)  # 4 RIMO-N, 7 parts
     ledger = Ledger()
     for track in TRACKS:
         preds = pd.read_parquet(predictions_path(track, tmp_path / "data/predictions"))
         assert sorted(set(preds["sample"])) == list(range(samples))
-        check_fingerprint(ledger, tmp_path, preds, track, cfg)
+        check_fingerprint(ledger, tmp_path, preds, track, predict_section(cfg))
     assert not ledger.breaks, [c.message for c in ledger.breaks]
     assert [c.check for c in ledger.checks] == ["predictions.fingerprint"] * 2
     # And it still catches a run made with other settings.
     other = {**cfg, "samples": samples + 1}
-    check_fingerprint(ledger, tmp_path, preds, "p", other)
+    check_fingerprint(ledger, tmp_path, preds, "p", predict_section(other))
     [broken] = ledger.breaks
     assert "does not recompute" in broken.message
 

@@ -14,7 +14,7 @@ from rimo_eval.predict import estimate
 from rimo_eval.score.samples import price, usage
 from tests.support.chat_server import ChatServer
 from tests.support.estimate_project import cli, project
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 from tests.support.paths import REPO_ROOT
 
 
@@ -51,10 +51,10 @@ def test_estimate_shows_the_message_batches_price(tmp_path: Path) -> None:
     section = {"model": "claude-fake", "api_key_env": None, "cache_dir": str(tmp_path / "c"),
                "max_tokens": 100, "price_per_mtok": {"input": 2.0, "output": 8.0}}
     cfg = {"backend": "anthropic", "limit": None, "anthropic": section}
-    online = estimate(cfg, tmp_path / "items")
+    online = estimate(predict_section(cfg), tmp_path / "items")
     assert "batch price" not in online and "output at most $0.0088" in online  # 11x100x8
     batched = {**section, "batch": {"enabled": True}}  # discount 0.5 by default
-    out = estimate({**cfg, "anthropic": batched}, tmp_path / "items")
+    out = estimate(predict_section({**cfg, "anthropic": batched}), tmp_path / "items")
     assert "at the batch price (x0.5)" in out and "output at most $0.0044" in out
     assert not (tmp_path / "c").exists()  # sends nothing, writes nothing
 

@@ -21,7 +21,7 @@ from rimo_eval.score.diagnostics import ENGINE_FLAGS, FLAGS_N, FLAGS_P, TEXT_FLA
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
-from tests.support.factories import p_item, section, write_items
+from tests.support.factories import p_item, predict_section, section, write_items
 from tests.support.old_code import extract_old_package, run_old_code
 from tests.support.openai_backend import KEY_ENV, SECRET, make_config
 from tests.support.paths import REPO_ROOT
@@ -66,7 +66,7 @@ def chat_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
                     [_n_row(pid, "12", d) for pid, (_t, d) in REPLIES.items()],
                     [p_item("2001g1", ["g1", "g2"])])
         cfg = {"backend": "openai", "openai": make_config(server, tmp_path)}
-        predict(cfg, tmp_path / "items", tmp_path / "preds")
+        predict(predict_section(cfg), tmp_path / "items", tmp_path / "preds")
         metrics = score(SCORE, tmp_path / "items", tmp_path / "preds",
                         tmp_path / "scores", tmp_path / "metrics.json", tmp_path / "plots")
         yield {"root": tmp_path, "metrics": metrics, "server": server, "cfg": cfg}
@@ -192,7 +192,7 @@ def test_exact_match_metrics_unchanged_on_oracle_replay_and_chat_runs(
     runs = {"oracle": {"backend": "oracle"},
             "replay": {"backend": "replay", "replay": {"path": str(replay)}}}
     for name, cfg in runs.items():
-        predict(cfg, items, tmp_path / name / "preds")
+        predict(predict_section(cfg), items, tmp_path / name / "preds")
         score(SCORE, items, tmp_path / name / "preds", tmp_path / name,
               tmp_path / name / "metrics.json", tmp_path / name / "plots")
     # The chat run: the base code predicts from the same server (the same replies, a fresh
@@ -223,7 +223,7 @@ def test_k_samples_get_flags_per_row_and_counts_over_every_row(
     lenient accuracy stays on sample 0 beside accuracy."""
     root = chat_run["root"]
     cfg = {**chat_run["cfg"], "samples": 2}
-    predict(cfg, root / "items", tmp_path / "preds")
+    predict(predict_section(cfg), root / "items", tmp_path / "preds")
     metrics = score(SCORE, root / "items", tmp_path / "preds", tmp_path / "scores",
                     tmp_path / "metrics.json", tmp_path / "plots")
     scores = pd.read_parquet(tmp_path / "scores/rimo_n.parquet")

@@ -331,7 +331,7 @@ def test_audit_recomputes_the_judge_metrics(server: ChatServer, styled: Path) ->
     server.responder = styled_reply
     paths = judge_paths(styled)
     judge(params(judge=judge_cfg(server, styled), score=BOOT), **paths)
-    audited = {"score": BOOT}  # audit reads a revision's params as the file holds them
+    audited = params(score=BOOT)  # the params the judge ran with
 
     def judge_checks() -> list[tuple[str, str]]:
         return [(c.status, c.message) for c in audit(styled, audited).ledger.checks

@@ -24,8 +24,8 @@ from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
+from tests.support.factories import predict_section, write_items
 from tests.support.factories import section as typed_section
-from tests.support.factories import write_items
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import FakeProvider
@@ -106,7 +106,8 @@ def test_metrics_equal_the_openai_backends(items_dir: Path, tmp_path: Path) -> N
     server = ChatServer().start()
     try:
         ref = tmp_path / "openai"
-        predict(predict_cfg("openai", section("openai", server.base_url, ref / "cache")),
+        predict(predict_section(predict_cfg("openai", section("openai", server.base_url,
+                                                              ref / "cache"))),
                 items_dir, ref / "preds")
         expected = metrics_of(ref, items_dir, ref / "preds")
     finally:
@@ -116,7 +117,8 @@ def test_metrics_equal_the_openai_backends(items_dir: Path, tmp_path: Path) -> N
     for backend, cls in FAKES.items():
         with cls(retry_after="0") as fake:
             out = tmp_path / backend
-            predict(predict_cfg(backend, section(backend, fake.base_url, out / "cache")),
+            predict(predict_section(predict_cfg(backend, section(backend, fake.base_url,
+                                                                 out / "cache"))),
                     items_dir, out / "preds")
             assert metrics_of(out, items_dir, out / "preds") == expected, backend
             assert {r.outcome for r in fake.records} >= {"ok", "http-429", "http-500",
@@ -147,8 +149,8 @@ def test_kill_9_and_resume_sends_nothing_twice(slow_fake: tuple[str, FakeProvide
                                                items_dir: Path, tmp_path: Path) -> None:
     backend, fake = slow_fake
     ref = tmp_path / "ref"
-    predict(predict_cfg(backend, section(backend, fake.base_url, ref / "cache")), items_dir,
-            ref / "preds")
+    predict(predict_section(predict_cfg(backend, section(backend, fake.base_url, ref / "cache"))),
+            items_dir, ref / "preds")
     expected = predictions(ref / "preds")
     fake.reset()
     work = tmp_path / "work"
@@ -197,13 +199,13 @@ def test_estimate_sends_nothing_needs_no_key_and_sees_the_cache(
         # A remote-looking URL with no key set: a real run would stop; the estimate sends
         # nothing, so it needs none.
         remote = {**sec, "base_url": "https://api.example.invalid"}
-        cold = estimate(predict_cfg(backend, remote), items_dir)
+        cold = estimate(predict_section(predict_cfg(backend, remote)), items_dir)
         assert "0 already cached" in cold and "2000 tokens each" in cold
         assert "estimated input cost" in cold and "output at most" in cold
         assert fake.records == []
-        predict(predict_cfg(backend, sec), items_dir, tmp_path / "preds")
+        predict(predict_section(predict_cfg(backend, sec)), items_dir, tmp_path / "preds")
         sent = len(fake.records)
-        warm = estimate(predict_cfg(backend, sec), items_dir)
+        warm = estimate(predict_section(predict_cfg(backend, sec)), items_dir)
         assert len(fake.records) == sent
     total = next(line for line in warm.splitlines() if line.strip().startswith("total:"))
     assert ", 0 to send" in total, warm

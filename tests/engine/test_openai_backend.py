@@ -361,14 +361,14 @@ def test_fresh_runs_give_byte_identical_predictions(server: ChatServer, tmp_path
     from rimo_eval.predict import predict
     from tests.support.factories import n_item as n_row
     from tests.support.factories import p_item as p_row
-    from tests.support.factories import write_items
+    from tests.support.factories import predict_section, write_items
     write_items(tmp_path / "items", [n_row("2001a1", "12"), n_row("2001a2", "5")],
                 [p_row("2001g1", ["g1", "g2"])])
     outputs = []
     for run_no, latency in enumerate((0.0, 0.05)):
         server.latency_s = latency
         cfg = make_config(server, tmp_path, cache_dir=str(tmp_path / f"cache{run_no}"))
-        predict({"backend": "openai", "openai": cfg}, tmp_path / "items",
+        predict(predict_section({"backend": "openai", "openai": cfg}), tmp_path / "items",
                 tmp_path / f"preds{run_no}")
         outputs.append([predictions_path(t, tmp_path / f"preds{run_no}").read_bytes()
                         for t in (TRACK_N, TRACK_P)])

@@ -22,7 +22,7 @@ from rimo_eval.predictors.openai_chat import OpenAIPredictor
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries as stored_entries
 from tests.support.chat_server import BlackHole, ChatServer
-from tests.support.factories import backend_section, write_items
+from tests.support.factories import backend_section, predict_section, write_items
 from tests.support.factories import n_item as n_row
 
 # Timed (a breaker that trips in seconds, a stall warning after 1 s) and a server revived on
@@ -62,7 +62,7 @@ def test_refused_port_stops_the_stage_in_seconds_and_writes_nothing(tmp_path: Pa
     items_dir = stage_items(tmp_path, [n_row(f"a{i}", str(i)) for i in range(30)])
     started = time.monotonic()
     with pytest.raises(StageError) as err:
-        predict({"backend": "openai", "openai": config(base_url, tmp_path)},
+        predict(predict_section({"backend": "openai", "openai": config(base_url, tmp_path)}),
                 items_dir, tmp_path / "preds")
     assert str(err.value) == f"connection refused at {base_url}: is the server running?"
     assert time.monotonic() - started < 15  # not 30 items x 3 attempts x backoff
@@ -142,7 +142,7 @@ def test_all_5xx_server_trips_the_breaker(server: ChatServer, tmp_path: Path) ->
     cfg = config(server.base_url, tmp_path, max_retries=1, breaker_window=6)
     with pytest.raises(StageError, match=r"the last 6 requests all failed at the transport "
                                          r"level.*503"):
-        predict({"backend": "openai", "openai": cfg}, items_dir, tmp_path / "preds")
+        predict(predict_section(backend="openai", openai=cfg), items_dir, tmp_path / "preds")
     # Stopped after about one window of requests (plus those in flight), not all 60 x 2.
     assert len(server.records) <= 2 * (6 + 4)
     assert not (tmp_path / "preds").exists()
@@ -188,7 +188,7 @@ def test_errors_above_the_allowed_share_fail_naming_the_commonest(
         server: ChatServer, tmp_path: Path) -> None:
     items_dir = stage_items(tmp_path, error_rows(20, 2))  # 10% > the default 5%
     with pytest.raises(StageError) as err:
-        predict({"backend": "openai", "openai": config(server.base_url, tmp_path)},
+        predict(predict_section({"backend": "openai", "openai": config(server.base_url, tmp_path)}),
                 items_dir, tmp_path / "preds")
     message = str(err.value)
     assert "2 of 20 items (10.0%) ended in an error" in message
@@ -200,8 +200,9 @@ def test_errors_above_the_allowed_share_fail_naming_the_commonest(
 def test_errors_within_the_allowed_share_pass_loudly(server: ChatServer, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     items_dir = stage_items(tmp_path, error_rows(20, 2))
-    out = predict({"backend": "openai", "allow_errors": 0.1,
-                   "openai": config(server.base_url, tmp_path)}, items_dir, tmp_path / "preds")
+    out = predict(predict_section(backend="openai", allow_errors=0.1,
+                                  openai=config(server.base_url, tmp_path)),
+                  items_dir, tmp_path / "preds")
     assert out["errors"] == 2 and out["counts"][TRACK_N]["error"] == 2
     assert "WARNING: 2 of 20 items (10.0%) ended in an error" in capsys.readouterr().err
 
@@ -212,8 +213,9 @@ def test_every_item_failing_fails_even_when_every_error_is_allowed(
     items_dir = stage_items(tmp_path, error_rows(4, 4))
     with pytest.raises(StageError, match=r"4 of 4 items \(100\.0%\) ended in an error.*That "
                                          r"is every one failed, whatever predict\.allow_errors"):
-        predict({"backend": "openai", "allow_errors": 1.0,
-                 "openai": config(server.base_url, tmp_path)}, items_dir, tmp_path / "preds")
+        predict(predict_section(backend="openai", allow_errors=1.0,
+                                openai=config(server.base_url, tmp_path)),
+                items_dir, tmp_path / "preds")
     assert not (tmp_path / "preds").exists()
 
 
@@ -223,18 +225,21 @@ def test_allow_errors_must_be_a_share(value: Any, tmp_path: Path) -> None:
     # Checked with the typed params (rimo_eval.params.config), before any backend is built.
     with pytest.raises(ConfigError, match=r"predict\.allow_errors: must be a share between 0 and "
                                           r"1, got "):
-        predict({"backend": "constant", "allow_errors": value}, items_dir, tmp_path / "preds")
+        predict(predict_section(backend="constant", allow_errors=value), items_dir,
+                tmp_path / "preds")
 
 
 
 def test_with_k_samples_the_share_is_of_item_samples(server: ChatServer, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     items_dir = stage_items(tmp_path, error_rows(20, 1))  # both samples of one item fail
-    out = predict({"backend": "openai", "samples": 2,
-                   "openai": config(server.base_url, tmp_path)}, items_dir, tmp_path / "preds")
+    out = predict(predict_section(backend="openai", samples=2,
+                                  openai=config(server.base_url, tmp_path)),
+                  items_dir, tmp_path / "preds")
     assert out["errors"] == 2 and out["counts"][TRACK_N]["error"] == 2
     assert "WARNING: 2 of 40 item samples (5.0%) ended in an error" in capsys.readouterr().err
     items_dir = stage_items(tmp_path / "more", error_rows(20, 2))  # 4 of 40: over 5%
     with pytest.raises(StageError, match=r"4 of 40 item samples \(10\.0%\)"):
-        predict({"backend": "openai", "samples": 2, "openai": config(server.base_url, tmp_path)},
+        predict(predict_section(backend="openai", samples=2,
+                                openai=config(server.base_url, tmp_path)),
                 items_dir, tmp_path / "more" / "preds")

@@ -31,7 +31,7 @@ from rimo_eval.io.atomic import PAUSE_ENV
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from tests.support.chat_server import ChatServer
-from tests.support.factories import write_items
+from tests.support.factories import predict_section, write_items
 from tests.support.paths import REPO_ROOT
 from tests.support.predict_faults import (
     CONCURRENCY,
@@ -81,7 +81,8 @@ def test_predict_survives_faults_and_sigkill_loop(server: ChatServer, tmp_path: 
 
     # 1. The reference: the same faults, one uninterrupted run, in-process.
     ref = tmp_path / "ref"
-    predict(predict_cfg(openai_config(server, ref / "cache")), items_dir, ref / "preds")
+    predict(predict_section(predict_cfg(openai_config(server, ref / "cache"))), items_dir,
+            ref / "preds")
     ref_preds = predictions(ref / "preds")
     ref_metrics = metrics_of(ref, items_dir, ref / "preds")
     ref_ok = {r.prompt for r in server.ok_records()}
@@ -103,7 +104,8 @@ def test_predict_survives_faults_and_sigkill_loop(server: ChatServer, tmp_path: 
     server.reset()
     work = tmp_path / "work"
     out_dir = work / "data" / "predictions"
-    predict({"backend": "constant", "limit": None, "constant": {"answer": "0", "solution": ""}},
+    predict(predict_section(backend="constant", limit=None,
+                            constant={"answer": "0", "solution": ""}),
             items_dir, out_dir)
     previous = file_bytes(out_dir)
     cache_dir = work / "cache"

@@ -25,7 +25,7 @@ import yaml
 from rimo_eval.io.atomic import PAUSE_ENV
 from rimo_eval.predict import predict
 from tests.support.chat_server import ChatServer
-from tests.support.factories import write_items
+from tests.support.factories import predict_section, write_items
 from tests.support.paths import REPO_ROOT
 from tests.support.predict_faults import (
     CONCURRENCY,
@@ -79,8 +79,8 @@ def test_a_kill9_loop_on_one_worker_while_another_runs(server: ChatServer, tmp_p
     # The reference: one uninterrupted run alone, in-process, with a cache of its own.
     ref_items = tmp_path / "ref" / "items"
     write_items(ref_items, *rows)
-    predict(predict_cfg(openai_config(server, tmp_path / "ref" / "cache")), ref_items,
-            tmp_path / "ref" / "preds")
+    predict(predict_section(predict_cfg(openai_config(server, tmp_path / "ref" / "cache"))),
+            ref_items, tmp_path / "ref" / "preds")
     ref_preds = predictions(tmp_path / "ref" / "preds")
     ref_ok = {r.prompt for r in server.ok_records()}
 

@@ -26,7 +26,7 @@ from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer
-from tests.support.factories import section, write_items
+from tests.support.factories import predict_section, section, write_items
 
 KEY_ENV = "RIMO_REDACTION_TEST_KEY"
 LONG_KEY = "sk-rimo-redact-4c8e1f0a9b7d2e63"
@@ -84,7 +84,7 @@ def run(root: Path, server: ChatServer, monkeypatch: pytest.MonkeyPatch, key: st
            "openai": {"base_url": server.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
                       "cache_dir": str(root / "cache"), "timeout_s": 30.0, "max_retries": 1,
                       "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "concurrency": 4}}
-    predict(cfg, root / "items", root / "preds")
+    predict(predict_section(cfg), root / "items", root / "preds")
     return score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
                  root / "plots")
 

@@ -21,7 +21,7 @@ from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import score
-from tests.support.factories import p_item, section, write_items
+from tests.support.factories import p_item, predict_section, section, write_items
 from tests.support.foreign_logs import (
     INSPECT_VERSION,
     LMEVAL_VERSION,
@@ -96,7 +96,7 @@ def _items(root: Path) -> Path:
 def _run(root: Path, replay: dict[str, Any], allow_errors: float = 0.05) -> dict[str, Any]:
     items = _items(root)
     cfg = {"backend": "replay", "replay": replay, "allow_errors": allow_errors}
-    predict(cfg, items, root / "preds")
+    predict(predict_section(cfg), items, root / "preds")
     return score(SCORE, items, root / "preds", root / "scores",
                  root / "metrics.json", root / "plots")
 
@@ -130,7 +130,7 @@ def test_real_log_scores_as_the_independent_grader(tool: str, inspect_log: Path,
         assert json.loads(preds.at[first.problem_id, "details"])["usage"]["prompt_tokens"] == 100
     # audit recomputes the fingerprint from the log: an edited log no longer matches.
     fp = preds["fingerprint"].iloc[0]
-    cfg = {"backend": "replay", "replay": {"path": str(local)}}
+    cfg = predict_section(backend="replay", replay={"path": str(local)})
     assert expected_fingerprint(tmp_path, "replay", cfg) == fp
     local.write_bytes(log.read_bytes() + (b"\n" if tool == "lm_eval" else b"\0"))
     assert expected_fingerprint(tmp_path, "replay", cfg) != fp
@@ -208,7 +208,7 @@ def test_error_reply_is_an_error_row(tmp_path: Path) -> None:
         _run(tmp_path, {"path": str(path)}, allow_errors=0)
     assert not (tmp_path / "preds").exists()
     items = _items(tmp_path)
-    predict({"backend": "replay", "replay": {"path": str(path)}, "allow_errors": 1}, items,
+    predict(predict_section(backend="replay", replay={"path": str(path)}, allow_errors=1), items,
             tmp_path / "preds")
     preds = pd.read_parquet(predictions_path(TRACK_N, tmp_path / "preds")).set_index(
         "problem_id")

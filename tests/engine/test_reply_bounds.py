@@ -33,7 +33,7 @@ from rimo_eval.predictors import create_predictor
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import cache_entries
 from tests.support.chat_server import ChatServer, Shaped
-from tests.support.factories import backend_section, write_items
+from tests.support.factories import backend_section, predict_section, write_items
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_gemini import FakeGemini
 from tests.support.fake_provider import Reply
@@ -93,7 +93,8 @@ def test_a_trickled_reply_fails_at_its_deadline(tmp_path: Path,
     server = ChatServer(shape=by_mark({"[[trickle]]": trickle})).start()
     write_items(tmp_path / "items", n_rows(["[[trickle]]", ""]), [])
     try:
-        predict(config(server, tmp_path / "cache", timeout_s=TIMEOUT_S, max_retries=0),
+        predict(predict_section(config(server, tmp_path / "cache", timeout_s=TIMEOUT_S,
+                                       max_retries=0)),
                 tmp_path / "items", tmp_path / "preds")
         [held] = [r for r in server.records if "[[trickle]]" in r.prompt]
         give_up = time.monotonic() + 10  # the server sees the client gone at its next byte
@@ -155,7 +156,7 @@ def test_a_gzip_bomb_is_read_up_to_the_cap_only(tmp_path: Path, bomb: bytes) -> 
                                        "[[gzip]]": honest})).start()
     write_items(tmp_path / "items", n_rows(["[[bomb]]", "[[gzip]]", ""]), [])
     try:
-        predict(config(server, tmp_path / "cache", max_reply_bytes=4 * MiB),
+        predict(predict_section(config(server, tmp_path / "cache", max_reply_bytes=4 * MiB)),
                 tmp_path / "items", tmp_path / "preds")
         attempts = [r.attempt for r in server.records if "[[bomb]]" in r.prompt]
     finally:
@@ -233,9 +234,9 @@ def test_json_nested_100000_deep_is_that_items_error(tmp_path: Path,
                 [])
     cfg = config(server, tmp_path / "cache", max_retries=1)
     try:
-        predict(cfg, tmp_path / "items", tmp_path / "preds")
+        predict(predict_section(cfg), tmp_path / "items", tmp_path / "preds")
         first = len(server.records)
-        predict(cfg, tmp_path / "items", tmp_path / "again")
+        predict(predict_section(cfg), tmp_path / "items", tmp_path / "again")
         again = len(server.records) - first
     finally:
         server.stop()

@@ -39,7 +39,7 @@ from tests.support.chat_server import (
     prompt_text,
     request_fingerprint,
 )
-from tests.support.factories import small_benchmark
+from tests.support.factories import predict_section, small_benchmark
 from tests.support.key_forms import key_forms
 from tests.support.paths import REPO_ROOT
 from tests.support.pipeline_repo import make_repo, sh
@@ -250,7 +250,7 @@ def test_key_echoed_in_response_fields_is_not_stored(tmp_path: Path,
         openai_cfg = {**defaults, "base_url": server.base_url, "model": "fake",
                       "api_key_env": KEY_ENV, "cache_dir": str(tmp_path / "cache"),
                       "timeout_s": 10.0, "max_retries": 0, "concurrency": 4}
-        predict({"backend": "openai", "limit": None, "openai": openai_cfg},
+        predict(predict_section({"backend": "openai", "limit": None, "openai": openai_cfg}),
                 tmp_path / "items", tmp_path / "preds")
         records = list(server.records)
     finally:
@@ -277,8 +277,8 @@ def test_a_short_key_reaches_no_error_log_or_file(tmp_path: Path, monkeypatch: p
                       "api_key_env": KEY_ENV, "cache_dir": str(tmp_path / "cache"),
                       "timeout_s": 10.0, "max_retries": 1, "backoff_initial_s": 0.01,
                       "backoff_max_s": 0.05, "concurrency": 4}
-        predict({"backend": "openai", "limit": None, "openai": openai_cfg,
-                 "allow_errors": 0.5}, tmp_path / "items", tmp_path / "preds")
+        predict(predict_section(backend="openai", limit=None, openai=openai_cfg,
+                                allow_errors=0.5), tmp_path / "items", tmp_path / "preds")
         records = list(server.records)
     finally:
         server.stop()

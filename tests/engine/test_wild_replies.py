@@ -35,7 +35,7 @@ from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import score
 from tests.support.chat_server import ChatServer, Shaped
-from tests.support.factories import section, write_items
+from tests.support.factories import predict_section, section, write_items
 
 BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 WILD = "[[wild]]"  # marks the items whose replies the server makes hostile
@@ -67,7 +67,7 @@ def config(server: ChatServer, cache: Path | None, **extra: Any) -> dict[str, An
 
 
 def run_and_score(root: Path, cfg: dict[str, Any]) -> dict[str, Any]:
-    predict(cfg, root / "items", root / "preds")
+    predict(predict_section(cfg), root / "items", root / "preds")
     return score(BOOT, root / "items", root / "preds", root / "scores", root / "metrics.json",
                  root / "plots")
 
@@ -162,7 +162,7 @@ def goes_through(server: ChatServer, values: dict[str, str], rerun: bool = True)
             n, p = rows(root, TRACK_N)["n1"], rows(root, TRACK_P)["p1"]
             sent = len(server.records)
             if rerun:
-                predict(cfg, root / "items", root / "again")
+                predict(predict_section(cfg), root / "items", root / "again")
                 assert len(server.records) == sent  # cached as stored: a rerun sends nothing
                 for track in TRACKS:
                     assert predictions_path(track, root / "again").read_bytes() == \

@@ -10,7 +10,7 @@ from rimo_eval.predict import predict
 from rimo_eval.report.cost import cost_table, samples_table
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 
 
 def test_cost_table_from_usage_with_price() -> None:
@@ -35,7 +35,7 @@ def test_cost_table_from_usage_with_price() -> None:
 
 def test_cost_and_samples_tables_from_a_real_score_run(tmp_path: Path) -> None:
     small_benchmark(tmp_path / "items")
-    predict({"backend": "oracle", "samples": 2}, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section(backend="oracle", samples=2), tmp_path / "items", tmp_path / "preds")
     cfg = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
     m = score(cfg, tmp_path / "items", tmp_path / "preds", tmp_path / "s", tmp_path / "m.json",
               tmp_path / "plots")
@@ -46,7 +46,7 @@ def test_cost_and_samples_tables_from_a_real_score_run(tmp_path: Path) -> None:
     got = samples_table(m).set_index("metric")["value"].to_dict()
     assert got["RIMO-N.mean_at_k.accuracy"] == 1.0 and got["RIMO-P.pass_at_k"] == 1.0
     assert got["RIMO-N.maj_at_k"] == 1.0 and "RIMO-N.pass_at.1" in got
-    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section({"backend": "oracle"}), tmp_path / "items", tmp_path / "preds")
     m = score(section(ScoreParams, "score"), tmp_path / "items", tmp_path / "preds",
               tmp_path / "s", tmp_path / "m.json", tmp_path / "plots")
     assert samples_table(m).empty and "k" not in m[TRACK_N]

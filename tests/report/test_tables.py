@@ -91,13 +91,15 @@ def test_a_value_of_the_wrong_type_is_refused() -> None:
 PREDICT_RUN = """
 import json, sys
 from pathlib import Path
+from rimo_eval.params.config import PredictParams, parse_section
 from rimo_eval.predict import predict
 from tests.support.chat_server import ChatServer
 
 server = ChatServer().start()
 cfg = {"backend": "openai", "openai": {"base_url": server.base_url, "model": "fake",
        "api_key_env": None, "cache_dir": sys.argv[2], "concurrency": 4}}
-out = predict(cfg, Path(sys.argv[1]) / "items", Path(sys.argv[1]) / "preds")
+out = predict(parse_section(PredictParams, cfg, "predict"), Path(sys.argv[1]) / "items",
+              Path(sys.argv[1]) / "preds")
 print(json.dumps({"counts": out["counts"], "pandas": "pandas" in sys.modules}))
 """
 

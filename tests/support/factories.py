@@ -13,7 +13,13 @@ import pyarrow.parquet as pq
 from rimo_eval.artifacts.items import ITEM_SCHEMAS, items_path
 from rimo_eval.io.hashing import fingerprint
 from rimo_eval.params.backends import BY_NAME
-from rimo_eval.params.config import Params, parse_params, parse_section, read_yaml
+from rimo_eval.params.config import (
+    Params,
+    PredictParams,
+    parse_params,
+    parse_section,
+    read_yaml,
+)
 from rimo_eval.params.section import Section
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 
@@ -67,6 +73,11 @@ def backend_section(name: str, data: Mapping[str, Any] | None = None, /, **keys:
     """Built-in backend ``name``'s typed section (``predict.<name>``), as ``section`` builds it:
     what ``create_predictor(name, ...)`` and the predictor classes take."""
     return section(BY_NAME[name].params_model, f"predict.{name}", {**(data or {}), **keys})
+
+
+def predict_section(data: Mapping[str, Any] | None = None, **keys: Any) -> PredictParams:
+    """The typed ``predict`` section the predict stage takes (``section`` of PredictParams)."""
+    return section(PredictParams, "predict", data, **keys)
 
 
 def params(**overrides: Any) -> Params:

@@ -16,7 +16,7 @@ from rimo_eval.predict import predict
 from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate
 from tests.support.chat_server import ChatServer
-from tests.support.factories import params, section
+from tests.support.factories import params, predict_section, section
 from tests.support.paths import REPO_ROOT
 
 KEY_ENV = "RIMO_TEST_JUDGE_KEY"
@@ -66,7 +66,7 @@ def project(root: Path, mirror: Path, limit: int | None, predict_cfg: dict | Non
 
 def scored(root: Path, predict_cfg: dict[str, Any]) -> None:
     data = root / "data"
-    predict(predict_cfg, items_dir=data / "items", out_dir=data / "predictions")
+    predict(predict_section(predict_cfg), items_dir=data / "items", out_dir=data / "predictions")
     score(section(ScoreParams, "score",
                   bootstrap={"samples": 200, "seed": 0, "confidence": 0.95}),
           items_dir=data / "items", preds_dir=data / "predictions", scores_dir=data / "scores",

@@ -151,13 +151,13 @@ def small_run(root: Path, name: str, items_dir: Path, rows: list[dict[str, Any]]
     from rimo_eval.predict import predict
     from rimo_eval.run.revision import Revision
     from rimo_eval.score.stage import score
-    from tests.support.factories import section
+    from tests.support.factories import predict_section, section
 
     base = root / name
     base.mkdir(parents=True, exist_ok=True)
     write_jsonl(base / "replay.jsonl", rows)
-    predict({"backend": "replay", "replay": {"path": str(base / "replay.jsonl")}, "samples": k,
-             "limit": limit}, items_dir, base / "preds")
+    predict(predict_section(backend="replay", replay={"path": str(base / "replay.jsonl")},
+                            samples=k, limit=limit), items_dir, base / "preds")
     tracks = (TRACK_N, TRACK_P)
     for track in tracks:
         path = predictions_path(track, base / "preds")

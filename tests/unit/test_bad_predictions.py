@@ -28,7 +28,7 @@ from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 
 BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 ITEMS = {TRACK_N: 4, TRACK_P: 4}  # tests.support.factories.small_benchmark
@@ -202,7 +202,7 @@ ACCEPTED: list[Accepted] = [
 def bench(tmp_path: Path) -> Path:
     """Items, and the oracle's predictions and scores: the previous good run."""
     small_benchmark(tmp_path / "items")
-    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section({"backend": "oracle"}), tmp_path / "items", tmp_path / "preds")
     run_score(tmp_path)
     return tmp_path
 
@@ -241,7 +241,7 @@ def test_bad_replay_is_a_clear_error_and_keeps_old_predictions(case: Bad, bench:
     before = files_under(bench / "preds")
     path = write_replay(bench, case.files)
     with pytest.raises(StageError) as info:
-        predict({"backend": "replay", "replay": {"path": str(path)}}, bench / "items",
+        predict(predict_section(backend="replay", replay={"path": str(path)}), bench / "items",
                 bench / "preds")
     message = str(info.value)
     names = "|".join(re.escape(n) for n in case.files)
@@ -261,7 +261,7 @@ def test_bad_replay_is_a_clear_error_and_keeps_old_predictions(case: Bad, bench:
 def test_usable_replay_is_stored_exactly_and_counts_every_item(case: Accepted,
                                                                bench: Path) -> None:
     path = write_replay(bench, case.files)
-    predict({"backend": "replay", "replay": {"path": str(path)}}, bench / "items",
+    predict(predict_section({"backend": "replay", "replay": {"path": str(path)}}), bench / "items",
             bench / "preds")
     preds = {t: pd.read_parquet(predictions_path(t, bench / "preds")) for t in (TRACK_N, TRACK_P)}
     for track, frame in preds.items():
@@ -351,7 +351,7 @@ def test_replay_covering_none_of_the_sample_fails_naming_the_file(bench: Path) -
     assert others  # known items, every one outside the sample of one item per track
     path = write_replay(bench, {"r.jsonl": jsonl(*others)})
     with pytest.raises(StageError) as info:
-        predict({"backend": "replay", "limit": 1, "replay": {"path": str(path)}},
+        predict(predict_section({"backend": "replay", "limit": 1, "replay": {"path": str(path)}}),
                 bench / "items", bench / "preds")
     message = str(info.value)
     assert message.startswith(f"{path}: rule replay.coverage: the replay covers none of the 2 "
@@ -361,7 +361,7 @@ def test_replay_covering_none_of_the_sample_fails_naming_the_file(bench: Path) -
     # One requested item in it is enough: the run goes on, the rest recorded missing.
     pid = sorted(p for t, p in requested if t == TRACK_N)[0]
     path.write_bytes(jsonl(*others, n_row(pid, "12")))
-    predict({"backend": "replay", "limit": 1, "replay": {"path": str(path)}},
+    predict(predict_section({"backend": "replay", "limit": 1, "replay": {"path": str(path)}}),
             bench / "items", bench / "preds")
     frame = pd.read_parquet(predictions_path(TRACK_P, bench / "preds"))
     assert frame["status"].tolist() == ["missing"]
@@ -383,8 +383,8 @@ def test_the_default_replay_example_covers_the_default_sample(tmp_path: Path,
         write_parquet(table, items_path(track, tmp_path / "items"))
     section = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))["predict"]
     replay = root / section["replay"]["path"]
-    predict({"backend": "replay", "limit": section["limit"],
-             "sample_seed": section["sample_seed"], "replay": {"path": str(replay)}},
+    predict(predict_section(backend="replay", limit=section["limit"],
+                            sample_seed=section["sample_seed"], replay={"path": str(replay)}),
             tmp_path / "items", tmp_path / "preds")
     for track in (TRACK_N, TRACK_P):
         frame = pd.read_parquet(predictions_path(track, tmp_path / "preds"))

@@ -164,18 +164,30 @@ def test_verify_and_stats_name_a_damaged_page(tmp_path: Path,
 
 def test_the_tools_read_the_typed_params_the_cli_hands_them() -> None:
     # cli.py hands the tools the validated file, not a dict view (issue 31 §5): what they read
-    # from it equals what they read from a revision's plain params.yaml.
+    # from it equals what the file sets.
     import argparse
 
     from rimo_eval.commands.cache import cache_dir
     from rimo_eval.commands.compare.command import bootstrap_settings
+    from rimo_eval.errors import StageError
     from rimo_eval.params.config import load_params
+    from tests.support.factories import params
 
     typed = load_params(REPO_ROOT / "params.yaml")
     plain = typed.as_dict()
     none = argparse.Namespace(dir=None, samples=None, seed=None, confidence=None)
-    assert cache_dir(none, typed) == cache_dir(none, plain) == ".rimo_cache/responses"
-    assert bootstrap_settings(typed, none) == bootstrap_settings(plain, none)
+    assert cache_dir(none, typed) == plain["predict"]["openai"]["cache_dir"] \
+        == ".rimo_cache/responses"
+    assert bootstrap_settings(typed.score, none) == plain["score"]["bootstrap"]
+    # Without a params file, or without an openai section: the defaults.
+    assert cache_dir(none, None) == cache_dir(none, params(predict={"backend": "oracle"})) \
+        == ".rimo_cache/responses"
+    assert bootstrap_settings(None, none) == {"samples": 1000, "seed": 0, "confidence": 0.95}
+    folder = {"backend": "openai", "openai": {**plain["predict"]["openai"], "cache_dir": "x/y"}}
+    assert cache_dir(none, params(predict=folder)) == "x/y"
+    with pytest.raises(StageError, match=r"predict\.openai\.cache_dir is null"):
+        cache_dir(none, params(predict={**folder, "openai": {**folder["openai"],
+                                                              "cache_dir": None}}))
 
 
 def test_stats_names_the_packaged_gguf_by_its_file(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import SCORE_FILES, score
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 
 
 def side(root: Path, name: str, k: int, rows: list[tuple[str, str, int, Any]]) -> Side:
@@ -23,7 +23,7 @@ def side(root: Path, name: str, k: int, rows: list[tuple[str, str, int, Any]]) -
     replay = root / f"{name}.jsonl"
     replay.write_text("".join(json.dumps({"track": t, "problem_id": i, "sample": j,
                                           "prediction": p}) + "\n" for t, i, j, p in rows))
-    predict({"backend": "replay", "samples": k, "replay": {"path": str(replay)}},
+    predict(predict_section({"backend": "replay", "samples": k, "replay": {"path": str(replay)}}),
             root / "items", root / name / "preds")
     metrics = score(section(ScoreParams, "score",
                             bootstrap={"samples": 100, "seed": 0, "confidence": 0.95}),

@@ -17,7 +17,7 @@ from rimo_eval.predict import predict
 from rimo_eval.predictors.registry import predictor_class
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.validate import stage as validate
-from tests.support.factories import params
+from tests.support.factories import params, predict_section
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "CONTRIBUTING.md"
@@ -62,7 +62,8 @@ def test_the_guide_plugin_predicts_through_the_real_stage(plugin: str, items: Pa
     assert predictor_class(plugin).__module__ == "my_package.predictor"
     out = tmp_path / "preds"
     # The plugin's own section is admitted by the params validation, and k reaches it.
-    predict({"backend": plugin, "limit": 3, "samples": 2, plugin: {"answer": "1"}}, items, out)
+    predict(predict_section({"backend": plugin, "limit": 3, "samples": 2,
+                             plugin: {"answer": "1"}}), items, out)
     n = pd.read_parquet(predictions_path(TRACK_N, out))
     p = pd.read_parquet(predictions_path(TRACK_P, out))
     assert len(n) == 3 * 2 and set(n["prediction"]) == {"1"}
@@ -73,9 +74,11 @@ def test_the_guide_plugin_predicts_through_the_real_stage(plugin: str, items: Pa
 
 def test_the_guide_plugin_checks_its_section(plugin: str, items: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"predict\.guess\.answer must be a string, got 1"):
-        predict({"backend": plugin, "limit": 1, plugin: {"answer": 1}}, items, tmp_path / "p")
+        predict(predict_section({"backend": plugin, "limit": 1, plugin: {"answer": 1}}), items,
+                tmp_path / "p")
 
 
 def test_a_misspelt_plugin_section_is_refused(plugin: str, items: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"gues"):
-        predict({"backend": plugin, "limit": 1, "gues": {"answer": "1"}}, items, tmp_path / "p")
+        predict(predict_section(backend=plugin, limit=1, gues={"answer": "1"}), items,
+                tmp_path / "p")

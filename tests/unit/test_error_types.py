@@ -15,7 +15,7 @@ from rimo_eval.params.config import FetchParams
 from rimo_eval.predict import collect, predict
 from rimo_eval.predictors import Prediction, create_predictor
 from rimo_eval.validate.stage import run as validate_run
-from tests.support.factories import params, section
+from tests.support.factories import params, predict_section, section
 from tests.support.paths import REPO_ROOT, UPSTREAM_FILES
 
 ERRATA = REPO_ROOT / "data/errata.yaml"
@@ -28,7 +28,8 @@ def test_config_problems_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"predict\.openai\.model must name"):
         create_predictor("openai", section(OpenAIParams, "predict.openai", {"model": None}))
     with pytest.raises(ConfigError, match=r"predict\.limit: Input should be a valid integer"):
-        predict({"backend": "oracle", "limit": True}, tmp_path / "items", tmp_path / "preds")
+        predict(predict_section(backend="oracle", limit=True), tmp_path / "items",
+                tmp_path / "preds")
     bad = tmp_path / "errata.yaml"
     bad.write_text("version: 1\nerrata: [{id: X1}]\n")
     with pytest.raises(ConfigError, match="invalid errata file"):

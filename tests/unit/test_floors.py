@@ -23,7 +23,7 @@ from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.score.stage import score
 from rimo_eval.stats.floors import best_constant, floor_line
-from tests.support.factories import section
+from tests.support.factories import predict_section, section
 from tests.support.pipeline_repo import copy_repo
 
 SCORE = section(ScoreParams, "score", bootstrap={"samples": 100, "seed": 0, "confidence": 0.95})
@@ -68,8 +68,9 @@ def test_full_oracle_run_has_the_floor_and_answer_types(oracle_run: Path, mirror
 def test_a_constant_one_run_scores_the_floor(oracle_run: Path, mirror_dir: Path,
                                              tmp_path: Path, limit: int | None) -> None:
     items_dir = oracle_run / "data/items"
-    predict({"backend": "constant", "limit": limit, "sample_seed": 3,
-             "constant": {"answer": "1", "solution": ""}}, items_dir, tmp_path / "preds")
+    predict(predict_section(backend="constant", limit=limit, sample_seed=3,
+                            constant={"answer": "1", "solution": ""}), items_dir,
+            tmp_path / "preds")
     score(SCORE, items_dir, tmp_path / "preds", tmp_path / "scores",
           tmp_path / "metrics.json", tmp_path / "plots")
     metrics = json.loads((tmp_path / "metrics.json").read_text(encoding="utf-8"))

@@ -17,7 +17,7 @@ from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import score
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 
 BOOT = section(ScoreParams, "score", bootstrap={"samples": 20, "seed": 0, "confidence": 0.95})
 
@@ -42,7 +42,7 @@ def test_every_backend_names_its_model(backend: str, section: dict, label: str) 
 
 
 def run(tmp_path: Path, cfg: dict) -> dict:
-    predict(cfg, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section(cfg), tmp_path / "items", tmp_path / "preds")
     score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
           tmp_path / "reports/metrics.json", tmp_path / "plots")
     return json.loads((tmp_path / "reports/model.json").read_text(encoding="utf-8"))

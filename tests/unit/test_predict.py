@@ -14,7 +14,7 @@ from rimo_eval.predict import predict, select_sample
 from rimo_eval.predictors import available_backends, create_predictor
 from rimo_eval.predictors.registry import predictor_class
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
-from tests.support.factories import small_benchmark
+from tests.support.factories import predict_section, small_benchmark
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def bench(tmp_path: Path) -> Path:
 
 
 def run_predict(bench: Path, cfg: dict) -> dict[str, pd.DataFrame]:
-    predict(cfg, bench / "items", bench / "preds")
+    predict(predict_section(cfg), bench / "items", bench / "preds")
     return {t: pd.read_parquet(predictions_path(t, bench / "preds")) for t in (TRACK_N, TRACK_P)}
 
 

@@ -15,11 +15,11 @@ from rimo_eval.io.hashing import fingerprint
 from rimo_eval.predict import predict
 from rimo_eval.predictors import create_predictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
-from tests.support.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, predict_section, write_items
 
 
 def run(tmp_path: Path, name: str, samples: int) -> dict[str, bytes]:
-    predict({"backend": "oracle", "limit": None, "samples": samples}, tmp_path / "items",
+    predict(predict_section(backend="oracle", limit=None, samples=samples), tmp_path / "items",
             tmp_path / name)
     return {t: predictions_path(t, tmp_path / name).read_bytes() for t in TRACKS}
 

@@ -15,7 +15,7 @@ from rimo_eval.params.config import ScoreParams
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 
 BOOT = section(ScoreParams, "score", bootstrap={"samples": 50, "seed": 0, "confidence": 0.95})
 CONSTANT = {"backend": "constant", "constant": {"answer": "12"}}
@@ -28,7 +28,7 @@ def bench(tmp_path: Path) -> Path:
 
 
 def run(bench: Path, out: str, **cfg: object) -> dict[str, object]:
-    return predict({**CONSTANT, **cfg}, bench / "items", bench / out)
+    return predict(predict_section({**CONSTANT, **cfg}), bench / "items", bench / out)
 
 
 def score_dir(bench: Path, preds: str) -> dict:

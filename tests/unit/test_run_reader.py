@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import yaml
 
 from rimo_eval.artifacts.model_name import PACKAGED_LOCAL, predictions_model
 from rimo_eval.artifacts.paths import (
@@ -27,18 +28,27 @@ from rimo_eval.artifacts.paths import (
     predictions_path,
 )
 from rimo_eval.commands.leaderboard.loading import from_record
+from rimo_eval.commands.leaderboard.years import run_cutoff
 from rimo_eval.commands.summary import summary
 from rimo_eval.commands.view.header import header
 from rimo_eval.commands.view.load import load_run
-from rimo_eval.params.config import ScoreParams
+from rimo_eval.errors import ConfigError
+from rimo_eval.params.config import (
+    BootstrapParams,
+    FetchParams,
+    JudgeParams,
+    PredictParams,
+    ScoreParams,
+)
 from rimo_eval.predict import predict
 from rimo_eval.report.selection import run_rows
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
+from rimo_eval.run.params import typed_section
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.recovery import advice
 from rimo_eval.run.revision import WORKSPACE, Revision
 from rimo_eval.score.stage import score
-from tests.support.factories import section, small_benchmark
+from tests.support.factories import predict_section, section, small_benchmark
 from tests.support.pipeline_repo import sh
 
 BOOT = section(ScoreParams, "score", bootstrap={"samples": 20, "seed": 0, "confidence": 0.95})
@@ -62,7 +72,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_in(root: Path, cfg: dict[str, Any]) -> None:
-    predict(cfg, root / ITEMS_DIR, root / PREDICTIONS_DIR)
+    predict(predict_section(cfg), root / ITEMS_DIR, root / PREDICTIONS_DIR)
     score(BOOT, root / ITEMS_DIR, root / PREDICTIONS_DIR, root / SCORES_DIR,
           root / METRICS_PATH, root / PLOTS_DIR)
 
@@ -130,6 +140,48 @@ def test_the_workspace_with_every_needed_file_is_read_without_dvc(repo: Path) ->
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=repo).stdout
     assert out == "constant '5' False\n"
+
+
+def test_a_runs_params_are_typed_a_section_at_a_time_and_leniently(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Run.params`` is the revision's params.yaml as it stands (an older file is still read);
+    ``Run.section`` types one section of it: None where the file leaves it out or holds what
+    the model refuses now, never an error that hides the run (issue 41 item 5)."""
+    monkeypatch.chdir(repo)
+    run_in(repo, {"backend": "oracle"})
+    older = {"predict": {"backend": "oracle", "limit": 5, "sample_seed": 3},
+             "score": {"bootstrap": {"samples": 50}, "training_cutoff": 2019,
+                       "alpha": 0.1},  # a key this version does not know
+             "fetch": "gone"}
+    (repo / "params.yaml").write_text(yaml.safe_dump(older), encoding="utf-8")
+    try:
+        with RunReader(repo) as reader:
+            record = reader.open(WORKSPACE)
+        assert record.params == older and record.params_error is None
+        predict_cfg = record.section(PredictParams, "predict")
+        assert isinstance(predict_cfg, PredictParams)
+        assert (predict_cfg.backend, predict_cfg.limit, predict_cfg.sample_seed) == ("oracle", 5, 3)
+        assert record.section(ScoreParams, "score") is None  # refused: 'alpha'
+        with pytest.raises(ConfigError, match=r"score\.alpha"):
+            typed_section(record.params, ScoreParams, "score")  # what view --partial shows
+        boot = record.section(BootstrapParams, "score.bootstrap")
+        assert boot is not None and boot.model_dump() == {"samples": 50, "seed": 0,
+                                                          "confidence": 0.95}
+        assert record.section(FetchParams, "fetch") is None  # not a mapping
+        assert record.section(JudgeParams, "judge") is None  # not set
+        # The tools take a run's own training cutoff through it (typed: 2019 is "2019").
+        assert run_cutoff(from_record(record), {}) is None
+        del older["score"]["alpha"]
+        (repo / "params.yaml").write_text(yaml.safe_dump(older), encoding="utf-8")
+        with RunReader(repo) as reader:
+            record = reader.open(WORKSPACE)
+        score_cfg = record.section(ScoreParams, "score")
+        assert score_cfg is not None and score_cfg.model_dump() == {
+            "bootstrap": boot.model_dump(), "pass_at": [1], "training_cutoff": "2019"}
+        assert run_cutoff(from_record(record), {}) == "2019"
+        assert run_cutoff(from_record(record), {WORKSPACE: "2021-06"}) == "2021-06"
+    finally:
+        (repo / "params.yaml").unlink()
 
 
 # --- the one recovery message (issue 43 §3) ---------------------------------------------------

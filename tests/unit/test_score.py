@@ -16,7 +16,14 @@ from rimo_eval.rimo.grading import grade_n, grade_p_strict, leading_matches, mat
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.stage import score
 from rimo_eval.stats import wilson
-from tests.support.factories import n_item, params, section, small_benchmark, write_items
+from tests.support.factories import (
+    n_item,
+    params,
+    predict_section,
+    section,
+    small_benchmark,
+    write_items,
+)
 
 BOOT = section(ScoreParams, "score", bootstrap={"samples": 200, "seed": 1, "confidence": 0.95})
 
@@ -68,7 +75,7 @@ def scored(tmp_path: Path) -> tuple[Path, dict]:
         (TRACK_P, "2001n1", ["x", "n2", "n3"]),     # matched 2/3, prefix 0
         (TRACK_P, "2005p3", ["anything"]),          # ungradable: not scored
     ])
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, tmp_path / "items",
+    predict(predict_section(backend="replay", replay={"path": str(replay)}), tmp_path / "items",
             tmp_path / "preds")
     metrics = score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
                     tmp_path / "metrics.json", tmp_path / "plots")
@@ -179,7 +186,7 @@ def test_outputs_are_written_and_stable(scored: tuple[Path, dict]) -> None:
 
 def test_predictions_for_changed_items_are_refused(tmp_path: Path) -> None:
     write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
-    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section({"backend": "oracle"}), tmp_path / "items", tmp_path / "preds")
     write_items(tmp_path / "items", [n_item("2001a1", "2")], [])
     with pytest.raises(StageError, match="rerun the predict stage"):
         score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
@@ -192,7 +199,7 @@ def test_unknown_status_in_predictions_is_refused(tmp_path: Path) -> None:
 
     from rimo_eval.artifacts.predictions import predictions_path
     write_items(tmp_path / "items", [n_item("2001a1", "1")], [])
-    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section({"backend": "oracle"}), tmp_path / "items", tmp_path / "preds")
     path = predictions_path(TRACK_N, tmp_path / "preds")
     df = pd.read_parquet(path)
     df.loc[0, "status"] = "maybe"
@@ -207,8 +214,8 @@ def test_tables_from_two_predict_runs_are_refused(tmp_path: Path) -> None:
 
     from rimo_eval.artifacts.predictions import predictions_path
     small_benchmark(tmp_path / "items")
-    predict({"backend": "oracle"}, tmp_path / "items", tmp_path / "a")
-    predict({"backend": "constant"}, tmp_path / "items", tmp_path / "b")
+    predict(predict_section({"backend": "oracle"}), tmp_path / "items", tmp_path / "a")
+    predict(predict_section({"backend": "constant"}), tmp_path / "items", tmp_path / "b")
     shutil.copyfile(predictions_path(TRACK_P, tmp_path / "b"),
                     predictions_path(TRACK_P, tmp_path / "a"))
     with pytest.raises(StageError, match="more than one predict run"):
@@ -221,7 +228,7 @@ def test_an_all_wrong_rimo_p_sample_has_no_point_interval(tmp_path: Path) -> Non
     [0.0%, 0.0%]`` (the percentile bootstrap of all zeros); its interval is now Wilson's of the
     sum, as wide as strict's, whose items are the same."""
     small_benchmark(tmp_path / "items")
-    predict({"backend": "constant", "constant": {"answer": "0", "solution": "wrong"}},
+    predict(predict_section(backend="constant", constant={"answer": "0", "solution": "wrong"}),
             tmp_path / "items", tmp_path / "preds")
     m = score(BOOT, tmp_path / "items", tmp_path / "preds", tmp_path / "scores",
               tmp_path / "metrics.json", tmp_path / "plots")

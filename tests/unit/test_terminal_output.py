@@ -24,7 +24,7 @@ from rimo_eval.io.terminal import for_terminal, json_for_terminal
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N
 from tests.support.cache_tools import payload, response
-from tests.support.factories import small_benchmark
+from tests.support.factories import predict_section, small_benchmark
 from tests.support.git_project import pushed_project
 from tests.support.pipeline_repo import BIN, env
 
@@ -67,7 +67,7 @@ def test_the_replay_warning_escapes_the_file_name(tmp_path: Path,
     replay = tmp_path / f"r{PWNED}.jsonl"
     replay.write_text(json.dumps({"track": TRACK_N, "problem_id": "2001a1",
                                   "prediction": "12"}) + "\n", encoding="utf-8")
-    predict({"backend": "replay", "replay": {"path": str(replay)}}, tmp_path / "items",
+    predict(predict_section(backend="replay", replay={"path": str(replay)}), tmp_path / "items",
             tmp_path / "preds")
     out, err = capfd.readouterr()
     clean(out, err)

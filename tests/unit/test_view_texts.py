@@ -15,7 +15,7 @@ from rimo_eval.commands.view import texts
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
-from tests.support.factories import n_item, p_item, write_items
+from tests.support.factories import n_item, p_item, predict_section, write_items
 from tests.support.view_runs import write_jsonl
 
 
@@ -29,8 +29,8 @@ def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
              for i in range(3) for j in range(3)]
     write_jsonl(tmp_path / "replay.jsonl", rows)
     monkeypatch.setattr(predictions, "ROW_GROUP_ROWS", 4)  # items straddle row groups
-    predict({"backend": "replay", "replay": {"path": str(tmp_path / "replay.jsonl")},
-             "samples": 3, "limit": None}, tmp_path / "items", tmp_path / "preds")
+    predict(predict_section(backend="replay", replay={"path": str(tmp_path / "replay.jsonl")},
+                            samples=3, limit=None), tmp_path / "items", tmp_path / "preds")
     # Give every row texts of its own, as a reasoning model's run has.
     for track in (TRACK_N, TRACK_P):
         path = predictions_path(track, tmp_path / "preds")

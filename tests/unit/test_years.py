@@ -28,7 +28,7 @@ from rimo_eval.params.config import ScoreParams, load_params
 from rimo_eval.predict import predict
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P, TRACKS
 from rimo_eval.score.stage import score
-from tests.support.factories import section
+from tests.support.factories import predict_section, section
 from tests.support.leaderboard_runs import write_jsonl
 from tests.support.paths import REPO_ROOT
 from tests.support.year_runs import replay
@@ -72,8 +72,9 @@ def runs(oracle_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int
         root = tmp_path_factory.mktemp(f"years-k{k}")
         rows = replay(items, f"m{k}", k)
         write_jsonl(root / "replay.jsonl", rows)
-        predict({"backend": "replay", "samples": k, "limit": None,
-                 "replay": {"path": str(root / "replay.jsonl")}}, items_dir, root / "preds")
+        predict(predict_section(backend="replay", samples=k, limit=None,
+                                replay={"path": str(root / "replay.jsonl")}), items_dir,
+                root / "preds")
         cfg = section(ScoreParams, "score", bootstrap=BOOT, training_cutoff="2019-06")
         score(cfg, items_dir, root / "preds", root / "scores", root / "metrics.json",
               root / "plots")

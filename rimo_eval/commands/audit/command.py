@@ -66,7 +66,7 @@ from rimo_eval.commands.audit.revision import checked_out
 from rimo_eval.io.hashing import sha256_file
 from rimo_eval.io.json_object import read_object
 from rimo_eval.io.terminal import for_terminal, json_for_terminal
-from rimo_eval.params.config import FetchParams, Params, ScoreParams, load_params, parse_section
+from rimo_eval.params.config import Params, load_params
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.revision import WORKSPACE
@@ -124,18 +124,18 @@ def _check_lock_chain(ledger: Ledger, root: Path, shown: Mapping[str, dict[str, 
     return lock, MISSING if pstage is None else lock_param(lock, pstage, "predict.backend")
 
 
-def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> AuditReport:
+def audit(root: Path = Path("."), params: Params | None = None) -> AuditReport:
     root = Path(root)
     metrics_shown = METRICS_PATH.as_posix()
     metrics = _read_metrics(root)
     breakdown = _read_json(root, BREAKDOWN_PATH, required=False)
     prov = _read_json(root, PROVENANCE_PATH, required=False)
     breakdown_shown, prov_shown = BREAKDOWN_PATH.as_posix(), PROVENANCE_PATH.as_posix()
-    params = params or {}
     ledger = Ledger()
-    pin = make_upstream_pin(parse_section(FetchParams, params["fetch"], "fetch")
-                            if params.get("fetch") else None)
-    boot = bootstrap_params(parse_section(ScoreParams, params.get("score"), "score"))
+    predict_cfg = None if params is None else params.predict
+    score_cfg = None if params is None else params.score
+    pin = make_upstream_pin(None if params is None else params.fetch)
+    boot = bootstrap_params(score_cfg)
     shown = {t: {"items": items_path(t).as_posix(), "predictions": predictions_path(t).as_posix(),
                  "scores": scores_path(t).as_posix()} for t in TRACKS}
     paths = {t: {k: root / p for k, p in v.items()} for t, v in shown.items()}
@@ -147,8 +147,7 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
     for t in TRACKS:
         items[t] = check_items(ledger, paths[t]["items"], shown[t]["items"])
         preds[t] = check_predictions(ledger, root, t, items[t], paths[t]["predictions"],
-                                     shown[t]["predictions"], lock_backend,
-                                     params.get("predict"))
+                                     shown[t]["predictions"], lock_backend, predict_cfg)
         sources = f"{shown[t]['predictions']} and {shown[t]['items']}"
         scores[t] = check_scores(ledger, t, items[t], preds[t], paths[t]["scores"],
                                  shown[t]["scores"], sources)
@@ -160,7 +159,7 @@ def audit(root: Path = Path("."), params: Mapping[str, Any] | None = None) -> Au
                                   totals, boot,
                                   {t: p for t in TRACKS if (p := preds[t]) is not None}
                                   if all(preds[t] is not None for t in TRACKS) else None,
-                                  params)
+                                  predict_cfg, score_cfg)
         # Each file against its part of the fresh block, so a break names the file.
         fresh_metrics, fresh_breakdown = split(fresh)
         score_files = {t: shown[t]["scores"] for t in TRACKS}
@@ -230,7 +229,7 @@ def build_chains(root: Path, lock: Mapping[str, Any] | None, shown: Mapping[str,
     return chains
 
 
-def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> AuditReport:
+def audit_revision(root: Path, name: str, params: Params | None) -> AuditReport:
     """The workspace (``params``: the params file the CLI read), or a git revision or DVC
     experiment resolved as compare resolves it, audited against its own params.yaml."""
     needed = [RAW_DIR, *(path(t) for path in (items_path, predictions_path, scores_path)
@@ -248,7 +247,7 @@ def audit_revision(root: Path, name: str, params: Mapping[str, Any] | None) -> A
             print(for_terminal(f"audit: {revision.kind} {revision.label} at "
                                f"{revision.rev[:12]}, checked out in a temporary worktree"),
                   file=sys.stderr)
-            return audit(tree, load_params(tree / PARAMS_PATH).as_dict())
+            return audit(tree, load_params(tree / PARAMS_PATH))
 
 
 def main(args: argparse.Namespace, params: Params | None) -> int:
@@ -257,9 +256,7 @@ def main(args: argparse.Namespace, params: Params | None) -> int:
         # The CLI lets audit start without a params file (a revision has its own): the
         # workspace does need one, with the usual error when it is not there.
         params = load_params(args.params)
-    # The audit compares the file's keys as written (a revision's own params.yaml is read the
-    # same way), so it checks the plain view of what the file set.
-    report = audit_revision(Path("."), name, None if params is None else params.as_dict())
+    report = audit_revision(Path("."), name, params)
     if getattr(args, "json", False):
         print(json_for_terminal(json.dumps(report.to_json(), indent=2, sort_keys=True,
                                            ensure_ascii=False)))

@@ -21,7 +21,7 @@ from rimo_eval.artifacts.provenance import predictions_identity
 from rimo_eval.commands.audit.ledger import MISSING, Ledger, ids
 from rimo_eval.errors import StageError
 from rimo_eval.io.hashing import fingerprint, sha256_file
-from rimo_eval.params.config import PredictParams, coerce
+from rimo_eval.params.config import PredictParams
 from rimo_eval.rimo.tracks import TRACK_N
 from rimo_eval.score.stage import SCORE_SCHEMAS, join_predictions, score_n, score_p
 
@@ -64,25 +64,24 @@ def check_items(ledger: Ledger, path: Path, shown: str) -> pd.DataFrame | None:
     return pd.read_parquet(path)
 
 
-def expected_fingerprint(root: Path, backend: str, predict_cfg: Mapping[str, Any]) -> str:
+def expected_fingerprint(root: Path, backend: str, params: PredictParams) -> str:
     """What ``backend``, configured by params ``predict`` now, fingerprints to: the predict
     stage's own identity (params, templates, replay file hashes, model hash...). Paths in the
     params are relative to the repo, so it is computed there. The predictor is built as the
     stage builds it, ``predict.samples`` included (k > 1 is part of the identity)."""
     from rimo_eval.predictors.registry import build_predictor
 
-    params = coerce(PredictParams, predict_cfg, "predict")
     with contextlib.chdir(root):
         return fingerprint(build_predictor(params, backend).identity())
 
 
 def check_fingerprint(ledger: Ledger, root: Path, preds: pd.DataFrame, shown: str,
-                      predict_cfg: Mapping[str, Any] | None) -> None:
+                      predict_cfg: PredictParams | None) -> None:
     ident = predictions_identity(preds)
     backend, fp = ident["backend"], ident["fingerprint"]
     if not backend or not fp or "+" in backend or "+" in fp:
         return  # no single identity to recompute: predictions.one_run says so
-    if not predict_cfg:
+    if predict_cfg is None:
         ledger.broke("predictions.fingerprint", shown, f"{shown}: params have no predict "
                      f"section to recompute the fingerprint from")
         return
@@ -102,7 +101,7 @@ def check_fingerprint(ledger: Ledger, root: Path, preds: pd.DataFrame, shown: st
 
 def check_predictions(ledger: Ledger, root: Path, track: str, items: pd.DataFrame | None,
                       path: Path, shown: str, lock_backend: Any,
-                      predict_cfg: Mapping[str, Any] | None) -> pd.DataFrame | None:
+                      predict_cfg: PredictParams | None) -> pd.DataFrame | None:
     if not path.is_file():
         ledger.broke("predictions.items", shown, f"{shown}: missing (run `dvc repro`)")
         return None

@@ -15,7 +15,7 @@ from rimo_eval.artifacts.flat_keys import flatten
 from rimo_eval.artifacts.paths import JUDGE_METRICS_PATH, JUDGE_TABLE, PLOTS_DIR
 from rimo_eval.commands.audit.ledger import MISSING, Ledger
 from rimo_eval.judge.metrics import audit_check
-from rimo_eval.params.config import PredictParams, ScoreParams, parse_section
+from rimo_eval.params.config import PredictParams, ScoreParams
 from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.score.metrics import compute, plot_tables, sample_spec
 
@@ -23,14 +23,12 @@ from rimo_eval.score.metrics import compute, plot_tables, sample_spec
 def recompute_metrics(scores: Mapping[str, pd.DataFrame], totals: Mapping[str, int],
                       boot: Mapping[str, Any],
                       preds: Mapping[str, pd.DataFrame] | None = None,
-                      params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      predict: PredictParams | None = None, score: ScoreParams | None = None
+                      ) -> dict[str, Any]:
     """The metrics block exactly as the score stage derives it from the per-item scores
-    (the sample block from the params' predict.limit and predict.sample_seed)."""
-    raw = params or {}
-    predict = None if raw.get("predict") is None else parse_section(
-        PredictParams, raw["predict"], "predict")
-    return compute(scores, totals, boot, sample_spec(predict), preds, predict,
-                   parse_section(ScoreParams, raw.get("score"), "score"))
+    (the sample block from ``predict``'s limit and sample_seed, the price from its backend's
+    section; ``score``: pass@j and the training cutoff)."""
+    return compute(scores, totals, boot, sample_spec(predict), preds, predict, score)
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from rimo_eval.commands.compare.shared_items import (
 from rimo_eval.errors import DataError
 from rimo_eval.io.outputs import claim_file, html_ours, output_file
 from rimo_eval.judge.metrics import judge_block
-from rimo_eval.params.config import Params, ScoreParams, parse_section
+from rimo_eval.params.config import Params, ScoreParams
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.record import Run
@@ -48,14 +48,8 @@ from rimo_eval.stats import bootstrap_params
 HTML_OPTION = "compare --html"
 
 
-def bootstrap_settings(params: Params | Mapping[str, Any] | None, args: argparse.Namespace
-                       ) -> dict[str, Any]:
+def bootstrap_settings(score: ScoreParams | None, args: argparse.Namespace) -> dict[str, Any]:
     """params ``score.bootstrap`` (or its defaults), each given option overriding its key."""
-    if isinstance(params, Params):
-        score = params.score
-    else:  # a plain file: only its score.bootstrap is read, as before
-        raw = ((params or {}).get("score") or {}).get("bootstrap")
-        score = parse_section(ScoreParams, {} if raw is None else {"bootstrap": raw}, "score")
     boot = bootstrap_params(score)
     for key in ("samples", "seed", "confidence"):
         value = getattr(args, key, None)
@@ -122,7 +116,7 @@ def compare(root: Path, a: str, b: str, samples: int = 1000, seed: int = 0,
 
 def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: compare needs no params file (each side carries its own)."""
-    boot = bootstrap_settings(params, args)
+    boot = bootstrap_settings(None if params is None else params.score, args)
     if args.html:  # refused before the work, not after
         claim_file(args.html, TOOL, HTML_OPTION, html_ours(TOOL))
     result = compare(Path("."), args.a, args.b, **boot, strict=getattr(args, "strict", False))

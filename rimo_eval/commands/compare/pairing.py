@@ -238,7 +238,8 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
                   confidence: float = 0.95,
                   params: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]
                   = (None, None)) -> dict[str, Any]:
-    """The comparison; ``params`` is each side's params.yaml (None: not known), diffed.
+    """The comparison; ``params`` is each side's params.yaml as it stands (None: not known),
+    diffed.
 
     Over the items both runs evaluated: when their item sets differ, both sides are first cut
     down to the shared items and their metrics recomputed there (compare.shared_items), so every
@@ -253,7 +254,7 @@ def compare_sides(a: Side, b: Side, samples: int = 1000, seed: int = 0,
     same = same_items(sets)
     if not same:
         keys = {t: sets[t]["keys"] for t in TRACKS}
-        a, b = on_shared(a, keys, params[0]), on_shared(b, keys, params[1])
+        a, b = on_shared(a, keys), on_shared(b, keys)
     tracks = {t: {**compare_track(t, a.scores[t], b.scores[t], samples, seed, confidence),
                   **{k: sets[t][k] for k in ("only_a", "only_b", "changed_items")}}
               for t in TRACKS}

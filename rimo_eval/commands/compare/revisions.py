@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from rimo_eval.artifacts.metrics_files import join
+from rimo_eval.params.config import PredictParams, ScoreParams
 from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.run.record import Run
 from rimo_eval.run.revision import Revision
@@ -28,6 +29,10 @@ class Side:
     predictions: dict[str, pd.DataFrame] | None = None
     judge_table: pd.DataFrame | None = None
     model: str | None = None  # the run record's model (reports/model.json's string)
+    # The run's own predict and score sections (Run.section: None where absent or unreadable):
+    # the price and pass@j of metrics recomputed on the shared items.
+    predict: PredictParams | None = None
+    score: ScoreParams | None = None
 
     def summary(self) -> dict[str, Any]:
         prov = self.metrics.get("provenance") or {}
@@ -43,7 +48,9 @@ def load_side(run: Run) -> Side:
     metrics = join(dict(run.metrics), dict(run.breakdown) or None,
                    dict(run.provenance) or None)
     scores = {t: run.scores(t) for t in TRACKS}
-    return Side(run.revision, metrics, scores, run.judge, model=run.model)
+    return Side(run.revision, metrics, scores, run.judge, model=run.model,
+                predict=run.section(PredictParams, "predict"),
+                score=run.section(ScoreParams, "score"))
 
 
 __all__ = ["Side", "load_side"]

@@ -20,7 +20,6 @@ from rimo_eval.artifacts import judge_record
 from rimo_eval.commands.compare.revisions import Side
 from rimo_eval.errors import DataError
 from rimo_eval.judge.metrics import judge_block, judge_metrics
-from rimo_eval.params.config import PredictParams, ScoreParams, parse_section
 from rimo_eval.rimo.tracks import TRACK_P, TRACKS
 from rimo_eval.score.metrics import compute
 from rimo_eval.score.samples import with_sample
@@ -97,10 +96,10 @@ def _judge_on(side: Side, ids: set[str]) -> dict[str, Any]:
     return {"enabled": True, TRACK_P: {"judge": fresh}}
 
 
-def on_shared(side: Side, keys: Mapping[str, set[Key]], params: Mapping[str, Any] | None
-              ) -> Side:
+def on_shared(side: Side, keys: Mapping[str, set[Key]]) -> Side:
     """``side`` over the items in ``keys`` only, its metrics recomputed as the score stage
-    computes them (k-sample keys and usage too where its predictions were read)."""
+    computes them (k-sample keys and usage too where its predictions were read), with the
+    side's own predict and score sections."""
     scores = {t: _keep(with_sample(side.scores[t]), keys[t]) for t in TRACKS}
     preds = None
     if side.predictions is not None:
@@ -108,15 +107,13 @@ def on_shared(side: Side, keys: Mapping[str, set[Key]], params: Mapping[str, Any
     sample = side.metrics.get("sample") or {}
     totals = {t: (sample.get("total") or {}).get(t, len(item_keys(side.scores[t])))
               for t in TRACKS}
-    raw = params or {}
-    predict = None if raw.get("predict") is None else parse_section(
-        PredictParams, raw["predict"], "predict")
     metrics = compute(scores, totals, NO_INTERVALS,
-                      {"limit": sample.get("limit"), "seed": sample.get("seed")}, preds, predict,
-                      parse_section(ScoreParams, raw.get("score"), "score"))
+                      {"limit": sample.get("limit"), "seed": sample.get("seed")}, preds,
+                      side.predict, side.score)
     metrics["provenance"] = side.metrics.get("provenance")
     ids = {i for i, _ in keys[TRACK_P]}
-    return Side(side.revision, metrics, scores, _judge_on(side, ids))
+    return Side(side.revision, metrics, scores, _judge_on(side, ids), predict=side.predict,
+                score=side.score)
 
 
 __all__ = ["NO_INTERVALS", "describe", "item_keys", "on_shared", "overlap",

@@ -84,7 +84,7 @@ def write(out: Path, files: Mapping[str, str | bytes]) -> None:
 def main(args: argparse.Namespace, params: Params | None) -> int:
     """``params`` may be None: the runs carry their own metrics; score.bootstrap is used for
     the rank bootstrap when a params file is there, as compare does."""
-    boot = bootstrap_settings(params, args)
+    boot = bootstrap_settings(None if params is None else params.score, args)
     out = Path(args.out)
     claim_folder(out, "leaderboard", "leaderboard --out")  # refused before the work
     board, files = leaderboard(Path("."), list(args.runs), args.all, args.label, args.sort,

@@ -15,9 +15,8 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rimo_eval.commands.sweep.plan import Plan, read_sweep, resolve
 from rimo_eval.commands.sweep.remote import ls_remote, pushed
@@ -28,6 +27,9 @@ from rimo_eval.errors import ConfigError, StageError
 from rimo_eval.io.atomic import write_text
 from rimo_eval.io.git import git, head_commit
 from rimo_eval.io.terminal import for_terminal, json_for_terminal
+
+if TYPE_CHECKING:
+    from rimo_eval.params.config import Params
 
 
 def repo_root() -> Path:
@@ -149,7 +151,7 @@ def status(file: Path, as_json: bool) -> int:
     return 0 if len(done) == len(names) else 1
 
 
-def main(args: argparse.Namespace, params: Mapping[str, Any] | None) -> int:
+def main(args: argparse.Namespace, params: Params | None) -> int:
     if args.action == "submit":
         return submit(args.file, args.dry_run)
     if args.action == "status":

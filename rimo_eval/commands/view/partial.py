@@ -44,12 +44,13 @@ from rimo_eval.commands.view.load import Run
 from rimo_eval.commands.view.texts import DetailsCursor
 from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.io.hashing import fingerprint
-from rimo_eval.params.config import PredictParams, coerce
+from rimo_eval.params.config import PredictParams
 from rimo_eval.predict import select_sample
 from rimo_eval.predictors.cached import Cached, cached_predictions
 from rimo_eval.predictors.chat_predictor import ChatPredictor
 from rimo_eval.predictors.registry import build_predictor
 from rimo_eval.rimo.tracks import TRACK_N, TRACKS
+from rimo_eval.run.params import typed_section
 from rimo_eval.run.reader import RunReader
 from rimo_eval.run.revision import Revision
 from rimo_eval.score.stage import score_n, score_p
@@ -96,10 +97,9 @@ def load_partial(reader: RunReader, revision: Revision) -> Run:
     files = reader.files(revision)
     params = files.read_params()
     where = f"params.yaml at {files.where}"
-    predict = params.get("predict")
-    if not isinstance(predict, dict):
+    cfg = typed_section(params, PredictParams, "predict", where)
+    if cfg is None:
         raise ConfigError(f"view --partial: {where} has no predict section")
-    cfg = coerce(PredictParams, predict, "predict")
     predictor = build_predictor(cfg)
     if not isinstance(predictor, ChatPredictor):
         raise ConfigError(f"view --partial: {where}: predict.backend is {cfg.backend}, "
@@ -197,10 +197,9 @@ def _run(revision: Revision, params: dict[str, Any],
     partial = {"requests": found.requests, "answered": found.answered,
                "samples": len(found.predictions), "samples_answered": answered,
                "at": stored_at(found.newest)}
-    predict = params.get("predict") or {}
     return Run(revision=revision, metrics={}, items=frames, predictions=preds, scores=scores,
                judge=None, cursors=cursors, params=params, partial=partial, tmp=tmp,
-               model=run_label(predictor.name, predict.get(predictor.name) or {}), k=k)
+               model=run_label(predictor.name, predictor.config), k=k)
 
 
 def stored_at(when: float | None) -> str | None:
