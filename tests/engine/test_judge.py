@@ -387,10 +387,13 @@ def test_compare_of_a_judged_run_and_a_sample_recomputes_judge_rows_on_shared_it
                        styled / "reports/provenance.json")
     few = ["a1", "b2", "c3"]
     shared = {**scores, TRACK_P: scores[TRACK_P][scores[TRACK_P]["problem_id"].isin(few)]}
-    a = Side(Revision("a", "git", "0" * 40), metrics, scores, report, judge_table=table)
+    a = Side(Revision("a", "git", "0" * 40), metrics, scores, report, judge_table=table,
+             model="model a")
     b = Side(Revision("b", "git", "1" * 40), metrics, shared, report,
-             judge_table=table[table["problem_id"].isin(few)])
+             judge_table=table[table["problem_id"].isin(few)], model="model b")
     result = compare_sides(a, b, samples=50)
+    # A, recomputed on the shared items, is still model a (its model was dropped there).
+    assert (result["a"]["model"], result["b"]["model"]) == ("model a", "model b")
     assert result["items"][TRACK_P] == {"shared": 3, "only_a": 4, "only_b": 0,
                                         "changed_items": 0}
     rows = {r["name"]: r for r in result["metrics"]}

@@ -112,8 +112,8 @@ def on_shared(side: Side, keys: Mapping[str, set[Key]]) -> Side:
                       side.predict, side.score)
     metrics["provenance"] = side.metrics.get("provenance")
     ids = {i for i, _ in keys[TRACK_P]}
-    return Side(side.revision, metrics, scores, _judge_on(side, ids), predict=side.predict,
-                score=side.score)
+    return Side(side.revision, metrics, scores, _judge_on(side, ids), model=side.model,
+                predict=side.predict, score=side.score)
 
 
 __all__ = ["NO_INTERVALS", "describe", "item_keys", "on_shared", "overlap",
