@@ -27,6 +27,7 @@ from rimo_eval.artifacts.paths import (
     SCORES_DIR,
     predictions_path,
 )
+from rimo_eval.commands.compare.revisions import load_side
 from rimo_eval.commands.leaderboard.loading import from_record
 from rimo_eval.commands.leaderboard.years import run_cutoff
 from rimo_eval.commands.summary import summary
@@ -143,7 +144,7 @@ def test_the_workspace_with_every_needed_file_is_read_without_dvc(repo: Path) ->
 
 
 def test_a_runs_params_are_typed_a_section_at_a_time_and_leniently(
-        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``Run.params`` is the revision's params.yaml as it stands (an older file is still read);
     ``Run.section`` types one section of it: None where the file leaves it out or holds what
     the model refuses now, never an error that hides the run (issue 41 item 5)."""
@@ -164,6 +165,13 @@ def test_a_runs_params_are_typed_a_section_at_a_time_and_leniently(
         assert record.section(ScoreParams, "score") is None  # refused: 'alpha'
         with pytest.raises(ConfigError, match=r"score\.alpha"):
             typed_section(record.params, ScoreParams, "score")  # what view --partial shows
+        with RunReader(repo) as reader:  # compare says it, as it takes the defaults
+            side = load_side(reader.open(WORKSPACE))
+        assert side.score is None and side.predict == predict_cfg
+        [said] = [line for line in capsys.readouterr().err.splitlines()
+                  if line.startswith("compare:")]  # one line: predict is read
+        assert said.startswith("compare: workspace: its params.yaml score section is not read "
+                               "here (params.yaml: score.alpha: unknown key)"), said
         boot = record.section(BootstrapParams, "score.bootstrap")
         assert boot is not None and boot.model_dump() == {"samples": 50, "seed": 0,
                                                           "confidence": 0.95}

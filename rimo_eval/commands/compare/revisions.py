@@ -3,17 +3,24 @@ per-item scores and its judge record, taken from the run record (rimo_eval.run).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from rimo_eval.artifacts.metrics_files import join
+from rimo_eval.errors import ConfigError
+from rimo_eval.io.terminal import for_terminal
 from rimo_eval.params.config import PredictParams, ScoreParams
+from rimo_eval.params.section import Section
 from rimo_eval.rimo.tracks import TRACKS
+from rimo_eval.run.params import typed_section
 from rimo_eval.run.record import Run
 from rimo_eval.run.revision import Revision
+
+S = TypeVar("S", bound=Section)
 
 
 @dataclass
@@ -49,8 +56,21 @@ def load_side(run: Run) -> Side:
                    dict(run.provenance) or None)
     scores = {t: run.scores(t) for t in TRACKS}
     return Side(run.revision, metrics, scores, run.judge, model=run.model,
-                predict=run.section(PredictParams, "predict"),
-                score=run.section(ScoreParams, "score"))
+                predict=_section(run, PredictParams, "predict"),
+                score=_section(run, ScoreParams, "score"))
+
+
+def _section(run: Run, model: type[S], key: str) -> S | None:
+    """``Run.section``, saying so where the run's file sets the section and this version
+    refuses it (an older file): a recount on the shared items then takes the defaults for it
+    (pass@1 only, no cutoff, no price), which the user must know."""
+    try:
+        return typed_section(run.params, model, key)
+    except ConfigError as exc:
+        print(for_terminal(f"compare: {run.revision.label}: its params.yaml {key} section is "
+                           f"not read here ({str(exc).splitlines()[0]}); a recount on the "
+                           f"shared items takes the defaults for it"), file=sys.stderr)
+        return None
 
 
 __all__ = ["Side", "load_side"]
