@@ -20,6 +20,7 @@ from rimo_eval.score.stage import score
 from rimo_eval.validate.stage import run as validate_run
 from tests.support.batch_kill import Driver
 from tests.support.factories import params as project_params
+from tests.support.factories import predict_section
 from tests.support.fake_batch import FakeBatchServer
 from tests.support.openai_batch import KEY_ENV, config, predict
 from tests.support.paths import REPO_ROOT
@@ -60,7 +61,7 @@ def test_full_791_item_batch_run_with_faults_and_kills_equals_online(
                       ("online", config(fake, tmp_path / "online", batch=False))):
         sent = len(fake.chat.records)
         out = tmp_path / name
-        predict_stage({"backend": "openai", "limit": None, "openai": cfg}, items_dir,
+        predict_stage(predict_section(backend="openai", limit=None, openai=cfg), items_dir,
                       out / "preds", out / "run.json")
         assert len(fake.chat.records) == sent and len(fake.batches) == len(creates)
         whole = parse_params(params)
