@@ -84,6 +84,34 @@ def test_temperature_zero_is_deterministic(model_dir: Path) -> None:
     assert first.details["raw_text"] == second.details["raw_text"]
 
 
+def test_a_reply_does_not_depend_on_the_request_before_it(model_dir: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama-cpp-python reuses the previous prompt's KV cache for a shared prefix (every RIMO
+    prompt starts alike), which changes the floats of the rest: a fresh clone's reply differed
+    from the committed run's. Each request is now evaluated from its prompt alone."""
+    config = backend_section("local", max_tokens=8, n_ctx=1024, model_cache_dir=str(model_dir),
+                             cache_dir=None)
+    transport = LocalModelPredictor(config).make_transport()
+    assert isinstance(transport, LlamaTransport)
+    llm = transport._load()
+    reused: list[int] = []
+    complete = llm.create_completion
+
+    def watched(**request: object) -> object:
+        reused.append(llm.n_tokens)  # tokens kept from the previous request
+        return complete(**request)
+
+    monkeypatch.setattr(llm, "create_completion", watched)
+    first = [{"role": "user", "content": "What is 2 + 3?"}]
+    second = [{"role": "user", "content": "What is 2 + 4?"}]
+    transport._generate(transport.request(first))
+    after = transport._generate(transport.request(second)).texts
+    assert reused == [0, 0]
+    alone = LocalModelPredictor(config).make_transport()
+    assert isinstance(alone, LlamaTransport)
+    assert alone._generate(alone.request(second)).texts == after
+
+
 def test_gemma_turn_format() -> None:
     prompt = gemma_prompt([{"role": "system", "content": "Be brief."},
                            {"role": "user", "content": "Hi"},

@@ -211,6 +211,9 @@ class _Completion:
         return {"choices": [{"text": BROKEN, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 3, "completion_tokens": 5}}
 
+    def reset(self) -> None:  # the transport starts each request from its prompt alone
+        pass
+
     def close(self) -> None:
         pass
 

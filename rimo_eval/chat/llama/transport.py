@@ -117,9 +117,11 @@ class LlamaTransport(ChatTransport):
         self.load_s: float | None = None
 
     def endpoint(self) -> dict[str, Any]:
+        # "prompt_reuse": none: each reply is computed from its prompt alone (see _generate);
+        # replies cached before this key, made after whatever request came before, are misses.
         return {"transport": "llama-cpp-in-process", "llama_cpp": load_llama_cpp().__version__,
                 "model_sha256": self.model_sha256, "chat_format": GEMMA_FORMAT,
-                "n_ctx": self.n_ctx}
+                "n_ctx": self.n_ctx, "prompt_reuse": "none"}
 
     def request(self, messages: list[dict[str, str]], sample: int = 0) -> dict[str, Any]:
         # Sample j draws with seed + j: k samples at temperature > 0 are then k different draws.
@@ -146,6 +148,11 @@ class LlamaTransport(ChatTransport):
         with self._lock:
             llm = self._load()
             started = time.perf_counter()
+            # llama-cpp-python keeps the previous prompt's KV cache and evaluates only what
+            # differs: the shared prefix then comes from another batch split, the floats differ
+            # and a greedy reply can too. A reply depended on which request ran before it (a
+            # fresh clone's RIMO-P text differed from the committed run's); now none does.
+            llm.reset()
             try:
                 out = llm.create_completion(**request)
             except (ValueError, RuntimeError) as exc:  # e.g. prompt longer than n_ctx
