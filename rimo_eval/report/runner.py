@@ -140,10 +140,9 @@ def html_exporter() -> tuple[Any, dict[str, str]]:
     return exporter, katex
 
 
-def to_html(nb: Any, title: str = "RIMO evaluation report",
-            exporter: tuple[Any, dict[str, str]] | None = None) -> str:
-    """The executed notebook as one HTML page (``exporter``: ``html_exporter()``'s, if made)."""
-    html, katex = exporter or html_exporter()
+def to_html(nb: Any, title: str = "RIMO evaluation report") -> str:
+    """The executed notebook as one HTML page."""
+    html, katex = html_exporter()
     body: str
     body, _resources = html.from_notebook_node(
         nb, resources={"metadata": {"name": title}, "rimo_katex": katex})

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from rimo_eval.errors import ConfigError
-from rimo_eval.params.config import parse_section
+from rimo_eval.params.config import ScoreParams, parse_section
 from rimo_eval.params.section import Section
 
 S = TypeVar("S", bound=Section)
@@ -40,4 +40,11 @@ def section_or_none(params: Mapping[str, Any], model: type[S], key: str) -> S | 
         return None
 
 
-__all__ = ["section_or_none", "typed_section"]
+def own_cutoff(params: Mapping[str, Any]) -> str | None:
+    """The run's own ``score.training_cutoff``; None where unset or its score section is
+    refused (what the leaderboard's and the view's year lens fall back from)."""
+    score = section_or_none(params, ScoreParams, "score")
+    return None if score is None else score.training_cutoff
+
+
+__all__ = ["own_cutoff", "section_or_none", "typed_section"]

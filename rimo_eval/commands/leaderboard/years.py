@@ -14,11 +14,10 @@ from matplotlib.figure import Figure
 
 from rimo_eval.commands.leaderboard.labels import label
 from rimo_eval.commands.leaderboard.loading import Run
-from rimo_eval.params.config import ScoreParams
 from rimo_eval.params.cutoff import known_cutoff
 from rimo_eval.rimo.tracks import TRACKS
 from rimo_eval.rimo.years import BAND_LABELS, OUTCOME
-from rimo_eval.run.params import section_or_none
+from rimo_eval.run.params import own_cutoff
 from rimo_eval.score.samples import first_sample
 from rimo_eval.score.years import outcomes, unseen_block
 
@@ -26,9 +25,7 @@ TREND_KEYS = ("slope", "slope_ci_low", "slope_ci_high", "p_value", "samples", "r
 
 
 def run_cutoff(run: Run, cutoffs: Mapping[str, str]) -> str | None:
-    own = section_or_none(run.params, ScoreParams, "score")
-    return known_cutoff((run.label, run.revision.label),
-                        None if own is None else own.training_cutoff, cutoffs)
+    return known_cutoff((run.label, run.revision.label), own_cutoff(run.params), cutoffs)
 
 
 def year_keys(run: Run, cutoffs: Mapping[str, str], confidence: float) -> dict[str, Any]:

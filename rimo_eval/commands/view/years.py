@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rimo_eval.params.config import ScoreParams
 from rimo_eval.params.cutoff import cutoff_year, known_cutoff
 from rimo_eval.rimo.years import BAND_LABELS, LATER_BAND, band_of, shortlist_of, year_of
-from rimo_eval.run.params import section_or_none
+from rimo_eval.run.params import own_cutoff
 
 
 def item_year(problem_id: str) -> dict[str, Any]:
@@ -52,9 +51,8 @@ def unseen_options(labels: Sequence[str], cutoffs: Sequence[str | None]
 def run_cutoffs(labels: Sequence[str], params: Sequence[Mapping[str, Any]],
                 cutoffs: Mapping[str, str]) -> list[str | None]:
     """Each run's cutoff: ``--cutoff RUN=DATE``, else its own ``score.training_cutoff``."""
-    own = [section_or_none(p, ScoreParams, "score") for p in params]
-    return [known_cutoff((label,), None if score is None else score.training_cutoff, cutoffs)
-            for label, score in zip(labels, own, strict=True)]
+    return [known_cutoff((label,), own_cutoff(p), cutoffs)
+            for label, p in zip(labels, params, strict=True)]
 
 
 __all__ = ["bands", "item_year", "run_cutoffs", "unseen_options"]
