@@ -116,7 +116,7 @@ def child(work: Path, out: Path, k: int) -> None:
         params={}, model="bench/model",
         items={t: pd.read_parquet(work / f"items_{s}.parquet") for t, s in suffix.items()},
         scores={t: pd.read_parquet(work / f"scores_{s}.parquet") for t, s in suffix.items()},
-        open_predictions=lambda t: (work / f"preds_{suffix[t]}.parquet").open("rb"))
+        predictions_table=lambda t: str(work / f"preds_{suffix[t]}.parquet"))
     with output_folder(out, "export", "bench") as tmp:
         _, rows = write_eee(run, tmp, "bench/model", "bench")
     print(json.dumps({"rows": rows}))

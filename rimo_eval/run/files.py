@@ -4,7 +4,7 @@ for outputs, so nothing is checked out and the workspace is left alone."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pandas as pd
 
@@ -12,6 +12,17 @@ from rimo_eval.artifacts.paths import PARAMS_PATH
 from rimo_eval.errors import DataError
 from rimo_eval.io.json_object import parse_object
 from rimo_eval.run.revision import Revision
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# A table as Arrow reads it: the path of a file on disk (Arrow opens and reads it in C++) or
+# the bytes of a file git holds, in an Arrow buffer. Never a Python file object: Arrow's
+# thread pool can drop the last reference to one after the interpreter began to finalize; that
+# thread then cannot take the GIL and the process aborts after its work is done ("terminate
+# called without an active exception", exit -6; apache/arrow#34314). Seen in 4 of 150
+# `rimo-eval summary` runs under load, the backtrace in a ParquetFileFragment's PyReadableFile.
+TableSource: TypeAlias = "str | pa.NativeFile"
 
 
 class RunFiles:
@@ -36,15 +47,21 @@ class RunFiles:
             why = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
             raise DataError(f"{path.as_posix()}: not readable at {self.where} ({why})") from exc
 
-    def open(self, path: Path) -> BinaryIO:
-        """A seekable binary file (a table read in parts); the caller closes it."""
-        from dvc.exceptions import DvcException
+    def source(self, path: Path) -> TableSource:
+        """The table at ``path`` for Arrow (TableSource): its file on disk where it has one
+        (a table is then read in parts, never whole), else its bytes from git."""
+        import pyarrow as pa
 
         try:
-            handle: BinaryIO = self.fs.open(path.as_posix(), "rb")
-            return handle
-        except (FileNotFoundError, DvcException) as exc:
-            raise DataError(f"{path.as_posix()}: not readable at {self.where} ({exc})") from exc
+            local = self.fs.local(path.as_posix())
+        except FileNotFoundError as exc:
+            raise DataError(f"{path.as_posix()}: not readable at {self.where} (not found)") \
+                from exc
+        if local is None:
+            return pa.BufferReader(self.read_bytes(path))
+        if not Path(local).is_file():  # an output that is not in the local cache
+            raise DataError(f"{path.as_posix()}: not readable at {self.where} (not found)")
+        return local
 
     def read_json(self, path: Path, required: bool = True) -> dict[str, Any] | None:
         """A JSON object; None for an optional file the revision does not have."""
@@ -54,8 +71,7 @@ class RunFiles:
 
     def read_parquet(self, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         """The table (only ``columns``), read from the file in place."""
-        with self.open(path) as handle:
-            return pd.read_parquet(handle, columns=columns)
+        return pd.read_parquet(self.source(path), columns=columns)
 
     def read_params(self) -> dict[str, Any]:
         """params.yaml at the revision; {} where it has none (or holds no mapping). A key given

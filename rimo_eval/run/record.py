@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from rimo_eval.artifacts.metrics_files import k_of
 from rimo_eval.artifacts.paths import JUDGE_TABLE, items_path, predictions_path, scores_path
 from rimo_eval.params.section import Section
-from rimo_eval.run.files import RunFiles
+from rimo_eval.run.files import RunFiles, TableSource
 from rimo_eval.run.revision import Revision
 
 S = TypeVar("S", bound=Section)
@@ -80,9 +80,10 @@ class Run:
         table = self.table(JUDGE_TABLE)
         return table if len(table) else None
 
-    def open(self, path: Path) -> BinaryIO:
-        """A file of the run, seekable (a table read a row group at a time); caller closes."""
-        return self.files.open(path)
+    def source(self, path: Path) -> TableSource:
+        """A table of the run as Arrow reads it (rimo_eval.run.files.TableSource): read a row
+        group at a time by pyarrow.parquet.ParquetFile, which closes it."""
+        return self.files.source(path)
 
     def read_json(self, path: Path, required: bool = True) -> dict[str, Any] | None:
         return self.files.read_json(path, required)

@@ -108,6 +108,16 @@ class LockTree:
             raise FileNotFoundError(path)
         return open(self.odb.oid_to_path(oid), "rb")  # FileNotFoundError when not cached
 
+    def local(self, path: str) -> str | None:
+        """The file on disk that holds ``path`` (its cache object); None for a file git holds.
+        FileNotFoundError when it is neither in git nor an output of the revision."""
+        if self.in_git(path):
+            return None
+        oid = self._object(path)
+        if oid is None:
+            raise FileNotFoundError(path)
+        return str(self.odb.oid_to_path(oid))
+
     def read_bytes(self, path: str) -> bytes:
         with self.open(path) as handle:
             return handle.read()
@@ -127,6 +137,9 @@ class WorkTree:
 
     def open(self, path: str, mode: str = "rb") -> BinaryIO:
         return open(self.root / path, "rb")
+
+    def local(self, path: str) -> str:
+        return str(self.root / path)
 
     def read_bytes(self, path: str) -> bytes:
         return (self.root / path).read_bytes()

@@ -25,6 +25,7 @@ from rimo_eval.artifacts.paths import (
     PLOTS_DIR,
     PREDICTIONS_DIR,
     SCORES_DIR,
+    items_path,
     predictions_path,
 )
 from rimo_eval.commands.compare.revisions import load_side
@@ -33,7 +34,7 @@ from rimo_eval.commands.leaderboard.years import run_cutoff
 from rimo_eval.commands.summary import summary
 from rimo_eval.commands.view.header import header
 from rimo_eval.commands.view.load import load_run
-from rimo_eval.errors import ConfigError
+from rimo_eval.errors import ConfigError, DataError
 from rimo_eval.params.config import (
     BootstrapParams,
     FetchParams,
@@ -226,3 +227,39 @@ def test_advice_for_another_revision(tmp_path: Path) -> None:
     branch = Revision("main", "git", "b" * 40)
     assert advice(with_remote, branch, False, []) == (
         f"`dvc fetch --rev {'b' * 40}` brings them from the DVC remote")
+
+
+def test_arrow_reads_a_runs_tables_from_paths_and_buffers_never_python_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table goes to Arrow as a file on disk (the workspace's, or the DVC cache's object of a
+    commit's output) or as git's bytes in an Arrow buffer, never as a Python file object: Arrow
+    released one from its thread pool while the interpreter finalized and `rimo-eval summary`
+    aborted after its output (exit -6, 4 of 150 runs under load; rimo_eval.run.files)."""
+    import pyarrow as pa
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    for args in (("git", "init", "-q", "-b", "main"), ("dvc", "init", "-q")):
+        sh(root, *args)
+    small_benchmark(root / ITEMS_DIR)
+    monkeypatch.chdir(root)
+    run_in(root, {"backend": "constant", "constant": {"answer": "3", "solution": ""}})
+    sh(root, "dvc", "add", "-q", PREDICTIONS_DIR.as_posix())  # a folder: its manifest's entry
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "commit", "-qm", "a run")
+    want = {p(t): pd.read_parquet(root / p(t))
+            for t in TRACKS for p in (items_path, predictions_path)}
+    with RunReader(root) as reader:
+        for revision in (HERE, reader.resolve("HEAD")):
+            files = reader.files(revision)
+            table = files.source(predictions_path(TRACK_N))
+            assert isinstance(table, str) and Path(table).is_file()
+            if revision.rev is not None:  # the cache's object, not the workspace's file
+                assert Path(table).is_relative_to(root / ".dvc" / "cache")
+            items = files.source(items_path(TRACK_N))
+            assert isinstance(items, pa.BufferReader if revision.rev else str)
+            for t in TRACKS:
+                for p in (items_path, predictions_path):
+                    pd.testing.assert_frame_equal(files.read_parquet(p(t)), want[p(t)])
+            with pytest.raises(DataError, match=r"^data/nowhere\.parquet: not readable at"):
+                files.source(Path("data/nowhere.parquet"))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -121,8 +121,8 @@ def test_an_item_ending_with_its_row_group_does_not_read_the_next(
 def test_a_table_without_a_path_is_made_in_one_process(run: Any, tmp_path: Path) -> None:
     """A table held in memory cannot be reopened by a worker: one process makes the site."""
     path = predictions_path(TRACK_N, Path(run.cursors[TRACK_N].path()).parents[1] / "preds")
-    assert DetailsCursor(open(path, "rb"), TRACK_N).path() == str(path)  # noqa: SIM115
-    memory = DetailsCursor(io.BytesIO(path.read_bytes()), TRACK_N)
+    assert DetailsCursor(str(path), TRACK_N).path() == str(path)
+    memory = DetailsCursor(pa.BufferReader(path.read_bytes()), TRACK_N)
     assert memory.path() is None
     real = run.cursors[TRACK_N]
     run.cursors[TRACK_N] = memory

@@ -236,13 +236,11 @@ def write_eee(run: ExportRun, out: Path, mid: str, organization: str) -> tuple[P
     digest, count = hashlib.sha256(), 0
     with open(out / samples, "wb") as fh:
         for track in TRACKS:
-            handle = run.open_predictions(track)
-            with handle:
-                for pred in predictions(handle):
-                    data = line(rows.row(track, pred))
-                    fh.write(data)
-                    digest.update(data)
-                    count += 1
+            for pred in predictions(run.predictions_table(track)):
+                data = line(rows.row(track, pred))
+                fh.write(data)
+                digest.update(data)
+                count += 1
     agg = aggregate(run, mid, organization, eid, samples.as_posix(), digest.hexdigest(), count)
     (out / where / f"{name}.json").write_text(
         json.dumps(agg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

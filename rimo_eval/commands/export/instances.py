@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -45,6 +45,9 @@ from rimo_eval.io.surrogates import valid_value
 from rimo_eval.predictors import extract
 from rimo_eval.rimo.tracks import TRACK_N, TRACK_P
 from rimo_eval.score.samples import USAGE_KEYS, sample_usage
+
+if TYPE_CHECKING:
+    from rimo_eval.run.files import TableSource
 
 SCHEMA_VERSION = "0.3.0"
 BATCH_ROWS = 64  # rows decoded at once: 64 RIMO-P rows of reasoning replies are about 12 MB
@@ -190,10 +193,10 @@ def line(row: dict[str, Any]) -> bytes:
         return (json.dumps(fixed, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-def predictions(handle: BinaryIO) -> Iterator[dict[str, Any]]:
+def predictions(table: TableSource) -> Iterator[dict[str, Any]]:
     """A predictions table's rows in table order, a row group at a time (each dropped when
     read: see rimo_eval/commands/view/texts.py)."""
-    file = pq.ParquetFile(handle)
+    file = pq.ParquetFile(table)
     try:
         for group in range(file.num_row_groups):
             table = file.read_row_group(group)

@@ -8,17 +8,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from rimo_eval.rimo.tracks import TRACKS
 
+if TYPE_CHECKING:
+    from rimo_eval.run.files import TableSource
+
 
 @dataclass
 class ExportRun:
-    """What the export needs of a run. ``open_predictions(track)`` opens that track's
-    predictions table (a seekable binary file; the caller closes it)."""
+    """What the export needs of a run. ``predictions_table(track)``: that track's predictions
+    table as Arrow reads it (rimo_eval.run.files.TableSource)."""
 
     label: str  # the run as the user named it
     rev: str | None  # its commit; None for the workspace
@@ -28,7 +31,7 @@ class ExportRun:
     model: str  # reports/model.json's name
     items: dict[str, pd.DataFrame]
     scores: dict[str, pd.DataFrame]
-    open_predictions: Callable[[str], BinaryIO]
+    predictions_table: Callable[[str], TableSource]
     close: Callable[[], None] = field(default=lambda: None)
 
 
@@ -55,7 +58,7 @@ def load_export_run(root: Path, name: str) -> ExportRun:
             metrics=join(dict(run.metrics), dict(run.breakdown), dict(run.provenance)),
             params=dict(run.params), model=run.model,
             items={t: run.items(t) for t in TRACKS}, scores={t: run.scores(t) for t in TRACKS},
-            open_predictions=lambda t: run.open(predictions_path(t)), close=reader.close)
+            predictions_table=lambda t: run.source(predictions_path(t)), close=reader.close)
     except BaseException:
         reader.close()
         raise

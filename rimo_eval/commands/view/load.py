@@ -76,7 +76,7 @@ def load_run(reader: RunReader, revision: Revision) -> Run:
         items = {t: record.items(t) for t in TRACKS}
         # The sample's details and texts are read as the site is built (``DetailsCursor``).
         for t in TRACKS:
-            cursors[t] = DetailsCursor(record.open(predictions_path(t)), t)
+            cursors[t] = DetailsCursor(record.source(predictions_path(t)), t)
         preds = {t: record.predictions(t, [c for c in cursors[t].names
                                            if c not in (*TEXT_COLUMNS, "details")])
                  for t in TRACKS}

@@ -18,7 +18,6 @@ built by the same code, an item at a time, as a finished run's.
 
 from __future__ import annotations
 
-import io
 import shutil
 import tempfile
 import time
@@ -107,8 +106,7 @@ def load_partial(reader: RunReader, revision: Revision) -> Run:
                           "cache. `rimo-eval view` shows the run once predict has written "
                           "it")
     cache_dir = _cache_dir(root, predictor, where)
-    tables = {t: pq.read_table(io.BytesIO(files.read_bytes(items_path(t))))
-              for t in TRACKS}
+    tables = {t: pq.read_table(files.source(items_path(t))) for t in TRACKS}
     frames = {t: tables[t].to_pandas() for t in TRACKS}  # as score reads them
     all_items = {t: rows_to_items(tables[t].to_pylist()) for t in TRACKS}  # as predict does
     del tables

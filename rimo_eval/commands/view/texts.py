@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
@@ -25,6 +24,9 @@ from rimo_eval.artifacts.predictions import (
     join_texts,
     parse_details,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 BATCH_ROWS = 64  # rows read at once: 64 RIMO-P rows of reasoning replies are about 12 MB
 
@@ -43,9 +45,9 @@ class DetailsCursor:
     joined back in, for problem ids asked in ascending order (asking for an earlier one reads
     the file again from its start). Tables from before the texts had columns of their own keep
     them in ``details``, which then passes through as stored. ``source``: the table's path, or
-    a binary file (a DVC revision's; reopened by its path where it has one)."""
+    an Arrow file (a table git holds; never a Python file: rimo_eval.run.files.TableSource)."""
 
-    def __init__(self, source: str | os.PathLike[str] | BinaryIO, track: str) -> None:
+    def __init__(self, source: str | os.PathLike[str] | pa.NativeFile, track: str) -> None:
         self._source, self._track = source, track
         self._file = pq.ParquetFile(source)
         self.names: list[str] = self._file.schema_arrow.names
@@ -56,12 +58,9 @@ class DetailsCursor:
         self._start()
 
     def path(self) -> str | None:
-        """The table's path, None for a file object without one."""
+        """The table's path, None for a table held in memory."""
         source = self._source
-        if isinstance(source, str | os.PathLike):
-            return os.fspath(source)
-        name = getattr(source, "name", None)
-        return name if isinstance(name, str) and Path(name).is_file() else None
+        return os.fspath(source) if isinstance(source, str | os.PathLike) else None
 
     def reopened(self) -> DetailsCursor:
         """A cursor of the same table on a handle of its own (a forked worker's: a shared file
