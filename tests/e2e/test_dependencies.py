@@ -178,3 +178,20 @@ def test_dvc_yaml_outs_match_the_artifacts_registry() -> None:
     # Cached (no cache: false): `dvc exp apply` / `dvc checkout` restore each run's own site.
     assert spec["view"]["outs"] == [A.VIEW_DIR.as_posix()]
     assert A.NOTEBOOK.as_posix() in paths("report", "deps")
+
+
+def test_the_committed_dvc_lock_records_this_code_and_params() -> None:
+    """Every code and params dep of every stage is as dvc.lock records it: a commit that changes
+    a stage's code without its run leaves users' `dvc repro` rerunning it and `dvc status`
+    saying so (the view's and report's hashes lagged one commit this way). Data deps a clean
+    clone lacks ("deleted": nothing pulled) are not this test's."""
+    import json
+
+    status = json.loads(sh(REPO_ROOT, "dvc", "status", "--json").stdout or "{}")
+    stale = {stage: {dep: change for entry in entries if isinstance(entry, dict)
+                     for dep, change in (entry.get("changed deps") or {}).items()
+                     if change != "deleted"}
+             for stage, entries in status.items()}
+    stale = {stage: deps for stage, deps in stale.items() if deps}
+    assert not stale, (f"dvc.lock is behind the code or params.yaml: {stale}; run `dvc repro` "
+                       "and commit dvc.lock (and the reports it writes) with the change")
