@@ -54,14 +54,10 @@ class RunFiles:
 
         try:
             local = self.fs.local(path.as_posix())
-        except FileNotFoundError as exc:
+        except FileNotFoundError as exc:  # not at the revision, or not in the local cache
             raise DataError(f"{path.as_posix()}: not readable at {self.where} (not found)") \
                 from exc
-        if local is None:
-            return pa.BufferReader(self.read_bytes(path))
-        if not Path(local).is_file():  # an output that is not in the local cache
-            raise DataError(f"{path.as_posix()}: not readable at {self.where} (not found)")
-        return local
+        return pa.BufferReader(self.read_bytes(path)) if local is None else local
 
     def read_json(self, path: Path, required: bool = True) -> dict[str, Any] | None:
         """A JSON object; None for an optional file the revision does not have."""

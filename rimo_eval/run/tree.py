@@ -10,10 +10,9 @@ workspace, and reads every other revision through this (benchmarks/README.md, is
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any
 
 from rimo_eval.artifacts.missing import in_cache
 from rimo_eval.artifacts.paths import LOCK_PATH
@@ -100,27 +99,23 @@ class LockTree:
         oid = self._object(path)
         return oid is not None and Path(self.odb.oid_to_path(oid)).is_file()
 
-    def open(self, path: str, mode: str = "rb") -> BinaryIO:
-        if self.in_git(path):
-            return io.BytesIO(self.git.cat_file(path))
-        oid = self._object(path)
-        if oid is None:
-            raise FileNotFoundError(path)
-        return open(self.odb.oid_to_path(oid), "rb")  # FileNotFoundError when not cached
-
     def local(self, path: str) -> str | None:
         """The file on disk that holds ``path`` (its cache object); None for a file git holds.
-        FileNotFoundError when it is neither in git nor an output of the revision."""
+        FileNotFoundError when it is neither in git nor an output of the revision, or is an
+        output the local cache lacks."""
         if self.in_git(path):
             return None
         oid = self._object(path)
         if oid is None:
             raise FileNotFoundError(path)
-        return str(self.odb.oid_to_path(oid))
+        local = str(self.odb.oid_to_path(oid))
+        if not Path(local).is_file():
+            raise FileNotFoundError(local)
+        return local
 
     def read_bytes(self, path: str) -> bytes:
-        with self.open(path) as handle:
-            return handle.read()
+        local = self.local(path)
+        return self.git.cat_file(path) if local is None else Path(local).read_bytes()
 
     def close(self) -> None:
         """Nothing held open: each file is opened and closed by its reader."""
@@ -135,11 +130,12 @@ class WorkTree:
     def exists(self, path: str) -> bool:
         return (self.root / path).exists()
 
-    def open(self, path: str, mode: str = "rb") -> BinaryIO:
-        return open(self.root / path, "rb")
-
     def local(self, path: str) -> str:
-        return str(self.root / path)
+        """The file itself; FileNotFoundError when the workspace does not have it."""
+        local = self.root / path
+        if not local.is_file():
+            raise FileNotFoundError(local)
+        return str(local)
 
     def read_bytes(self, path: str) -> bytes:
         return (self.root / path).read_bytes()
