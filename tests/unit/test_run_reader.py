@@ -263,3 +263,10 @@ def test_arrow_reads_a_runs_tables_from_paths_and_buffers_never_python_files(
                     pd.testing.assert_frame_equal(files.read_parquet(p(t)), want[p(t)])
             with pytest.raises(DataError, match=r"^data/nowhere\.parquet: not readable at"):
                 files.source(Path("data/nowhere.parquet"))
+    # An output of the commit that the local cache lacks: the same error, nothing half-read.
+    with RunReader(root) as reader:
+        files = reader.files(reader.resolve("HEAD"))
+        Path(files.source(predictions_path(TRACK_N))).unlink()
+        with pytest.raises(DataError, match=r"^data/predictions/rimo_n\.parquet: not readable "
+                                            r"at .*\(not found\)$"):
+            files.read_parquet(predictions_path(TRACK_N))
